@@ -1,0 +1,189 @@
+"""Reference backend in numpy: the definition of every op's semantics and the oracle for the compiled kernels.
+
+All functions take batched, already validated arrays (the public facade :mod:`toporoute.ops` validates and adds
+the batch axis); they check only what needs a pass over the data (non-finite values, negative weights).
+
+Floating-point policy (shared by every backend): row norms and dot products are computed in float64, the
+score is rounded to float32 once, and every decision (threshold, ranking, ties) is taken on that float32 value.
+Backends differ only in float64 summation order, which the rounding hides, so their integer and boolean outputs
+agree exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import NonFiniteError, OutOfRangeError
+from ..results import Density, GraphStats, Order, Routes
+
+__all__ = ["available", "route", "toposort", "graph_stats", "conductor_density", "inbox_width"]
+
+
+def inbox_width(n: int, k_in: int) -> int:
+    """Width K of the inbox: ``k_in`` when capped, else ``N - 1`` (0 for N = 0)."""
+    return int(k_in) if k_in > 0 else max(n - 1, 0)
+
+
+def _check_finite(q: np.ndarray, k: np.ndarray) -> None:
+    """Reports the first episode with a non-finite row, naming q before k (the order every backend uses)."""
+    bad_q = ~np.isfinite(q).all(axis=-1)
+    bad_k = ~np.isfinite(k).all(axis=-1)
+    episodes = (bad_q | bad_k).any(axis=-1)
+    if not episodes.any():
+        return
+    b = int(np.argmax(episodes))
+    name, bad = ("q", bad_q) if bad_q[b].any() else ("k", bad_k)
+    n = int(np.argmax(bad[b]))
+    raise NonFiniteError(f"{name} must be finite; got NaN or infinity at episode {b}, agent {n}", arg=name)
+
+
+def route(
+    q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None
+) -> Routes:
+    """Cosine routing for (B, N, D) float32 ``q`` (needs) and ``k`` (offers).
+
+    ``scores[b, j, i] = cos(k[b, j], q[b, i])`` (float64, clamped to [-1, 1], rounded to float32; 0 for a zero
+    or inactive row). Candidate edge ``j -> i`` iff ``scores > float32(tau)``, ``j != i``, both agents active
+    and both rows non-zero. Each recipient keeps its ``k_in`` best candidates (``k_in <= 0``: all), ordered by
+    descending score with ties to the lower index.
+    """
+    _check_finite(q, k)
+    B, N, _ = q.shape
+    K = inbox_width(N, k_in)
+    q64 = q.astype(np.float64)
+    k64 = k.astype(np.float64)
+    qn = np.sqrt(np.einsum("bnd,bnd->bn", q64, q64))
+    kn = np.sqrt(np.einsum("bnd,bnd->bn", k64, k64))
+    dots = np.matmul(k64, q64.transpose(0, 2, 1))  # [b, j, i] = k_j . q_i
+    denom = kn[:, :, None] * qn[:, None, :]
+    valid = denom > 0
+    if active is not None:
+        valid &= active[:, :, None] & active[:, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s64 = np.where(valid, dots / np.where(valid, denom, 1.0), 0.0)
+    scores = np.clip(s64, -1.0, 1.0).astype(np.float32)
+
+    cand = valid & (scores > np.float32(tau))
+    cand &= ~np.eye(N, dtype=bool)[None]
+    # rank providers per recipient (axis 1): descending score, ties to the lower index (stable sort)
+    key = np.where(cand, -scores, np.float32(np.inf))
+    order = np.argsort(key, axis=1, kind="stable")  # [b, rank, i]
+    n_cand = cand.sum(axis=1)  # (B, N)
+    kept = n_cand if k_in <= 0 else np.minimum(n_cand, k_in)
+    rank = np.arange(N)[None, :, None]
+    keep_sorted = rank < kept[:, None, :]  # [b, rank, i]
+
+    adjacency = np.zeros((B, N, N), dtype=bool)
+    bb, rr, ii = np.nonzero(keep_sorted)
+    adjacency[bb, order[bb, rr, ii], ii] = True
+
+    inbox = np.full((B, N, K), -1, dtype=np.int32)
+    width = min(K, N)
+    if width:
+        top = np.where(keep_sorted[:, :width, :], order[:, :width, :], -1)  # [b, rank, i]
+        inbox[:, :, :width] = top.transpose(0, 2, 1)
+    return Routes(scores, adjacency, inbox, kept.astype(np.int32))
+
+
+def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray | None) -> Order:
+    """Greedy topological order with cycle breaking for (B, N, N) bool ``adj[b, src, dst]``.
+
+    Self-loops and edges touching inactive nodes are ignored. Repeatedly place the unplaced active node with
+    the smallest key, ties to the lowest index. The key is the number of edges into the node from unplaced
+    nodes; with ``weights`` it is (has any such edge, sum of their weights), the sum taken in float64 over
+    ascending source index, so a source is always placed before a node that still has in-edges and the
+    weights only decide which edges a cycle loses. On a DAG this is Kahn's order (smallest index first).
+    Edges into a placed node from still-unplaced nodes are ``removed``. ``level`` is the longest-path layer
+    in the graph minus removed edges. Inactive nodes come last in index order with level -1.
+    """
+    B, N, _ = adj.shape
+    if weights is not None:
+        if not np.isfinite(weights).all():
+            b, s, d = np.argwhere(~np.isfinite(weights))[0]
+            raise NonFiniteError(f"weights must be finite; got {weights[b, s, d]} at [{b}, {s}, {d}]", "weights")
+        if (weights < 0).any():
+            b, s, d = np.argwhere(weights < 0)[0]
+            raise OutOfRangeError(f"weights must be >= 0; got {weights[b, s, d]} at [{b}, {s}, {d}]", "weights")
+    act = np.ones((B, N), dtype=bool) if active is None else active.astype(bool)
+    e = adj.astype(bool) & ~np.eye(N, dtype=bool)[None] & act[:, :, None] & act[:, None, :]
+    w = None if weights is None else np.where(e, weights.astype(np.float64), 0.0)
+
+    order = np.full((B, N), -1, dtype=np.int32)
+    level = np.full((B, N), -1, dtype=np.int32)
+    removed = np.zeros((B, N, N), dtype=bool)
+    placed = ~act  # inactive nodes never compete
+    n_active = act.sum(axis=1)
+    bidx = np.arange(B)
+
+    for t in range(N):
+        live = t < n_active  # episodes still placing active nodes
+        if not live.any():
+            break
+        from_unplaced = e & ~placed[:, :, None]  # [b, src, dst]
+        count = from_unplaced.sum(axis=1)  # (B, N)
+        if w is None:
+            v = np.argmin(np.where(placed, N + 1, count), axis=1)
+        else:
+            wsum = np.zeros((B, N))
+            for j in range(N):  # ascending source order: the summation order every backend uses
+                wsum += np.where(from_unplaced[:, j, :], w[:, j, :], 0.0)
+            # lexicographic key (placed, has in-edges, weight sum, index)
+            keys = (np.arange(N)[None].repeat(B, 0), wsum, count > 0, placed)
+            v = np.lexsort(keys, axis=1)[:, 0]
+        lb, lv = bidx[live], v[live]
+        order[lb, t] = lv
+        back = from_unplaced[lb, :, lv]  # (L, N): edges into v from unplaced nodes
+        back[np.arange(lb.size), lv] = False
+        removed[lb, :, lv] = back
+        preds = e[lb, :, lv] & placed[lb]
+        level[lb, lv] = np.where(preds, level[lb], -1).max(axis=1) + 1
+        placed[lb, lv] = True
+    for b in np.nonzero(n_active < N)[0]:
+        order[b, n_active[b]:] = np.nonzero(~act[b])[0]
+    return Order(order, level, removed, ~removed.any(axis=(1, 2)))
+
+
+def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
+    """Edge count, density, degrees, reciprocity and Jaccard distance to ``prev`` for (B, N, N) bool graphs."""
+    B, N, _ = adj.shape
+    act = np.ones((B, N), dtype=bool) if active is None else active.astype(bool)
+    mask = ~np.eye(N, dtype=bool)[None] & act[:, :, None] & act[:, None, :]
+    e = adj.astype(bool) & mask
+    edges = e.sum(axis=(1, 2)).astype(np.int64)
+    n = act.sum(axis=1).astype(np.float64)
+    pairs = n * (n - 1)
+    density = np.divide(edges, pairs, out=np.zeros(B), where=pairs > 0)
+    mutual = (e & e.transpose(0, 2, 1)).sum(axis=(1, 2))
+    reciprocity = np.divide(mutual, edges, out=np.zeros(B), where=edges > 0)
+    jaccard = None
+    if prev is not None:
+        p = prev.astype(bool) & mask
+        inter = (e & p).sum(axis=(1, 2))
+        union = (e | p).sum(axis=(1, 2))
+        jaccard = 1.0 - np.divide(inter, union, out=np.ones(B), where=union > 0)
+    return GraphStats(
+        edges, density, e.sum(axis=1).astype(np.int32), e.sum(axis=2).astype(np.int32), reciprocity, jaccard
+    )
+
+
+def conductor_density(
+    nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray
+) -> Density:
+    """AgentConductor density (methods/agentconductor.md §4.2, §4.4), elementwise over int64 arrays.
+
+    ``S_node = exp(-V / N_max)``, ``S_edge = exp(-E / (V (V - 0.5)))``, ``S_depth = 1 - s / V``,
+    ``S_complex = exp(S_node + 2 S_edge + S_depth)``; ``reward = S_complex`` when ``V <= N_max``, else
+    ``tanh((N_max - V) / N_max)``.
+    """
+    v = nodes.astype(np.float64)
+    s_node = np.exp(-v / n_max)
+    s_edge = np.exp(-edges / (v * (v - 0.5)))
+    s_depth = 1.0 - steps / v
+    s_complex = np.exp(s_node + 2.0 * s_edge + s_depth)
+    reward = np.where(nodes <= n_max, s_complex, np.tanh((n_max - v) / n_max))
+    return Density(s_node, s_edge, s_depth, s_complex, reward)
+
+
+def available() -> tuple[bool, str]:
+    """The reference backend needs only numpy."""
+    return True, ""

@@ -1,0 +1,91 @@
+"""Typed results of the core ops. Arrays are numpy on host backends and device arrays (CuPy/PyTorch) on CUDA
+inputs; a single-graph call returns arrays without the batch axis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Routes", "Order", "Density", "GraphStats"]
+
+Array = Any  # numpy.ndarray, or a CuPy / PyTorch device array for CUDA inputs
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Result of :func:`toporoute.ops.route`.
+
+    Attributes
+    ----------
+    scores : (B, N, N) float32
+        ``scores[b, j, i] = cos(k[b, j], q[b, i])``: provider ``j``'s offer against recipient ``i``'s need.
+        0 where either row is all zeros or either agent is inactive.
+    adjacency : (B, N, N) bool
+        ``adjacency[b, j, i]``: message edge ``j -> i`` (sender row, receiver column).
+    inbox : (B, N, K) int32
+        Each recipient's providers by descending score (ties to the lower index), padded with -1.
+    in_degree : (B, N) int32
+        Number of providers kept per recipient.
+    """
+
+    scores: Array
+    adjacency: Array
+    inbox: Array
+    in_degree: Array
+
+
+@dataclass(frozen=True)
+class Order:
+    """Result of :func:`toporoute.ops.toposort`.
+
+    Attributes
+    ----------
+    order : (B, N) int32
+        Node placed at each position; inactive nodes last, in index order.
+    level : (B, N) int32
+        Longest-path layer in the graph minus removed edges (sources 0); -1 for inactive nodes.
+    removed : (B, N, N) bool
+        Back edges dropped to break cycles (``removed[b, src, dst]``).
+    is_dag : (B,) bool
+        True when nothing was removed.
+    """
+
+    order: Array
+    level: Array
+    removed: Array
+    is_dag: Array
+
+
+@dataclass(frozen=True)
+class Density:
+    """Result of :func:`toporoute.ops.conductor_density`; every field float64 with the broadcast shape."""
+
+    s_node: Array
+    s_edge: Array
+    s_depth: Array
+    s_complex: Array
+    reward: Array
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """Result of :func:`toporoute.ops.graph_stats` (self-loops and inactive nodes ignored).
+
+    Attributes
+    ----------
+    edges : (B,) int64
+    density : (B,) float64
+        ``edges / (n (n - 1))`` with ``n`` active nodes; 0 when ``n < 2``.
+    in_degree, out_degree : (B, N) int32
+    reciprocity : (B,) float64
+        Share of edges whose reverse edge also exists; 0 with no edges.
+    jaccard : (B,) float64 or None
+        Jaccard distance ``1 - |E & E_prev| / |E | E_prev|`` to ``prev`` (0 when both are empty); None without prev.
+    """
+
+    edges: Array
+    density: Array
+    in_degree: Array
+    out_degree: Array
+    reciprocity: Array
+    jaccard: Array | None
