@@ -1,0 +1,90 @@
+#include "common.hpp"
+
+#include <sstream>
+
+namespace toporoute::bindings {
+
+std::string shape_str(const std::vector<std::int64_t>& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  if (shape.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+void raise_error(const char* cls, const std::string& arg, const std::string& message) {
+  py::object errors = py::module_::import("toporoute.errors");
+  py::object exc = errors.attr(cls)(message, arg.empty() ? py::object(py::none()) : py::object(py::str(arg)));
+  PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+void raise_status(const Status& s) {
+  switch (s.code) {
+    case StatusCode::ok:
+      return;
+    case StatusCode::invalid_argument:
+      raise_error("InvalidArgumentError", s.arg, s.message);
+    case StatusCode::non_finite:
+      raise_error("NonFiniteError", s.arg, s.message);
+    case StatusCode::out_of_range:
+      raise_error("OutOfRangeError", s.arg, s.message);
+    case StatusCode::unsupported:
+      raise_error("BackendUnavailableError", s.arg, s.message);
+    case StatusCode::runtime:
+      break;
+  }
+  throw std::runtime_error(s.message);
+}
+
+template <typename T>
+HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bool) {
+  if (!py::isinstance<py::array>(obj)) {
+    raise_error("DTypeError", name,
+                std::string(name) + " must be a numpy array; got " + std::string(py::str(obj.get_type().attr("__name__"))));
+  }
+  py::array a = py::reinterpret_borrow<py::array>(obj);
+  const py::dtype want = is_bool ? py::dtype::of<bool>() : py::dtype::of<T>();
+  if (!a.dtype().is(want)) {
+    raise_error("DTypeError", name,
+                std::string(name) + " must have dtype " + std::string(py::str(want)) + "; got " +
+                    std::string(py::str(a.dtype())));
+  }
+  if (a.ndim() != ndim) {
+    raise_error("ShapeError", name,
+                std::string(name) + " must have " + std::to_string(ndim) + " dimensions; got " +
+                    std::to_string(a.ndim()));
+  }
+  HostView v;
+  v.array = a;
+  v.data = const_cast<void*>(a.data());
+  const auto item = static_cast<std::int64_t>(a.itemsize());
+  for (int d = 0; d < ndim; ++d) {
+    v.shape.push_back(static_cast<std::int64_t>(a.shape(d)));
+    const auto st = static_cast<std::int64_t>(a.strides(d));
+    if (st % item != 0) {
+      raise_error("DTypeError", name, std::string(name) + " has a stride that is not a multiple of its item size");
+    }
+    v.strides.push_back(st / item);
+  }
+  return v;
+}
+
+template HostView host_view<float>(const py::handle&, const char*, int, bool);
+template HostView host_view<std::uint8_t>(const py::handle&, const char*, int, bool);
+template HostView host_view<std::int64_t>(const py::handle&, const char*, int, bool);
+
+void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected) {
+  if (v.shape != expected) {
+    raise_error("ShapeError", name,
+                std::string(name) + " must have shape " + shape_str(expected) + "; got " + shape_str(v.shape));
+  }
+}
+
+py::array empty_bool_array(const std::vector<std::int64_t>& shape) {
+  std::vector<py::ssize_t> s(shape.begin(), shape.end());
+  return py::array(py::dtype::of<bool>(), s);
+}
+
+}  // namespace toporoute::bindings

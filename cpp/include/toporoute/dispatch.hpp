@@ -1,0 +1,30 @@
+#pragma once
+/// \file dispatch.hpp
+/// Runtime selection of the SIMD kernels. Each ISA lives in its own translation unit with its own compiler
+/// flags; shared code is compiled at baseline flags. The choice is made once per process: the best ISA both
+/// compiled and supported by this CPU, or the one named by the TOPOROUTE_SIMD environment variable
+/// (generic | avx2 | avx512). Tests may pass an explicit ISA per call.
+#include <string>
+#include <vector>
+
+#include "toporoute/status.hpp"
+
+namespace toporoute {
+
+enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2 };
+
+const char* isa_name(Isa isa) noexcept;
+/// Parses "generic" | "avx2" | "avx512".
+bool parse_isa(const std::string& name, Isa* out) noexcept;
+/// Compiled into this build.
+bool isa_compiled(Isa isa) noexcept;
+/// Compiled and usable on this CPU (including OS support for the register state).
+bool isa_supported(Isa isa) noexcept;
+std::vector<Isa> compiled_isas();
+/// The process-wide choice (computed once; honours TOPOROUTE_SIMD). Error if the override is unknown or
+/// unsupported here.
+Status default_isa(Isa* out);
+/// Validates an explicit request ("" means default_isa()).
+Status resolve_isa(const std::string& requested, Isa* out);
+
+}  // namespace toporoute

@@ -1,0 +1,112 @@
+#include "toporoute/dispatch.hpp"
+
+#include <cstdlib>
+#include <utility>
+
+namespace toporoute {
+
+const char* isa_name(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    case Isa::generic: break;
+  }
+  return "generic";
+}
+
+bool parse_isa(const std::string& name, Isa* out) noexcept {
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+    if (name == isa_name(isa)) {
+      *out = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool isa_compiled(Isa isa) noexcept {
+#if defined(TOPOROUTE_HAVE_X86_SIMD)
+  (void)isa;
+  return true;
+#else
+  return isa == Isa::generic;
+#endif
+}
+
+bool isa_supported(Isa isa) noexcept {
+  if (!isa_compiled(isa)) return false;
+#if defined(TOPOROUTE_HAVE_X86_SIMD)
+  // __builtin_cpu_supports also checks that the OS saves the wider register state (XCR0).
+  switch (isa) {
+    case Isa::generic: return true;
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+             __builtin_cpu_supports("fma");
+  }
+#endif
+  return isa == Isa::generic;
+}
+
+std::vector<Isa> compiled_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+    if (isa_compiled(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+namespace {
+
+std::string supported_list() {
+  std::string s;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+    if (isa_supported(isa)) s += (s.empty() ? "" : ", ") + std::string(isa_name(isa));
+  }
+  return s;
+}
+
+Status check_request(const std::string& requested, const char* arg, Isa* out) {
+  Isa isa;
+  if (!parse_isa(requested, &isa)) {
+    return Status::error(StatusCode::invalid_argument, arg,
+                         std::string(arg) + " must be one of generic, avx2, avx512; got '" + requested + "'");
+  }
+  if (!isa_supported(isa)) {
+    return Status::error(StatusCode::unsupported, arg,
+                         std::string(arg) + "=" + requested + " is not available here (" +
+                             (isa_compiled(isa) ? "this CPU lacks it" : "not compiled into this build") +
+                             "); supported: " + supported_list());
+  }
+  *out = isa;
+  return Status::success();
+}
+
+std::pair<Status, Isa> choose_default() {
+  const char* env = std::getenv("TOPOROUTE_SIMD");
+  Isa isa = Isa::generic;
+  if (env != nullptr && env[0] != '\0') {
+    Status s = check_request(env, "TOPOROUTE_SIMD", &isa);
+    return {s, isa};
+  }
+  for (Isa cand : {Isa::avx512, Isa::avx2}) {
+    if (isa_supported(cand)) return {Status::success(), cand};
+  }
+  return {Status::success(), Isa::generic};
+}
+
+}  // namespace
+
+Status default_isa(Isa* out) {
+  static const std::pair<Status, Isa> choice = choose_default();  // once per process; immutable afterwards
+  *out = choice.second;
+  return choice.first;
+}
+
+Status resolve_isa(const std::string& requested, Isa* out) {
+  if (requested.empty()) return default_isa(out);
+  return check_request(requested, "isa", out);
+}
+
+}  // namespace toporoute

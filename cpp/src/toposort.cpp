@@ -1,0 +1,242 @@
+// toposort(): greedy min-in-degree order with cycle breaking. Unweighted graphs with N <= 64 use bitsets
+// (O(N^2) word operations per graph); the general path keeps incremental in-degree counts, and weighted graphs
+// recompute each candidate's weight sum in ascending source order so every backend rounds identically.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "parallel.hpp"
+#include "toporoute/ops.hpp"
+
+namespace toporoute {
+namespace {
+
+bool is_active(const ToposortArgs& a, std::int64_t b, std::int64_t n) {
+  return a.active == nullptr || a.active[b * a.a_sb + n * a.a_sn] != 0;
+}
+
+bool edge(const ToposortArgs& a, std::int64_t b, std::int64_t src, std::int64_t dst) {
+  return a.adj[b * a.adj_sb + src * a.adj_sr + dst * a.adj_sc] != 0;
+}
+
+// Portable bit count (no libgcc call on the baseline ISA).
+inline int popcount64(std::uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ULL);
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+  return static_cast<int>((x * 0x0101010101010101ULL) >> 56);
+}
+
+// Bit i set when row[i * stride] != 0, for i < n <= 64. Contiguous rows go 8 bytes at a time: a SWAR step
+// turns every non-zero byte into 0x01 and one multiply gathers the eight low bits (little-endian only).
+inline std::uint64_t row_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n) {
+  std::uint64_t bits = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (stride == 1) {
+    for (std::int64_t c = 0; c < n; c += 8) {
+      std::uint64_t x = 0;
+      if (c + 8 <= n) {
+        std::memcpy(&x, row + c, 8);
+      } else {
+        std::memcpy(&x, row + c, static_cast<std::size_t>(n - c));
+      }
+      const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
+      const std::uint64_t ones = (((((x & low7) + low7) | x) & ~low7) >> 7);
+      bits |= ((ones * 0x0102040810204080ULL) >> 56) << c;
+    }
+    return bits;
+  }
+#endif
+  for (std::int64_t i = 0; i < n; ++i) bits |= std::uint64_t{row[i * stride] != 0} << i;
+  return bits;
+}
+
+void finish_inactive(const ToposortArgs& a, const ToposortOut& o, std::int64_t b, std::int64_t placed) {
+  const std::int64_t N = a.N;
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (!is_active(a, b, n)) {
+      o.order[b * N + placed++] = static_cast<std::int32_t>(n);
+      o.level[b * N + n] = -1;
+    }
+  }
+}
+
+void sort_bitset(const ToposortArgs& a, const ToposortOut& o, std::int64_t b) {
+  const std::int64_t N = a.N;
+  std::uint64_t in_mask[64];   // bit j of in_mask[i]: edge j -> i
+  std::uint64_t out_mask[64];  // bit i of out_mask[j]: edge j -> i
+  for (std::int64_t n = 0; n < N; ++n) in_mask[n] = 0;  // only N entries: a full clear costs more than the sort
+  std::uint64_t unplaced = 0;
+  for (std::int64_t n = 0; n < N; ++n) unplaced |= std::uint64_t{is_active(a, b, n)} << n;
+  const std::uint8_t* g = a.adj + b * a.adj_sb;
+  for (std::int64_t j = 0; j < N; ++j) out_mask[j] = row_bits(g + j * a.adj_sr, a.adj_sc, N);
+  for (std::int64_t j = 0; j < N; ++j) {
+    for (std::uint64_t r = out_mask[j]; r != 0; r &= r - 1) in_mask[__builtin_ctzll(r)] |= std::uint64_t{1} << j;
+  }
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::uint64_t keep = (unplaced >> n & 1u) ? unplaced & ~(std::uint64_t{1} << n) : 0;  // no self-loops,
+    in_mask[n] &= keep;                                                                        // no inactive ends
+    out_mask[n] &= keep;
+  }
+  // In-degree from unplaced nodes, kept incrementally, plus the set of unplaced nodes whose count is 0: on a
+  // DAG every step is one ctz on that set (the lowest index wins); only a cycle needs the minimum scan.
+  int count[64];
+  std::uint64_t ready = 0;
+  for (std::int64_t i = 0; i < N; ++i) {
+    count[i] = popcount64(in_mask[i]);
+    ready |= std::uint64_t{count[i] == 0 && (unplaced >> i & 1u)} << i;
+  }
+  std::int32_t* level = o.level + b * N;
+  std::uint8_t* removed = o.removed + b * N * N;
+  std::fill(removed, removed + N * N, std::uint8_t{0});
+  bool dag = true;
+  std::int64_t t = 0;
+  while (unplaced != 0) {
+    int best;
+    if (ready != 0) {
+      best = __builtin_ctzll(ready);
+    } else {  // every unplaced node sits on a cycle: smallest count, lowest index
+      best = -1;
+      int best_count = std::numeric_limits<int>::max();
+      for (std::uint64_t rest = unplaced; rest != 0; rest &= rest - 1) {
+        const int i = __builtin_ctzll(rest);
+        if (count[i] < best_count) {
+          best_count = count[i];
+          best = i;
+        }
+      }
+    }
+    const std::uint64_t bit = std::uint64_t{1} << best;
+    unplaced &= ~bit;
+    ready &= ~bit;
+    const std::uint64_t back = in_mask[best] & unplaced;
+    const std::uint64_t preds = in_mask[best] & ~unplaced;
+    std::int32_t lv = 0;
+    for (std::uint64_t r = preds; r != 0; r &= r - 1) lv = std::max(lv, level[__builtin_ctzll(r)] + 1);
+    if (back != 0) {
+      dag = false;
+      for (std::uint64_t r = back; r != 0; r &= r - 1) removed[__builtin_ctzll(r) * N + best] = 1;
+    }
+    level[best] = lv;
+    o.order[b * N + t++] = best;
+    for (std::uint64_t r = out_mask[best] & unplaced; r != 0; r &= r - 1) {
+      const int i = __builtin_ctzll(r);
+      ready |= std::uint64_t{--count[i] == 0} << i;
+    }
+  }
+  o.is_dag[b] = dag;
+  finish_inactive(a, o, b, t);
+}
+
+struct GeneralScratch {
+  std::vector<std::uint8_t> e, unplaced;
+  std::vector<std::int64_t> count;
+  explicit GeneralScratch(std::int64_t N)
+      : e(static_cast<std::size_t>(N * N)), unplaced(static_cast<std::size_t>(N)), count(static_cast<std::size_t>(N)) {}
+};
+
+void sort_general(const ToposortArgs& a, const ToposortOut& o, std::int64_t b, GeneralScratch& s) {
+  const std::int64_t N = a.N;
+  std::int64_t n_active = 0;
+  for (std::int64_t n = 0; n < N; ++n) {
+    s.unplaced[n] = is_active(a, b, n);
+    n_active += s.unplaced[n];
+    s.count[n] = 0;
+  }
+  for (std::int64_t j = 0; j < N; ++j) {
+    for (std::int64_t i = 0; i < N; ++i) {
+      const bool on = j != i && s.unplaced[j] && s.unplaced[i] && edge(a, b, j, i);
+      s.e[j * N + i] = on;
+      s.count[i] += on;
+    }
+  }
+  const float* w = a.weights;
+  std::int32_t* level = o.level + b * N;
+  std::uint8_t* removed = o.removed + b * N * N;
+  std::fill(removed, removed + N * N, std::uint8_t{0});
+  bool dag = true;
+  for (std::int64_t t = 0; t < n_active; ++t) {
+    std::int64_t best = -1;
+    bool best_has = true;
+    double best_key = std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < N; ++i) {
+      if (!s.unplaced[i]) continue;
+      const bool has = s.count[i] > 0;
+      double key = static_cast<double>(s.count[i]);
+      if (w != nullptr) {
+        key = 0.0;
+        for (std::int64_t j = 0; j < N; ++j) {
+          if (s.unplaced[j] && s.e[j * N + i]) key += static_cast<double>(w[b * a.w_sb + j * a.w_sr + i * a.w_sc]);
+        }
+      }
+      if (best < 0 || (has < best_has) || (has == best_has && key < best_key)) {
+        best = i;
+        best_has = has;
+        best_key = key;
+      }
+    }
+    std::int32_t lv = 0;
+    for (std::int64_t j = 0; j < N; ++j) {
+      if (!s.e[j * N + best]) continue;
+      if (s.unplaced[j]) {
+        removed[j * N + best] = 1;
+        dag = false;
+      } else {
+        lv = std::max(lv, level[j] + 1);
+      }
+    }
+    level[best] = lv;
+    o.order[b * N + t] = static_cast<std::int32_t>(best);
+    s.unplaced[best] = 0;
+    for (std::int64_t i = 0; i < N; ++i) s.count[i] -= s.e[best * N + i];
+  }
+  o.is_dag[b] = dag;
+  finish_inactive(a, o, b, n_active);
+}
+
+Status check_weights(const ToposortArgs& a) {
+  if (a.weights == nullptr) return Status::success();
+  for (std::int64_t b = 0; b < a.B; ++b) {
+    for (std::int64_t j = 0; j < a.N; ++j) {
+      for (std::int64_t i = 0; i < a.N; ++i) {
+        const float v = a.weights[b * a.w_sb + j * a.w_sr + i * a.w_sc];
+        if (std::isfinite(v) && v >= 0.0f) continue;
+        const std::string where = " at [" + std::to_string(b) + ", " + std::to_string(j) + ", " + std::to_string(i) + "]";
+        if (!std::isfinite(v)) {
+          return Status::error(StatusCode::non_finite, "weights", "weights must be finite; got " + std::to_string(v) + where);
+        }
+        return Status::error(StatusCode::out_of_range, "weights", "weights must be >= 0; got " + std::to_string(v) + where);
+      }
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Status toposort(const ToposortArgs& a, const ToposortOut& o) {
+  if (a.B < 0 || a.N < 0) return Status::error(StatusCode::invalid_argument, "adj", "adj must have non-negative dimensions");
+  if (Status s = check_weights(a); !s.ok()) return s;
+  const bool bitset = a.weights == nullptr && a.N <= 64;
+  const std::int64_t work = a.B * a.N * a.N * (bitset ? 1 : a.N);
+  (void)work;
+#pragma omp parallel if (work >= detail::kParallelWork)
+  {
+    GeneralScratch scratch(bitset ? 0 : a.N);
+#pragma omp for schedule(static)
+    for (std::int64_t b = 0; b < a.B; ++b) {
+      if (bitset) {
+        sort_bitset(a, o, b);
+      } else {
+        sort_general(a, o, b, scratch);
+      }
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace toporoute

@@ -1,0 +1,47 @@
+"""CPU backend: thin calls into the compiled core. Arrays are batched and validated by :mod:`toporoute.ops`;
+the core re-checks dtypes and shapes, never copies its inputs, releases the GIL and raises
+:mod:`toporoute.errors` exceptions. ``isa`` selects a SIMD level for tests (default: the process-wide choice)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..results import Density, GraphStats, Order, Routes
+
+try:
+    from .. import _core
+except ImportError as exc:  # built without a C++ compiler, or a broken build
+    _core = None
+    _IMPORT_ERROR = str(exc)
+else:
+    _IMPORT_ERROR = ""
+
+__all__ = ["available", "route", "toposort", "graph_stats", "conductor_density"]
+
+
+def available() -> tuple[bool, str]:
+    if _core is None:
+        return False, f"toporoute._core is not built ({_IMPORT_ERROR}); reinstall with a C++ compiler"
+    return True, ""
+
+
+def route(
+    q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None, isa: str = ""
+) -> Routes:
+    return Routes(*_core.route(q, k, active, tau, k_in, isa))
+
+
+def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray | None) -> Order:
+    return Order(*_core.toposort(adj, weights, active))
+
+
+def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
+    return GraphStats(*_core.graph_stats(adj, active, prev))
+
+
+def conductor_density(
+    nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray
+) -> Density:
+    shape = nodes.shape
+    flat = [np.ascontiguousarray(a.reshape(-1)) for a in (nodes, edges, steps, n_max)]
+    return Density(*(r.reshape(shape) for r in _core.conductor_density(*flat)))
