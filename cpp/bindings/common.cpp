@@ -16,7 +16,7 @@ std::string shape_str(const std::vector<std::int64_t>& shape) {
 void raise_error(const char* cls, const std::string& arg, const std::string& message) {
   py::object errors = py::module_::import("toporoute.errors");
   py::object exc = errors.attr(cls)(message, arg.empty() ? py::object(py::none()) : py::object(py::str(arg)));
-  PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
+  PyErr_SetObject(py::type::handle_of(exc).ptr(), exc.ptr());
   throw py::error_already_set();
 }
 
@@ -42,11 +42,12 @@ template <typename T>
 HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bool) {
   if (!py::isinstance<py::array>(obj)) {
     raise_error("DTypeError", name,
-                std::string(name) + " must be a numpy array; got " + std::string(py::str(obj.get_type().attr("__name__"))));
+                std::string(name) + " must be a numpy array; got " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
   py::array a = py::reinterpret_borrow<py::array>(obj);
   const py::dtype want = is_bool ? py::dtype::of<bool>() : py::dtype::of<T>();
-  if (!a.dtype().is(want)) {
+  // Equivalent, not identical: '=f4' and '<f4' are the same dtype here, a byte-swapped '>f4' is not.
+  if (!py::detail::npy_api::get().PyArray_EquivTypes_(a.dtype().ptr(), want.ptr())) {
     raise_error("DTypeError", name,
                 std::string(name) + " must have dtype " + std::string(py::str(want)) + "; got " +
                     std::string(py::str(a.dtype())));

@@ -11,7 +11,7 @@ Status graph_stats(const GraphStatsArgs& a, const GraphStatsOut& o) {
   const std::int64_t N = a.N;
   const std::int64_t work = a.B * N * N;
   (void)work;
-#pragma omp parallel for schedule(static) if (work >= detail::kParallelWork)
+#pragma omp parallel for schedule(dynamic, 256) if (work >= detail::kParallelWork)
   for (std::int64_t b = 0; b < a.B; ++b) {
     auto act = [&](std::int64_t n) { return a.active == nullptr || a.active[b * a.a_sb + n * a.a_sn] != 0; };
     auto on = [&](const std::uint8_t* g, std::int64_t sb, std::int64_t sr, std::int64_t sc, std::int64_t j,

@@ -146,7 +146,7 @@ Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
 #pragma omp parallel
     {
       Scratch scratch(a.N);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 64)
       for (std::int64_t b = 0; b < a.B; ++b) {
         if (!route_episode(a, o, gram, b, scratch)) bad.record(b);
       }

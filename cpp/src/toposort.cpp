@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -198,18 +199,32 @@ void sort_general(const ToposortArgs& a, const ToposortOut& o, std::int64_t b, G
   finish_inactive(a, o, b, n_active);
 }
 
+// Shortest-looking form, as numpy prints a float32 ("-0.5", "nan", "inf").
+std::string format_float(float v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Same order as the reference: a non-finite weight anywhere wins over a negative one.
 Status check_weights(const ToposortArgs& a) {
   if (a.weights == nullptr) return Status::success();
-  for (std::int64_t b = 0; b < a.B; ++b) {
-    for (std::int64_t j = 0; j < a.N; ++j) {
-      for (std::int64_t i = 0; i < a.N; ++i) {
-        const float v = a.weights[b * a.w_sb + j * a.w_sr + i * a.w_sc];
-        if (std::isfinite(v) && v >= 0.0f) continue;
-        const std::string where = " at [" + std::to_string(b) + ", " + std::to_string(j) + ", " + std::to_string(i) + "]";
-        if (!std::isfinite(v)) {
-          return Status::error(StatusCode::non_finite, "weights", "weights must be finite; got " + std::to_string(v) + where);
+  for (const bool finite_pass : {true, false}) {
+    for (std::int64_t b = 0; b < a.B; ++b) {
+      for (std::int64_t j = 0; j < a.N; ++j) {
+        for (std::int64_t i = 0; i < a.N; ++i) {
+          const float v = a.weights[b * a.w_sb + j * a.w_sr + i * a.w_sc];
+          const bool bad = finite_pass ? !std::isfinite(v) : v < 0.0f;
+          if (!bad) continue;
+          const std::string where =
+              " at [" + std::to_string(b) + ", " + std::to_string(j) + ", " + std::to_string(i) + "]";
+          if (finite_pass) {
+            return Status::error(StatusCode::non_finite, "weights",
+                                 "weights must be finite; got " + format_float(v) + where);
+          }
+          return Status::error(StatusCode::out_of_range, "weights",
+                               "weights must be >= 0; got " + format_float(v) + where);
         }
-        return Status::error(StatusCode::out_of_range, "weights", "weights must be >= 0; got " + std::to_string(v) + where);
       }
     }
   }
@@ -227,7 +242,7 @@ Status toposort(const ToposortArgs& a, const ToposortOut& o) {
 #pragma omp parallel if (work >= detail::kParallelWork)
   {
     GeneralScratch scratch(bitset ? 0 : a.N);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 64)
     for (std::int64_t b = 0; b < a.B; ++b) {
       if (bitset) {
         sort_bitset(a, o, b);

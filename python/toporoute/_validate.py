@@ -45,9 +45,8 @@ _NP_DTYPES = {name: np.dtype(name) for name in ("float32", "bool")}
 def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) -> tuple[int, ...]:
     """Checks dtype and rank; returns the shape. ``layout`` describes the expected shape for messages."""
     if type(x) is np.ndarray:  # fast path: this runs on every call of a microsecond op
-        if x.dtype is _NP_DTYPES[dtype] or x.dtype == _NP_DTYPES[dtype]:
-            if x.ndim in ndims:
-                return x.shape
+        if x.dtype == _NP_DTYPES[dtype] and x.ndim in ndims:
+            return x.shape
         shape = x.shape
     else:
         shape = _shape(x, name)
@@ -60,9 +59,7 @@ def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) ->
 
 def same_shape(x_shape: tuple[int, ...], name: str, expected: tuple[int, ...], layout: str) -> None:
     if x_shape != expected:
-        raise ShapeError(
-            f"{name} must have shape {layout} = {_fmt(expected)}; got {_fmt(x_shape)}", arg=name
-        )
+        raise ShapeError(f"{name} must have shape {layout} = {_fmt(expected)}; got {_fmt(x_shape)}", arg=name)
 
 
 def active_mask(active: Any, batch_shape: tuple[int, ...]) -> None:
@@ -97,8 +94,6 @@ def k_in(value: Any) -> int:
 
 def int_array(x: Any, name: str, minimum: int) -> np.ndarray:
     """An integer array (or Python int) with every value >= minimum, as int64."""
-    if isinstance(x, bool) or isinstance(x, np.bool_):
-        raise DTypeError(f"{name} must be an integer or integer array; got bool", arg=name)
     arr = np.asarray(x)
     if arr.dtype.kind not in "iu":
         raise DTypeError(f"{name} must be an integer or integer array; got dtype {arr.dtype}", arg=name)

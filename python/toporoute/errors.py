@@ -7,26 +7,26 @@ the actual one. Build or machine limitations are :class:`RuntimeError` subclasse
 from __future__ import annotations
 
 __all__ = [
-    "ToporouteError",
-    "InvalidArgumentError",
-    "ShapeError",
+    "BackendUnavailableError",
     "DTypeError",
+    "InvalidArgumentError",
     "NonFiniteError",
     "OutOfRangeError",
-    "BackendUnavailableError",
+    "ShapeError",
+    "ToporouteError",
 ]
 
 
 class ToporouteError(Exception):
-    """Base class of all toporoute errors."""
-
-
-class InvalidArgumentError(ToporouteError, ValueError):
-    """An argument is wrong. ``arg`` names it."""
+    """Base class of all toporoute errors. ``arg`` names the argument or setting at fault, when there is one."""
 
     def __init__(self, message: str, arg: str | None = None) -> None:
         super().__init__(message)
         self.arg = arg
+
+
+class InvalidArgumentError(ToporouteError, ValueError):
+    """An argument is wrong. ``arg`` names it."""
 
 
 class ShapeError(InvalidArgumentError):
