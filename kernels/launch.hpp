@@ -27,6 +27,15 @@ Status launch_route(const RouteArgs& args, const RouteOut& out, unsigned long lo
 /// toposort() on device memory, asynchronous on `stream`.
 Status launch_toposort(const ToposortArgs& args, const ToposortOut& out, void* stream);
 
+/// Names of the visible devices, e.g. "NVIDIA H100 80GB HBM3 (sm_90)"; empty when none (never an error).
+std::vector<std::string> device_names();
+
+/// launch_route / launch_toposort with `device` made current for the launch and the caller's current device
+/// restored afterwards (the arrays of a DLPack call live on `device`, the calling thread may have another).
+Status launch_route_on(int device, const RouteArgs& args, const RouteOut& out, unsigned long long* err,
+                       void* stream);
+Status launch_toposort_on(int device, const ToposortArgs& args, const ToposortOut& out, void* stream);
+
 /// Convenience paths for host (numpy) memory: copy inputs to `device`, launch, copy outputs back, free.
 /// Inputs must be C-contiguous here. Synchronous. Non-finite input gives StatusCode::non_finite.
 Status route_host(const RouteArgs& args, const RouteOut& out, int device);

@@ -1,0 +1,466 @@
+// CUDA part of toporoute._core: the numpy (host memory) and DLPack (device memory) entry points of the CUDA
+// kernels, and cuda_info(). Built in every configuration; without TOPOROUTE_WITH_CUDA every entry point
+// raises BackendUnavailableError, so the module's surface does not depend on how it was built.
+#include "cuda_bindings.hpp"
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+#ifdef TOPOROUTE_WITH_CUDA
+#include <algorithm>
+#include <initializer_list>
+
+#include "launch.hpp"
+#include "dlpack.hpp"
+#endif
+
+namespace toporoute::bindings {
+namespace {
+
+constexpr const char* kRouteHostDoc =
+    "route on the GPU for C-contiguous numpy inputs: q, k float32 (B, N, D), active bool (B, N) or None.\n"
+    "Returns (scores f32 (B,N,N), adjacency bool (B,N,N), inbox i32 (B,N,K), in_degree i32 (B,N)) as numpy\n"
+    "arrays, K = k_in if k_in > 0 else max(N - 1, 0). Synchronous; releases the GIL.";
+constexpr const char* kToposortHostDoc =
+    "toposort on the GPU for C-contiguous numpy inputs: adj bool (B,N,N), weights float32 (B,N,N) or None,\n"
+    "active bool (B,N) or None. Returns (order i32 (B,N), level i32 (B,N), removed bool (B,N,N),\n"
+    "is_dag bool (B,)). Synchronous; releases the GIL.";
+constexpr const char* kRouteDlpackDoc =
+    "route on CUDA arrays passed as DLPack capsules (x.__dlpack__(stream=...)); outputs are caller-allocated\n"
+    "C-contiguous arrays: scores f32 (B,N,N), adjacency bool (B,N,N), inbox i32 (B,N,K), in_degree i32 (B,N),\n"
+    "err uint64 (1,) filled with 2**64-1 (lowered to (b*2 + which)*N + n for the first non-finite row,\n"
+    "which 0 = q, 1 = k). Enqueued on `stream` (a cudaStream_t as int, 0 = default); does not synchronise.";
+constexpr const char* kToposortDlpackDoc =
+    "toposort on CUDA arrays passed as DLPack capsules; outputs caller-allocated and C-contiguous: order i32\n"
+    "(B,N), level i32 (B,N), removed bool (B,N,N), is_dag bool (B,). weights must already be validated\n"
+    "(finite, >= 0). Enqueued on `stream`; does not synchronise.";
+
+#ifdef TOPOROUTE_WITH_CUDA
+
+std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in > 0 ? k_in : std::max<std::int64_t>(n - 1, 0); }
+
+// Axes of extent 1 and empty arrays impose no stride.
+bool is_c_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides) {
+  for (const auto extent : shape) {
+    if (extent == 0) return true;
+  }
+  std::int64_t expected = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] > 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+void require_c_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
+                          const char* name) {
+  if (!is_c_contiguous(shape, strides)) {
+    raise_error("DTypeError", name, std::string(name) + " must be C-contiguous; got strides " + shape_str(strides));
+  }
+}
+
+// ------------------------------------------------------------------ numpy (host memory) entry points
+
+py::tuple route_cuda_host(const py::object& q_obj, const py::object& k_obj, const py::object& active_obj,
+                          double tau, std::int64_t k_in, int device) {
+  const HostView q = host_view<float>(q_obj, "q", 3);
+  const HostView k = host_view<float>(k_obj, "k", 3);
+  expect_shape(k, "k", q.shape);
+  const std::int64_t B = q.shape[0], N = q.shape[1], D = q.shape[2];
+  const bool has_active = !active_obj.is_none();
+  const HostView active = optional_host_view<std::uint8_t>(active_obj, "active", 2, true);
+  if (has_active) expect_shape(active, "active", {B, N});
+  require_c_contiguous(q.shape, q.strides, "q");
+  require_c_contiguous(k.shape, k.strides, "k");
+  if (has_active) require_c_contiguous(active.shape, active.strides, "active");
+  const std::int64_t K = inbox_width(N, k_in);
+
+  auto scores = empty_array<float>({B, N, N});
+  py::array adjacency = empty_bool_array({B, N, N});
+  auto inbox = empty_array<std::int32_t>({B, N, K});
+  auto in_degree = empty_array<std::int32_t>({B, N});
+
+  RouteArgs args;
+  args.q = static_cast<const float*>(q.data);
+  args.k = static_cast<const float*>(k.data);
+  args.active = has_active ? static_cast<const std::uint8_t*>(active.data) : nullptr;
+  args.B = B;
+  args.N = N;
+  args.D = D;
+  args.q_sb = q.strides[0];
+  args.q_sn = q.strides[1];
+  args.k_sb = k.strides[0];
+  args.k_sn = k.strides[1];
+  args.a_sb = has_active ? active.strides[0] : 0;
+  args.a_sn = has_active ? active.strides[1] : 0;
+  args.tau = static_cast<float>(tau);
+  args.k_in = k_in;
+  args.K = K;
+  RouteOut out;
+  out.scores = scores.mutable_data();
+  out.adjacency = static_cast<std::uint8_t*>(adjacency.mutable_data());
+  out.inbox = inbox.mutable_data();
+  out.in_degree = in_degree.mutable_data();
+
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::route_host(args, out, device);
+  }
+  raise_status(s);
+  return py::make_tuple(scores, adjacency, inbox, in_degree);
+}
+
+py::tuple toposort_cuda_host(const py::object& adj_obj, const py::object& weights_obj, const py::object& active_obj,
+                             int device) {
+  const HostView adj = host_view<std::uint8_t>(adj_obj, "adj", 3, true);
+  const std::int64_t B = adj.shape[0], N = adj.shape[1];
+  expect_shape(adj, "adj", {B, N, N});
+  const bool has_weights = !weights_obj.is_none(), has_active = !active_obj.is_none();
+  const HostView weights = optional_host_view<float>(weights_obj, "weights", 3);
+  const HostView active = optional_host_view<std::uint8_t>(active_obj, "active", 2, true);
+  if (has_weights) expect_shape(weights, "weights", {B, N, N});
+  if (has_active) expect_shape(active, "active", {B, N});
+  require_c_contiguous(adj.shape, adj.strides, "adj");
+  if (has_weights) require_c_contiguous(weights.shape, weights.strides, "weights");
+  if (has_active) require_c_contiguous(active.shape, active.strides, "active");
+
+  auto order = empty_array<std::int32_t>({B, N});
+  auto level = empty_array<std::int32_t>({B, N});
+  py::array removed = empty_bool_array({B, N, N});
+  py::array is_dag = empty_bool_array({B});
+
+  ToposortArgs args;
+  args.adj = static_cast<const std::uint8_t*>(adj.data);
+  args.weights = has_weights ? static_cast<const float*>(weights.data) : nullptr;
+  args.active = has_active ? static_cast<const std::uint8_t*>(active.data) : nullptr;
+  args.B = B;
+  args.N = N;
+  args.adj_sb = adj.strides[0];
+  args.adj_sr = adj.strides[1];
+  args.adj_sc = adj.strides[2];
+  if (has_weights) {
+    args.w_sb = weights.strides[0];
+    args.w_sr = weights.strides[1];
+    args.w_sc = weights.strides[2];
+  }
+  if (has_active) {
+    args.a_sb = active.strides[0];
+    args.a_sn = active.strides[1];
+  }
+  ToposortOut out;
+  out.order = order.mutable_data();
+  out.level = level.mutable_data();
+  out.removed = static_cast<std::uint8_t*>(removed.mutable_data());
+  out.is_dag = static_cast<std::uint8_t*>(is_dag.mutable_data());
+
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::toposort_host(args, out, device);
+  }
+  raise_status(s);
+  return py::make_tuple(order, level, removed, is_dag);
+}
+
+// ------------------------------------------------------------------ DLPack (device memory) entry points
+
+enum class DType { f32, mask, i32, u64 };
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "float32";
+    case DType::mask:
+      return "bool (or uint8)";
+    case DType::i32:
+      return "int32";
+    case DType::u64:
+      return "uint64";
+  }
+  return "?";
+}
+
+bool dtype_matches(const dlpack::DLDataType& dt, DType want) {
+  if (dt.lanes != 1) return false;
+  switch (want) {
+    case DType::f32:
+      return dt.code == dlpack::kDLFloat && dt.bits == 32;
+    case DType::mask:
+      return (dt.code == dlpack::kDLBool || dt.code == dlpack::kDLUInt) && dt.bits == 8;
+    case DType::i32:
+      return dt.code == dlpack::kDLInt && dt.bits == 32;
+    case DType::u64:
+      // int64 holding -1 has the same bits; frameworks without uint64 kernels hand over int64
+      return (dt.code == dlpack::kDLUInt || dt.code == dlpack::kDLInt) && dt.bits == 64;
+  }
+  return false;
+}
+
+/// A CUDA array borrowed from a DLPack capsule (the capsule stays unconsumed; its producer owns the memory).
+struct DeviceArray {
+  void* data = nullptr;
+  int device = -1;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // in elements
+  bool present() const { return device >= 0; }
+};
+
+DeviceArray device_array(const py::handle& obj, const char* name, int ndim, DType want) {
+  PyObject* cap = obj.ptr();
+  if (!PyCapsule_CheckExact(cap)) {
+    raise_error("DTypeError", name,
+                std::string(name) + " must be a DLPack capsule from x.__dlpack__(stream=...); got " +
+                    std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+  }
+  if (!PyCapsule_IsValid(cap, dlpack::kCapsuleName)) {
+    const char* got = PyCapsule_GetName(cap);
+    PyErr_Clear();
+    raise_error("InvalidArgumentError", name,
+                std::string(name) + " must be an unconsumed DLPack capsule named 'dltensor'; got one named '" +
+                    (got != nullptr ? got : "") + "'");
+  }
+  auto* managed = static_cast<dlpack::DLManagedTensor*>(PyCapsule_GetPointer(cap, dlpack::kCapsuleName));
+  if (managed == nullptr) throw py::error_already_set();
+  const dlpack::DLTensor& t = managed->dl_tensor;
+  if (t.device.device_type != dlpack::kDLCUDA && t.device.device_type != dlpack::kDLCUDAManaged) {
+    raise_error("InvalidArgumentError", name,
+                std::string(name) + " must be a CUDA device array; got DLPack device type " +
+                    std::to_string(t.device.device_type));
+  }
+  if (!dtype_matches(t.dtype, want)) {
+    raise_error("DTypeError", name,
+                std::string(name) + " must have dtype " + dtype_name(want) + "; got DLPack dtype (code " +
+                    std::to_string(t.dtype.code) + ", bits " + std::to_string(t.dtype.bits) + ", lanes " +
+                    std::to_string(t.dtype.lanes) + ")");
+  }
+  if (t.ndim != ndim) {
+    raise_error("ShapeError", name,
+                std::string(name) + " must have " + std::to_string(ndim) + " dimensions; got " + std::to_string(t.ndim));
+  }
+  DeviceArray a;
+  a.device = t.device.device_id;
+  a.data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
+  a.shape.assign(t.shape, t.shape + ndim);
+  if (t.strides != nullptr) {
+    a.strides.assign(t.strides, t.strides + ndim);
+  } else {
+    a.strides.assign(ndim, 1);
+    for (int d = ndim - 1; d > 0; --d) a.strides[d - 1] = a.strides[d] * a.shape[d];
+  }
+  return a;
+}
+
+DeviceArray optional_device_array(const py::handle& obj, const char* name, int ndim, DType want) {
+  if (obj.is_none()) return {};
+  return device_array(obj, name, ndim, want);
+}
+
+void expect_device_shape(const DeviceArray& a, const char* name, const std::vector<std::int64_t>& expected) {
+  if (a.shape != expected) {
+    raise_error("ShapeError", name,
+                std::string(name) + " must have shape " + shape_str(expected) + "; got " + shape_str(a.shape));
+  }
+}
+
+void expect_same_device(std::initializer_list<std::pair<const DeviceArray*, const char*>> arrays) {
+  const auto& first = *arrays.begin();
+  for (const auto& [array, name] : arrays) {
+    if (array->present() && array->device != first.first->device) {
+      raise_error("InvalidArgumentError", name,
+                  std::string(name) + " must be on the same CUDA device as " + first.second + " (cuda:" +
+                      std::to_string(first.first->device) + "); got cuda:" + std::to_string(array->device));
+    }
+  }
+}
+
+void* stream_handle(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
+
+void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const py::object& active_obj,
+                       const py::object& scores_obj, const py::object& adjacency_obj, const py::object& inbox_obj,
+                       const py::object& in_degree_obj, const py::object& err_obj, double tau, std::int64_t k_in,
+                       std::uintptr_t stream) {
+  const DeviceArray q = device_array(q_obj, "q", 3, DType::f32);
+  const DeviceArray k = device_array(k_obj, "k", 3, DType::f32);
+  expect_device_shape(k, "k", q.shape);
+  const std::int64_t B = q.shape[0], N = q.shape[1], D = q.shape[2];
+  const std::int64_t K = inbox_width(N, k_in);
+  const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
+  if (active.present()) expect_device_shape(active, "active", {B, N});
+  const DeviceArray scores = device_array(scores_obj, "scores", 3, DType::f32);
+  const DeviceArray adjacency = device_array(adjacency_obj, "adjacency", 3, DType::mask);
+  const DeviceArray inbox = device_array(inbox_obj, "inbox", 3, DType::i32);
+  const DeviceArray in_degree = device_array(in_degree_obj, "in_degree", 2, DType::i32);
+  const DeviceArray err = device_array(err_obj, "err", 1, DType::u64);
+  expect_device_shape(scores, "scores", {B, N, N});
+  expect_device_shape(adjacency, "adjacency", {B, N, N});
+  expect_device_shape(inbox, "inbox", {B, N, K});
+  expect_device_shape(in_degree, "in_degree", {B, N});
+  expect_device_shape(err, "err", {1});
+  for (const auto& [array, name] : {std::pair{&scores, "scores"}, {&adjacency, "adjacency"}, {&inbox, "inbox"},
+                                    {&in_degree, "in_degree"}}) {
+    require_c_contiguous(array->shape, array->strides, name);
+  }
+  if (D > 1 && q.strides[2] != 1) raise_error("DTypeError", "q", "q must have unit stride along D");
+  if (D > 1 && k.strides[2] != 1) raise_error("DTypeError", "k", "k must have unit stride along D");
+  expect_same_device({{&q, "q"}, {&k, "k"}, {&active, "active"}, {&scores, "scores"}, {&adjacency, "adjacency"},
+                      {&inbox, "inbox"}, {&in_degree, "in_degree"}, {&err, "err"}});
+
+  RouteArgs args;
+  args.q = static_cast<const float*>(q.data);
+  args.k = static_cast<const float*>(k.data);
+  args.active = active.present() ? static_cast<const std::uint8_t*>(active.data) : nullptr;
+  args.B = B;
+  args.N = N;
+  args.D = D;
+  args.q_sb = q.strides[0];
+  args.q_sn = q.strides[1];
+  args.k_sb = k.strides[0];
+  args.k_sn = k.strides[1];
+  args.a_sb = active.present() ? active.strides[0] : 0;
+  args.a_sn = active.present() ? active.strides[1] : 0;
+  args.tau = static_cast<float>(tau);
+  args.k_in = k_in;
+  args.K = K;
+  RouteOut out;
+  out.scores = static_cast<float*>(scores.data);
+  out.adjacency = static_cast<std::uint8_t*>(adjacency.data);
+  out.inbox = static_cast<std::int32_t*>(inbox.data);
+  out.in_degree = static_cast<std::int32_t*>(in_degree.data);
+
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::launch_route_on(q.device, args, out, static_cast<unsigned long long*>(err.data), stream_handle(stream));
+  }
+  raise_status(s);
+}
+
+void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_obj, const py::object& active_obj,
+                          const py::object& order_obj, const py::object& level_obj, const py::object& removed_obj,
+                          const py::object& is_dag_obj, std::uintptr_t stream) {
+  const DeviceArray adj = device_array(adj_obj, "adj", 3, DType::mask);
+  const std::int64_t B = adj.shape[0], N = adj.shape[1];
+  expect_device_shape(adj, "adj", {B, N, N});
+  const DeviceArray weights = optional_device_array(weights_obj, "weights", 3, DType::f32);
+  const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
+  if (weights.present()) expect_device_shape(weights, "weights", {B, N, N});
+  if (active.present()) expect_device_shape(active, "active", {B, N});
+  const DeviceArray order = device_array(order_obj, "order", 2, DType::i32);
+  const DeviceArray level = device_array(level_obj, "level", 2, DType::i32);
+  const DeviceArray removed = device_array(removed_obj, "removed", 3, DType::mask);
+  const DeviceArray is_dag = device_array(is_dag_obj, "is_dag", 1, DType::mask);
+  expect_device_shape(order, "order", {B, N});
+  expect_device_shape(level, "level", {B, N});
+  expect_device_shape(removed, "removed", {B, N, N});
+  expect_device_shape(is_dag, "is_dag", {B});
+  for (const auto& [array, name] :
+       {std::pair{&order, "order"}, {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}}) {
+    require_c_contiguous(array->shape, array->strides, name);
+  }
+  expect_same_device({{&adj, "adj"}, {&weights, "weights"}, {&active, "active"}, {&order, "order"},
+                      {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}});
+
+  ToposortArgs args;
+  args.adj = static_cast<const std::uint8_t*>(adj.data);
+  args.weights = weights.present() ? static_cast<const float*>(weights.data) : nullptr;
+  args.active = active.present() ? static_cast<const std::uint8_t*>(active.data) : nullptr;
+  args.B = B;
+  args.N = N;
+  args.adj_sb = adj.strides[0];
+  args.adj_sr = adj.strides[1];
+  args.adj_sc = adj.strides[2];
+  if (weights.present()) {
+    args.w_sb = weights.strides[0];
+    args.w_sr = weights.strides[1];
+    args.w_sc = weights.strides[2];
+  }
+  if (active.present()) {
+    args.a_sb = active.strides[0];
+    args.a_sn = active.strides[1];
+  }
+  ToposortOut out;
+  out.order = static_cast<std::int32_t*>(order.data);
+  out.level = static_cast<std::int32_t*>(level.data);
+  out.removed = static_cast<std::uint8_t*>(removed.data);
+  out.is_dag = static_cast<std::uint8_t*>(is_dag.data);
+
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::launch_toposort_on(adj.device, args, out, stream_handle(stream));
+  }
+  raise_status(s);
+}
+
+#else  // built without CUDA
+
+[[noreturn]] void unavailable() {
+  raise_error("BackendUnavailableError", "",
+              "toporoute was built without CUDA (no CUDA compiler was found when the package was built); "
+              "reinstall with nvcc available (TOPOROUTE_CUDA=ON), or use backend='cpu'");
+}
+
+py::tuple route_cuda_host(const py::object&, const py::object&, const py::object&, double, std::int64_t, int) {
+  unavailable();
+}
+
+py::tuple toposort_cuda_host(const py::object&, const py::object&, const py::object&, int) { unavailable(); }
+
+void route_cuda_dlpack(const py::object&, const py::object&, const py::object&, const py::object&, const py::object&,
+                       const py::object&, const py::object&, const py::object&, double, std::int64_t,
+                       std::uintptr_t) {
+  unavailable();
+}
+
+void toposort_cuda_dlpack(const py::object&, const py::object&, const py::object&, const py::object&,
+                          const py::object&, const py::object&, const py::object&, std::uintptr_t) {
+  unavailable();
+}
+
+#endif  // TOPOROUTE_WITH_CUDA
+
+}  // namespace
+
+py::dict cuda_info() {
+  py::dict info;
+#ifdef TOPOROUTE_WITH_CUDA
+  info["compiled"] = true;
+  info["runtime_version"] = cuda::runtime_version();
+  py::list archs, devices;
+  for (const int a : cuda::compiled_architectures()) archs.append(a);
+  for (const auto& name : cuda::device_names()) devices.append(name);
+  info["architectures"] = archs;
+  info["device_count"] = cuda::device_count();
+  info["devices"] = devices;
+#else
+  info["compiled"] = false;
+  info["runtime_version"] = py::none();
+  info["architectures"] = py::list();
+  info["device_count"] = 0;
+  info["devices"] = py::list();
+#endif
+  return info;
+}
+
+void bind_cuda(py::module_& m) {
+  using py::arg;
+  m.def("route_cuda_host", &route_cuda_host, kRouteHostDoc, arg("q"), arg("k"), arg("active"), arg("tau"),
+        arg("k_in"), arg("device") = 0);
+  m.def("toposort_cuda_host", &toposort_cuda_host, kToposortHostDoc, arg("adj"), arg("weights"), arg("active"),
+        arg("device") = 0);
+  m.def("route_cuda_dlpack", &route_cuda_dlpack, kRouteDlpackDoc, arg("q"), arg("k"), arg("active"), arg("scores"),
+        arg("adjacency"), arg("inbox"), arg("in_degree"), arg("err"), arg("tau"), arg("k_in"), arg("stream"));
+  m.def("toposort_cuda_dlpack", &toposort_cuda_dlpack, kToposortDlpackDoc, arg("adj"), arg("weights"),
+        arg("active"), arg("order"), arg("level"), arg("removed"), arg("is_dag"), arg("stream"));
+  m.def("cuda_info", &cuda_info,
+        "How the CUDA backend was built and what it sees: {'compiled', 'runtime_version', 'architectures', "
+        "'device_count', 'devices'}.");
+}
+
+}  // namespace toporoute::bindings

@@ -1,0 +1,55 @@
+#pragma once
+/// \file cuda_check.cuh
+/// Private helpers shared by the .cu files: CUDA error -> Status conversion and warp-level reductions.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "toporoute/status.hpp"
+
+namespace toporoute::cuda::detail {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+/// Largest grid.x we launch; kernels loop over the batch beyond it.
+constexpr std::int64_t kMaxGrid = 2147483647;
+
+/// Ok for cudaSuccess; otherwise StatusCode::unsupported for "this machine or build cannot run it" errors
+/// and StatusCode::runtime for everything else, with the runtime's own text.
+inline Status status_from_cuda(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::success();
+  const bool unsupported = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+                           e == cudaErrorNoKernelImageForDevice || e == cudaErrorUnsupportedPtxVersion;
+  std::string msg = std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e) + " (" +
+                    cudaGetErrorName(e) + ")";
+  if (e == cudaErrorNoKernelImageForDevice) {
+    msg += "; toporoute's kernels were not compiled for this GPU's architecture (rebuild with "
+           "TOPOROUTE_CUDA_ARCHS including it)";
+  }
+  return Status::error(unsupported ? StatusCode::unsupported : StatusCode::runtime, "", msg);
+}
+
+/// Status of the last kernel launch on this host thread (reads and resets the runtime's last error).
+inline Status launch_status(const char* kernel) { return status_from_cuda(cudaGetLastError(), kernel); }
+
+#ifdef __CUDACC__
+// All reductions below must be reached by all 32 lanes of the warp (full mask).
+__device__ __forceinline__ unsigned warp_min(unsigned x) {
+  for (int o = 16; o > 0; o >>= 1) x = min(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+__device__ __forceinline__ unsigned long long warp_min(unsigned long long x) {
+  for (int o = 16; o > 0; o >>= 1) x = min(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+__device__ __forceinline__ int warp_max(int x) {
+  for (int o = 16; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+__device__ __forceinline__ int warp_sum(int x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFullMask, x, o);
+  return x;
+}
+#endif
+
+}  // namespace toporoute::cuda::detail

@@ -1,0 +1,385 @@
+/// \file host.cu
+/// Host side of the CUDA backend: device discovery, build facts, and the synchronous host-memory entry points
+/// (copy in, launch, copy out). Every device allocation is owned by an RAII buffer and every device switch
+/// is undone on return, so no error path leaks memory or changes the caller's current device.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "launch.hpp"
+
+#ifndef TOPOROUTE_CUDA_ARCH_LIST
+#define TOPOROUTE_CUDA_ARCH_LIST ""
+#endif
+
+namespace toporoute::cuda {
+namespace {
+
+using detail::status_from_cuda;
+
+// Bounds the device memory of the host-memory entry points (they stream the batch through in chunks).
+constexpr std::size_t kChunkBytes = std::size_t{512} << 20;
+
+Status invalid(const std::string& arg, const std::string& message) {
+  return Status::error(StatusCode::invalid_argument, arg, message);
+}
+
+// Makes a device current for the calling thread and restores the previous one on scope exit.
+class DeviceScope {
+ public:
+  DeviceScope() = default;
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  ~DeviceScope() {
+    if (restore_) cudaSetDevice(previous_);
+  }
+
+  Status enter(int device) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      std::string msg = "no CUDA device is available";
+      if (e != cudaSuccess) msg += std::string(" (") + cudaGetErrorString(e) + ")";
+      return Status::error(StatusCode::unsupported, "", msg);
+    }
+    if (device < 0 || device >= count) {
+      return invalid("device", "device must be in [0, " + std::to_string(count) + "); got " + std::to_string(device));
+    }
+    if (cudaGetDevice(&previous_) == cudaSuccess) {
+      restore_ = previous_ != device;
+    } else {
+      cudaGetLastError();
+    }
+    return status_from_cuda(cudaSetDevice(device), "cudaSetDevice");
+  }
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+};
+
+// One device allocation carved into 256-byte aligned pieces; freed on scope exit.
+class DeviceArena {
+ public:
+  DeviceArena() = default;
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+  ~DeviceArena() {
+    if (base_ != nullptr) cudaFree(base_);
+  }
+
+  /// Reserves `bytes` (before allocate()); returns the piece's offset.
+  std::size_t reserve(std::size_t bytes) {
+    const std::size_t offset = size_;
+    size_ += (bytes + 255) / 256 * 256;
+    return offset;
+  }
+  Status allocate() {
+    if (size_ == 0) return Status::success();
+    return status_from_cuda(cudaMalloc(&base_, size_), "cudaMalloc");
+  }
+  template <typename T>
+  T* at(std::size_t offset) const {
+    return static_cast<T*>(static_cast<void*>(static_cast<char*>(base_) + offset));
+  }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// True when an array with these (extent, element stride) axes is C-contiguous; axes of extent 1 and empty
+// arrays impose nothing.
+bool c_contiguous(std::initializer_list<std::pair<std::int64_t, std::int64_t>> axes) {
+  std::int64_t expected = 1;
+  for (const auto& ax : axes) {
+    if (ax.first == 0) return true;
+  }
+  for (auto it = std::rbegin(axes); it != std::rend(axes); ++it) {
+    if (it->first > 1 && it->second != expected) return false;
+    expected *= it->first;
+  }
+  return true;
+}
+
+Status copy_in(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
+  if (bytes == 0) return Status::success();
+  return status_from_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+}
+
+Status copy_out(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
+  if (bytes == 0) return Status::success();
+  return status_from_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+}
+
+// The kernel's code is the smallest (b * 2 + which) * N + n over a chunk starting at episode b0: the first
+// episode with a non-finite row, q before k, then the agent; the reference reports the same row.
+Status non_finite_status(std::int64_t N, std::int64_t b0, unsigned long long code) {
+  const auto n = static_cast<unsigned long long>(N);
+  const char* name = (code / n) % 2 == 1 ? "k" : "q";
+  return Status::error(StatusCode::non_finite, name,
+                       std::string(name) + " must be finite; got NaN or infinity at episode " +
+                           std::to_string(static_cast<unsigned long long>(b0) + code / (2 * n)) + ", agent " +
+                           std::to_string(code % n));
+}
+
+// Episodes per trip through the device buffer: about kChunkBytes of inputs and outputs, at least one.
+std::int64_t chunk_episodes(std::int64_t B, std::size_t bytes_per_episode) {
+  const auto fit = static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(bytes_per_episode, 1));
+  return std::clamp<std::int64_t>(fit, 1, B);
+}
+
+std::string format_value(float v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// The reference's weight checks, in its order: any non-finite value first, then any negative one.
+Status check_weights(const ToposortArgs& a) {
+  if (a.weights == nullptr) return Status::success();
+  const std::int64_t N = a.N, total = a.B * N * N;
+  const auto where = [N](std::int64_t p) {
+    return "[" + std::to_string(p / (N * N)) + ", " + std::to_string(p / N % N) + ", " + std::to_string(p % N) + "]";
+  };
+  for (std::int64_t p = 0; p < total; ++p) {
+    if (!std::isfinite(a.weights[p])) {
+      return Status::error(StatusCode::non_finite, "weights",
+                           "weights must be finite; got " + format_value(a.weights[p]) + " at " + where(p));
+    }
+  }
+  for (std::int64_t p = 0; p < total; ++p) {
+    if (a.weights[p] < 0.0f) {
+      return Status::error(StatusCode::out_of_range, "weights",
+                           "weights must be >= 0; got " + format_value(a.weights[p]) + " at " + where(p));
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+int device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::string runtime_version() {
+  return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+}
+
+std::vector<int> compiled_architectures() {
+  // CMake passes e.g. "80,90"; entries like "90a" keep their number, anything without digits is skipped.
+  std::vector<int> archs;
+  const std::string list = TOPOROUTE_CUDA_ARCH_LIST;
+  std::size_t i = 0;
+  while (i < list.size()) {
+    const std::size_t end = std::min(list.find_first_of(",;", i), list.size());
+    int value = 0;
+    bool digits = false;
+    for (std::size_t c = i; c < end && list[c] >= '0' && list[c] <= '9'; ++c) {
+      value = value * 10 + (list[c] - '0');
+      digits = true;
+    }
+    if (digits) archs.push_back(value);
+    i = end + 1;
+  }
+  return archs;
+}
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> names;
+  const int count = device_count();
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
+      cudaGetLastError();
+      names.emplace_back("unknown");
+      continue;
+    }
+    names.push_back(std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+                    ")");
+  }
+  return names;
+}
+
+Status launch_route_on(int device, const RouteArgs& args, const RouteOut& out, unsigned long long* err,
+                       void* stream) {
+  DeviceScope scope;
+  Status s = scope.enter(device);
+  if (!s.ok()) return s;
+  return launch_route(args, out, err, stream);
+}
+
+Status launch_toposort_on(int device, const ToposortArgs& args, const ToposortOut& out, void* stream) {
+  DeviceScope scope;
+  Status s = scope.enter(device);
+  if (!s.ok()) return s;
+  return launch_toposort(args, out, stream);
+}
+
+Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
+  const std::int64_t B = args.B, N = args.N, D = args.D, K = args.K;
+  if (B < 0 || N < 0 || D < 0 || K < 0) return invalid("q", "route: B, N, D and K must be >= 0");
+  if (!c_contiguous({{B, args.q_sb}, {N, args.q_sn}, {D, 1}})) return invalid("q", "q must be C-contiguous");
+  if (!c_contiguous({{B, args.k_sb}, {N, args.k_sn}, {D, 1}})) return invalid("k", "k must be C-contiguous");
+  if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
+    return invalid("active", "active must be C-contiguous");
+  }
+  if (B == 0 || N == 0) return launch_route(args, out, nullptr, nullptr);  // validates, launches nothing
+
+  DeviceScope scope;
+  Status s = scope.enter(device);
+  if (!s.ok()) return s;
+
+  // Per-episode sizes; the batch goes through one device buffer in chunks of episodes.
+  const auto n = static_cast<std::size_t>(N);
+  const std::size_t q_row = n * static_cast<std::size_t>(D) * sizeof(float);
+  const std::size_t active_row = args.active != nullptr ? n : 0;
+  const std::size_t scores_row = n * n * sizeof(float), adjacency_row = n * n;
+  const std::size_t inbox_row = n * static_cast<std::size_t>(K) * sizeof(std::int32_t);
+  const std::size_t in_degree_row = n * sizeof(std::int32_t);
+  const std::int64_t chunk =
+      chunk_episodes(B, 2 * q_row + active_row + scores_row + adjacency_row + inbox_row + in_degree_row);
+  const auto c = static_cast<std::size_t>(chunk);
+  DeviceArena arena;
+  const std::size_t q_at = arena.reserve(c * q_row), k_at = arena.reserve(c * q_row);
+  const std::size_t active_at = arena.reserve(c * active_row);
+  const std::size_t scores_at = arena.reserve(c * scores_row), adjacency_at = arena.reserve(c * adjacency_row);
+  const std::size_t inbox_at = arena.reserve(c * inbox_row), in_degree_at = arena.reserve(c * in_degree_row);
+  const std::size_t err_at = arena.reserve(sizeof(unsigned long long));
+  if (!(s = arena.allocate()).ok()) return s;
+
+  RouteArgs dev = args;
+  dev.q = arena.at<const float>(q_at);
+  dev.k = arena.at<const float>(k_at);
+  dev.active = args.active != nullptr ? arena.at<const std::uint8_t>(active_at) : nullptr;
+  dev.q_sb = dev.k_sb = N * D;
+  dev.q_sn = dev.k_sn = D;
+  dev.a_sb = N;
+  dev.a_sn = 1;
+  RouteOut dout;
+  dout.scores = arena.at<float>(scores_at);
+  dout.adjacency = arena.at<std::uint8_t>(adjacency_at);
+  dout.inbox = arena.at<std::int32_t>(inbox_at);
+  dout.in_degree = arena.at<std::int32_t>(in_degree_at);
+  auto* err = arena.at<unsigned long long>(err_at);
+
+  // The per-thread default stream: concurrent callers on different host threads do not serialise.
+  const cudaStream_t st = cudaStreamPerThread;
+  const auto* q_host = reinterpret_cast<const char*>(args.q);
+  const auto* k_host = reinterpret_cast<const char*>(args.k);
+  const auto* active_host = reinterpret_cast<const char*>(args.active);
+  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+    dev.B = std::min(chunk, B - b0);
+    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
+    if (!(s = copy_in(arena.at<void>(q_at), q_host + at * q_row, e * q_row, st)).ok()) return s;
+    if (!(s = copy_in(arena.at<void>(k_at), k_host + at * q_row, e * q_row, st)).ok()) return s;
+    if (active_row != 0 &&
+        !(s = copy_in(arena.at<void>(active_at), active_host + at * active_row, e * active_row, st)).ok()) {
+      return s;
+    }
+    s = status_from_cuda(cudaMemsetAsync(err, 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync");
+    if (!s.ok()) return s;
+    if (!(s = launch_route(dev, dout, err, st)).ok()) return s;
+    unsigned long long err_host = 0;
+    if (!(s = copy_out(reinterpret_cast<char*>(out.scores) + at * scores_row, dout.scores, e * scores_row, st)).ok()) {
+      return s;
+    }
+    if (!(s = copy_out(out.adjacency + at * adjacency_row, dout.adjacency, e * adjacency_row, st)).ok()) return s;
+    if (!(s = copy_out(reinterpret_cast<char*>(out.inbox) + at * inbox_row, dout.inbox, e * inbox_row, st)).ok()) {
+      return s;
+    }
+    if (!(s = copy_out(out.in_degree + at * N, dout.in_degree, e * in_degree_row, st)).ok()) return s;
+    if (!(s = copy_out(&err_host, err, sizeof(err_host), st)).ok()) return s;
+    if (!(s = status_from_cuda(cudaStreamSynchronize(st), "route_kernel")).ok()) return s;
+    // chunks run in episode order, so the first chunk with a bad row holds the first bad episode
+    if (err_host != ~0ull) return non_finite_status(N, b0, err_host);
+  }
+  return Status::success();
+}
+
+Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int device) {
+  const std::int64_t B = args.B, N = args.N;
+  if (B < 0 || N < 0) return invalid("adj", "toposort: B and N must be >= 0");
+  if (!c_contiguous({{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}})) {
+    return invalid("adj", "adj must be C-contiguous");
+  }
+  if (args.weights != nullptr && !c_contiguous({{B, args.w_sb}, {N, args.w_sr}, {N, args.w_sc}})) {
+    return invalid("weights", "weights must be C-contiguous");
+  }
+  if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
+    return invalid("active", "active must be C-contiguous");
+  }
+  Status s = check_weights(args);
+  if (!s.ok()) return s;
+  if (B == 0) return Status::success();
+
+  DeviceScope scope;
+  if (!(s = scope.enter(device)).ok()) return s;
+
+  const auto n = static_cast<std::size_t>(N);
+  const std::size_t adj_row = n * n, weights_row = args.weights != nullptr ? n * n * sizeof(float) : 0;
+  const std::size_t active_row = args.active != nullptr ? n : 0, order_row = n * sizeof(std::int32_t);
+  const std::int64_t chunk = chunk_episodes(B, 2 * adj_row + weights_row + active_row + 2 * order_row + 1);
+  const auto c = static_cast<std::size_t>(chunk);
+  DeviceArena arena;
+  const std::size_t adj_at = arena.reserve(c * adj_row), weights_at = arena.reserve(c * weights_row);
+  const std::size_t active_at = arena.reserve(c * active_row), order_at = arena.reserve(c * order_row);
+  const std::size_t level_at = arena.reserve(c * order_row), removed_at = arena.reserve(c * adj_row);
+  const std::size_t is_dag_at = arena.reserve(c);
+  if (!(s = arena.allocate()).ok()) return s;
+
+  ToposortArgs dev = args;
+  dev.adj = arena.at<const std::uint8_t>(adj_at);
+  dev.weights = args.weights != nullptr ? arena.at<const float>(weights_at) : nullptr;
+  dev.active = args.active != nullptr ? arena.at<const std::uint8_t>(active_at) : nullptr;
+  dev.adj_sb = dev.w_sb = N * N;
+  dev.adj_sr = dev.w_sr = N;
+  dev.adj_sc = dev.w_sc = 1;
+  dev.a_sb = N;
+  dev.a_sn = 1;
+  ToposortOut dout;
+  dout.order = arena.at<std::int32_t>(order_at);
+  dout.level = arena.at<std::int32_t>(level_at);
+  dout.removed = arena.at<std::uint8_t>(removed_at);
+  dout.is_dag = arena.at<std::uint8_t>(is_dag_at);
+
+  const cudaStream_t st = cudaStreamPerThread;
+  const auto* weights_host = reinterpret_cast<const char*>(args.weights);
+  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+    dev.B = std::min(chunk, B - b0);
+    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
+    if (!(s = copy_in(arena.at<void>(adj_at), args.adj + at * adj_row, e * adj_row, st)).ok()) return s;
+    if (weights_row != 0 &&
+        !(s = copy_in(arena.at<void>(weights_at), weights_host + at * weights_row, e * weights_row, st)).ok()) {
+      return s;
+    }
+    if (active_row != 0 &&
+        !(s = copy_in(arena.at<void>(active_at), args.active + at * active_row, e * active_row, st)).ok()) {
+      return s;
+    }
+    if (!(s = launch_toposort(dev, dout, st)).ok()) return s;
+    if (!(s = copy_out(out.order + at * n, dout.order, e * order_row, st)).ok()) return s;
+    if (!(s = copy_out(out.level + at * n, dout.level, e * order_row, st)).ok()) return s;
+    if (!(s = copy_out(out.removed + at * adj_row, dout.removed, e * adj_row, st)).ok()) return s;
+    if (!(s = copy_out(out.is_dag + at, dout.is_dag, e, st)).ok()) return s;
+  }
+  return status_from_cuda(cudaStreamSynchronize(st), "toposort kernel");
+}
+
+}  // namespace toporoute::cuda

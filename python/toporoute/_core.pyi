@@ -1,0 +1,54 @@
+# Type stub of the private compiled module toporoute._core (cpp/bindings/). Public API: toporoute.ops.
+# tests/test_core_stub.py checks that every function defined here exists in the module and vice versa.
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+_F32 = npt.NDArray[np.float32]
+_Bool = npt.NDArray[np.bool_]
+_I32 = npt.NDArray[np.int32]
+_I64 = npt.NDArray[np.int64]
+_F64 = npt.NDArray[np.float64]
+
+def build_info() -> dict[str, Any]: ...
+def cuda_info() -> dict[str, Any]: ...
+def route(
+    q: _F32, k: _F32, active: _Bool | None, tau: float, k_in: int, isa: str = ""
+) -> tuple[_F32, _Bool, _I32, _I32]: ...
+def toposort(adj: _Bool, weights: _F32 | None, active: _Bool | None) -> tuple[_I32, _I32, _Bool, _Bool]: ...
+def graph_stats(
+    adj: _Bool, active: _Bool | None, prev: _Bool | None
+) -> tuple[_I64, _F64, _I32, _I32, _F64, _F64 | None]: ...
+def conductor_density(
+    nodes: _I64, edges: _I64, steps: _I64, n_max: _I64
+) -> tuple[_F64, _F64, _F64, _F64, _F64]: ...
+def route_cuda_host(
+    q: _F32, k: _F32, active: _Bool | None, tau: float, k_in: int, device: int = 0
+) -> tuple[_F32, _Bool, _I32, _I32]: ...
+def toposort_cuda_host(
+    adj: _Bool, weights: _F32 | None, active: _Bool | None, device: int = 0
+) -> tuple[_I32, _I32, _Bool, _Bool]: ...
+def route_cuda_dlpack(
+    q: Any,
+    k: Any,
+    active: Any | None,
+    scores: Any,
+    adjacency: Any,
+    inbox: Any,
+    in_degree: Any,
+    err: Any,
+    tau: float,
+    k_in: int,
+    stream: int,
+) -> None: ...
+def toposort_cuda_dlpack(
+    adj: Any,
+    weights: Any | None,
+    active: Any | None,
+    order: Any,
+    level: Any,
+    removed: Any,
+    is_dag: Any,
+    stream: int,
+) -> None: ...
