@@ -1,0 +1,81 @@
+"""pytest-benchmark suites of the core ops, grouped per op, parametrised over backend and size. Each benchmark
+checks its result against the reference before timing.
+
+Run: ``python -m pytest bench --benchmark-columns=min,median,ops``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toporoute import backends, ops
+from toporoute.backends import reference
+
+HOST_BACKENDS = [b for b in ("reference", "cpu") if backends.available()[b][0]]
+
+
+def _route_inputs(B: int, N: int, D: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (
+        rng.standard_normal((B, N, D), dtype=np.float32),
+        rng.standard_normal((B, N, D), dtype=np.float32),
+    )
+
+
+def _dags(B: int, N: int, p: float = 0.3, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    adj = np.triu(rng.random((B, N, N)) < p, 1)
+    perm = rng.permutation(N)
+    return np.ascontiguousarray(adj[:, perm][:, :, perm])
+
+
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
+@pytest.mark.parametrize("B", [1, 64, 4096])
+def test_route(benchmark, backend: str, B: int) -> None:
+    benchmark.group = f"route N=8 D=384 B={B}"
+    q, k = _route_inputs(B, 8, 384)
+    want = reference.route(q, k, tau=0.0, k_in=3, active=None)
+    got = benchmark(ops.route, q, k, tau=0.0, k_in=3, backend=backend)
+    np.testing.assert_array_equal(got.adjacency, want.adjacency)
+    np.testing.assert_array_equal(got.inbox, want.inbox)
+    assert got.adjacency.sum() > 0
+
+
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
+@pytest.mark.parametrize("B", [1, 4096])
+@pytest.mark.parametrize("N", [16, 64])
+def test_toposort(benchmark, backend: str, B: int, N: int) -> None:
+    if backend == "reference" and B * N > 4096 * 16:
+        pytest.skip("reference toposort at this size takes seconds per call; compared at B=4096, N=16 only")
+    benchmark.group = f"toposort N={N} B={B}"
+    adj = _dags(B, N)
+    got = benchmark(ops.toposort, adj, backend=backend)
+    assert got.is_dag.all()
+    pos = np.argsort(got.order, axis=1)
+    b, s, d = np.nonzero(adj)
+    assert (pos[b, s] < pos[b, d]).all() and (got.level[b, s] < got.level[b, d]).all()
+
+
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
+def test_graph_stats(benchmark, backend: str) -> None:
+    benchmark.group = "graph_stats N=8 B=4096"
+    rng = np.random.default_rng(1)
+    adj, prev = rng.random((2, 4096, 8, 8)) < 0.3
+    want = reference.graph_stats(adj, active=None, prev=prev)
+    got = benchmark(ops.graph_stats, adj, prev=prev, backend=backend)
+    np.testing.assert_array_equal(got.edges, want.edges)
+    np.testing.assert_allclose(got.jaccard, want.jaccard)
+
+
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
+def test_conductor_density(benchmark, backend: str) -> None:
+    benchmark.group = "conductor_density n=65536"
+    rng = np.random.default_rng(2)
+    nodes = rng.integers(1, 12, 65536)
+    steps = np.minimum(rng.integers(1, 6, 65536), nodes)
+    edges = rng.integers(0, 20, 65536)
+    caps = rng.choice([4, 7, 10], 65536)
+    want = reference.conductor_density(nodes, edges, steps, caps)
+    got = benchmark(ops.conductor_density, nodes, edges, steps, caps, backend=backend)
+    np.testing.assert_allclose(got.reward, want.reward, rtol=1e-12)

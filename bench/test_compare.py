@@ -1,0 +1,66 @@
+"""The comparisons of DESIGN.md's performance table, timed in one run and printed as ratios:
+
+- ``route`` (B=1 and B=4096, N=8, D=384), compiled CPU backend vs the numpy reference (targets 10x, 3x), and at
+  B=4096 vs a same-run copy of the inputs (memory-bandwidth bound: target within 2x of the copy);
+- ``toposort`` (B=4096, N=16) vs networkx per graph (``topological_generations``, which gives the same order
+  and levels; graphs prebuilt, so graph construction is not charged to networkx) (target 100x).
+
+Run: ``python -m pytest bench/test_compare.py -s``. Results are asserted; the ratios are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toporoute import backends, ops
+from toporoute.backends import reference
+
+from ._compare import report, seconds
+
+pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
+
+
+@pytest.mark.parametrize("B, target", [(1, 10.0), (4096, 3.0)])
+def test_route_vs_reference(B: int, target: float) -> None:
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((B, 8, 384), dtype=np.float32)
+    k = rng.standard_normal((B, 8, 384), dtype=np.float32)
+    want = ops.route(q, k, backend="reference")
+    got = ops.route(q, k, backend="cpu")
+    np.testing.assert_array_equal(got.adjacency, want.adjacency)
+    np.testing.assert_array_equal(got.inbox, want.inbox)
+    slow = seconds(lambda: ops.route(q, k, backend="reference"))
+    fast = seconds(lambda: ops.route(q, k, backend="cpu"))
+    report(f"route B={B} N=8 D=384", "reference", slow, "cpu", fast, target)
+    if B > 1:
+        copy = seconds(lambda: (q.copy(), k.copy()))
+        print(
+            f"[ratio] route B={B}: cpu {fast * 1e6:.0f} us vs copying the inputs {copy * 1e6:.0f} us = "
+            f"{fast / copy:.2f}x the copy time (target <= 2x)"
+        )
+
+
+def test_toposort_vs_networkx() -> None:
+    nx = pytest.importorskip("networkx", reason="networkx is the comparison baseline")
+    rng = np.random.default_rng(0)
+    B, N = 4096, 16
+    adj = np.triu(rng.random((B, N, N)) < 0.3, 1)
+    perm = rng.permutation(N)
+    adj = np.ascontiguousarray(adj[:, perm][:, :, perm])
+    graphs = [nx.from_numpy_array(a.astype(np.uint8), create_using=nx.DiGraph) for a in adj]
+
+    def run_nx() -> list[list[list[int]]]:
+        return [[sorted(gen) for gen in nx.topological_generations(g)] for g in graphs]
+
+    got = ops.toposort(adj, backend="cpu")
+    generations = run_nx()
+    for b in range(0, B, 97):  # same levels as networkx's generations
+        levels = [sorted(np.nonzero(got.level[b] == lv)[0].tolist()) for lv in range(got.level[b].max() + 1)]
+        assert levels == generations[b]
+    assert got.is_dag.all()
+    slow = seconds(run_nx, min_time=0.5, repeat=3)
+    fast = seconds(lambda: ops.toposort(adj, backend="cpu"))
+    report(f"toposort B={B} N={N}", "networkx", slow, "cpu", fast, 100.0)
+    ref = seconds(lambda: reference.toposort(adj, weights=None, active=None), repeat=3)
+    report(f"toposort B={B} N={N}", "reference", ref, "cpu", fast, 1.0)

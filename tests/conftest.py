@@ -1,0 +1,42 @@
+"""Test options: CUDA tests (marker ``cuda``) skip with a stated reason when no GPU is usable, and fail
+instead under ``pytest --require-cuda``."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-cuda",
+        action="store_true",
+        default=False,
+        help="fail (instead of skip) CUDA tests when the CUDA backend or a GPU is unavailable",
+    )
+
+
+def _cuda_status() -> tuple[bool, str]:
+    try:
+        from toporoute.backends import cuda
+    except ImportError as exc:  # the backend module itself failed to import
+        return False, f"toporoute.backends.cuda failed to import: {exc}"
+    return cuda.available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--require-cuda") or not any(item.get_closest_marker("cuda") for item in items):
+        return
+    ok, why = _cuda_status()
+    if ok:
+        return
+    mark = pytest.mark.skip(reason=f"CUDA unavailable: {why} (run with --require-cuda to make this fail)")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(mark)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("cuda") and item.config.getoption("--require-cuda"):
+        ok, why = _cuda_status()
+        if not ok:
+            pytest.fail(f"--require-cuda given but CUDA is unavailable: {why}", pytrace=False)

@@ -1,0 +1,267 @@
+"""Layering rules (DESIGN.md): the core ops never pull in LLM / HTTP / ML-framework packages nor the upper
+layers of toporoute, and backend / SIMD selection through the environment behaves as documented. Everything
+that depends on import state or on the environment runs in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import toporoute
+
+FORBIDDEN = [
+    "vllm",
+    "torch",
+    "transformers",
+    "onnxruntime",
+    "httpx",
+    "aiohttp",
+    "requests",
+    "openai",
+    "fastapi",
+    "tokenizers",
+    "sentence_transformers",
+]
+
+PKG_SRC = Path(__file__).resolve().parents[1] / "python" / "toporoute"
+INSTALLED = Path(toporoute.__file__).resolve().parent
+CORE_FILES = ["ops.py", "_validate.py", "results.py", "errors.py"]
+UPPER_LAYERS = ("llm", "methods", "runtime")
+
+
+def run_python(code: str, tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a fresh interpreter (cwd: an empty directory) with the toporoute environment variables
+    removed, then set from ``env`` (None leaves one unset)."""
+    e = {k: v for k, v in os.environ.items() if k not in ("TOPOROUTE_BACKEND", "TOPOROUTE_SIMD")}
+    e.update({k: v for k, v in env.items() if v is not None})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        cwd=tmp_path,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def run_json(code: str, tmp_path: Path, **env: str | None):
+    p = run_python(code, tmp_path, **env)
+    assert p.returncode == 0, f"subprocess failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+_LOADED = """
+import json, sys
+{body}
+forbidden = {forbidden!r}
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden)))
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import toporoute.ops",
+        "import toporoute",
+        "import toporoute.backends.reference, toporoute.backends.cpu, toporoute.errors, toporoute.results",
+        # and after running every op on the default host backend (lazy imports inside calls count too)
+        (
+            "import numpy as np\n"
+            "from toporoute import ops\n"
+            "q = np.ones((2, 3, 4), np.float32)\n"
+            "r = ops.route(q, q)\n"
+            "ops.toposort(r.adjacency); ops.graph_stats(r.adjacency, prev=r.adjacency)\n"
+            "ops.conductor_density(3, 2, 2, 4)\n"
+            "ops.route(q, q, backend='reference'); ops.toposort(r.adjacency, backend='reference')"
+        ),
+    ],
+    ids=["ops", "toporoute", "backends", "ops-calls"],
+)
+def test_core_imports_no_llm_or_http_packages(body: str, tmp_path: Path) -> None:
+    loaded = run_json(_LOADED.format(body=body, forbidden=FORBIDDEN), tmp_path)
+    assert loaded == [], f"{body!r} imported {loaded}"
+
+
+def test_forbidden_module_check_has_teeth(tmp_path: Path) -> None:
+    # the same probe reports a forbidden package once it is imported (json stands in for one, always present)
+    loaded = run_json(_LOADED.format(body="import json.decoder", forbidden=["json"]), tmp_path)
+    assert "json.decoder" in loaded
+
+
+_UPPER_IMPORT = re.compile(
+    r"^\s*(?:from\s+(?:toporoute|\.+)\s*\.?\s*(?:"
+    + "|".join(UPPER_LAYERS)
+    + r")\b"  # from toporoute.llm / from ..llm
+    r"|from\s+(?:toporoute|\.+)\s+import\s+[^#\n]*\b(?:"
+    + "|".join(UPPER_LAYERS)
+    + r")\b"  # from .. import llm
+    r"|import\s+toporoute\.(?:" + "|".join(UPPER_LAYERS) + r")\b"  # import toporoute.llm
+    r"|.*import_module\(\s*['\"](?:toporoute)?\.*(?:" + "|".join(UPPER_LAYERS) + r")\b)",  # importlib
+    re.MULTILINE,
+)
+
+
+def _core_sources(root: Path) -> list[Path]:
+    files = [root / f for f in CORE_FILES] + sorted((root / "backends").glob("*.py"))
+    return [f for f in files if f.exists()]
+
+
+@pytest.mark.parametrize("root", [PKG_SRC, INSTALLED], ids=["checkout", "installed"])
+def test_core_sources_do_not_import_upper_layers(root: Path) -> None:
+    files = _core_sources(root)
+    names = {f.relative_to(root).as_posix() for f in files}
+    assert {"ops.py", "backends/__init__.py", "backends/reference.py", "backends/cpu.py"} <= names, names
+    offenders = []
+    for f in files:
+        for m in _UPPER_IMPORT.finditer(f.read_text()):
+            offenders.append(f"{f.relative_to(root)}: {m.group(0).strip()}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("line", "bad"),
+    [
+        ("from toporoute.llm import engine", True),
+        ("from ..methods import dytopo", True),
+        ("from .runtime.batch import x", True),
+        ("from .. import llm", True),
+        ("from toporoute import ops, methods", True),
+        ("import toporoute.runtime", True),
+        ("    mod = importlib.import_module('toporoute.llm.vllm')", True),
+        ("from .. import errors", False),
+        ("from .results import Routes", False),
+        ("from . import _validate as _v", False),
+        ("import numpy as np", False),
+        ("# the runtime layer calls route()", False),
+    ],
+)
+def test_upper_layer_pattern(line: str, bad: bool) -> None:
+    assert bool(_UPPER_IMPORT.search(line)) is bad
+
+
+# ---------------------------------------------------------------------------------------------------- environment
+
+_SELECT = """
+import json
+import numpy as np
+from toporoute import backends
+print(json.dumps(backends.select(None, np.zeros(1)).__name__))
+"""
+
+# a strided last axis: the reference accepts it, the compiled core refuses it (DTypeError); which one ran is visible
+_WHICH_RAN = """
+import json
+import numpy as np
+from toporoute import ops, errors
+q = np.ones((2, 3, 8), np.float32)[..., ::2]
+try:
+    r = ops.route(q, q, tau=0.0, k_in=0)
+    print(json.dumps(["ok", r.in_degree.tolist()]))
+except errors.DTypeError as exc:
+    print(json.dumps(["DTypeError", exc.arg]))
+"""
+
+
+def test_default_backend_is_cpu_when_built(tmp_path: Path) -> None:
+    assert run_json(_SELECT, tmp_path) == "toporoute.backends.cpu"
+    assert run_json(_WHICH_RAN, tmp_path) == ["DTypeError", "q"]
+
+
+def test_env_backend_reference(tmp_path: Path) -> None:
+    assert run_json(_SELECT, tmp_path, TOPOROUTE_BACKEND="reference") == "toporoute.backends.reference"
+    assert run_json(_WHICH_RAN, tmp_path, TOPOROUTE_BACKEND="reference") == ["ok", [[2, 2, 2], [2, 2, 2]]]
+
+
+def test_env_backend_cpu(tmp_path: Path) -> None:
+    assert run_json(_SELECT, tmp_path, TOPOROUTE_BACKEND="cpu") == "toporoute.backends.cpu"
+
+
+def test_explicit_backend_overrides_env(tmp_path: Path) -> None:
+    code = """
+import json
+import numpy as np
+from toporoute import backends
+print(json.dumps(backends.select("cpu", np.zeros(1)).__name__))
+"""
+    assert run_json(code, tmp_path, TOPOROUTE_BACKEND="reference") == "toporoute.backends.cpu"
+
+
+def test_env_backend_invalid(tmp_path: Path) -> None:
+    code = """
+import json
+import numpy as np
+from toporoute import ops, errors
+q = np.ones((1, 2, 3), np.float32)
+out = []
+try:
+    ops.route(q, q)
+except errors.InvalidArgumentError as exc:
+    out.append([type(exc).__name__, exc.arg, str(exc)])
+# an explicit backend= does not read the environment
+out.append(ops.route(q, q, tau=0.0, backend="reference").in_degree.tolist())
+print(json.dumps(out))
+"""
+    (name, arg, msg), degrees = run_json(code, tmp_path, TOPOROUTE_BACKEND="bogus")
+    assert name == "InvalidArgumentError"
+    assert arg == "TOPOROUTE_BACKEND"
+    assert "TOPOROUTE_BACKEND" in msg and "'bogus'" in msg
+    assert degrees == [[1, 1]]
+
+
+_SIMD = """
+import json
+import numpy as np
+import toporoute._core as core
+from toporoute import ops, errors
+info = core.build_info()["simd"]
+q = np.ones((1, 3, 4), np.float32)
+try:
+    r = ops.route(q, q, tau=0.0, backend="cpu")
+    res = ["ok", r.in_degree.tolist()]
+except errors.ToporouteError as exc:
+    res = [type(exc).__name__, exc.arg, str(exc)]
+print(json.dumps([info, res]))
+"""
+
+
+def test_env_simd_generic(tmp_path: Path) -> None:
+    info, res = run_json(_SIMD, tmp_path, TOPOROUTE_SIMD="generic")
+    assert info["active"] == "generic"
+    assert res == ["ok", [[2, 2, 2]]]
+
+
+def test_env_simd_default_is_best_supported(tmp_path: Path) -> None:
+    info, res = run_json(_SIMD, tmp_path)
+    best = next(isa for isa in ("avx512", "avx2", "generic") if isa in info["supported"])
+    assert info["active"] == best
+    assert res == ["ok", [[2, 2, 2]]]
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_env_simd_each_supported_level(isa: str, tmp_path: Path) -> None:
+    import toporoute._core as core
+
+    supported = core.build_info()["simd"]["supported"]
+    info, res = run_json(_SIMD, tmp_path, TOPOROUTE_SIMD=isa)
+    if isa in supported:
+        assert info["active"] == isa
+        assert res == ["ok", [[2, 2, 2]]]
+    else:  # compiled but not supported by this CPU, or not compiled: a clear error, never a crash
+        assert info["active"] is None
+        assert res[0] == "BackendUnavailableError" and res[1] == "TOPOROUTE_SIMD"
+
+
+def test_env_simd_bogus(tmp_path: Path) -> None:
+    info, res = run_json(_SIMD, tmp_path, TOPOROUTE_SIMD="bogus")
+    assert info["active"] is None
+    name, arg, msg = res
+    assert name == "InvalidArgumentError"
+    assert arg == "TOPOROUTE_SIMD"
+    assert "TOPOROUTE_SIMD" in msg and "bogus" in msg
