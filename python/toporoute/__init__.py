@@ -11,4 +11,4 @@ from .results import Density, GraphStats, Order, Routes
 
 __version__ = "0.1.0"
 
-__all__ = ["ops", "errors", "build_info", "Routes", "Order", "Density", "GraphStats", "__version__"]
+__all__ = ["Density", "GraphStats", "Order", "Routes", "__version__", "build_info", "errors", "ops"]

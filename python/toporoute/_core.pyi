@@ -1,15 +1,15 @@
 # Type stub of the private compiled module toporoute._core (cpp/bindings/). Public API: toporoute.ops.
 # tests/test_core_stub.py checks that every function defined here exists in the module and vice versa.
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 
-_F32 = npt.NDArray[np.float32]
-_Bool = npt.NDArray[np.bool_]
-_I32 = npt.NDArray[np.int32]
-_I64 = npt.NDArray[np.int64]
-_F64 = npt.NDArray[np.float64]
+_F32: TypeAlias = npt.NDArray[np.float32]
+_Bool: TypeAlias = npt.NDArray[np.bool_]
+_I32: TypeAlias = npt.NDArray[np.int32]
+_I64: TypeAlias = npt.NDArray[np.int64]
+_F64: TypeAlias = npt.NDArray[np.float64]
 
 def build_info() -> dict[str, Any]: ...
 def cuda_info() -> dict[str, Any]: ...

@@ -25,6 +25,8 @@ def build_info() -> dict[str, Any]:
     else:
         info.update(_core.build_info())
         info["core"] = True
-    info["backends"] = {name: {"available": ok, "reason": why} for name, (ok, why) in backends.available().items()}
+    info["backends"] = {
+        name: {"available": ok, "reason": why} for name, (ok, why) in backends.available().items()
+    }
     info["env"] = {k: os.environ[k] for k in ("TOPOROUTE_BACKEND", "TOPOROUTE_SIMD") if k in os.environ}
     return info

@@ -21,7 +21,16 @@ from . import _validate as _v
 from . import backends
 from .results import Density, GraphStats, Order, Routes
 
-__all__ = ["route", "toposort", "graph_stats", "conductor_density", "Routes", "Order", "Density", "GraphStats"]
+__all__ = [
+    "Density",
+    "GraphStats",
+    "Order",
+    "Routes",
+    "conductor_density",
+    "graph_stats",
+    "route",
+    "toposort",
+]
 
 
 def _unbatch(result: Any, single: bool) -> Any:
@@ -174,7 +183,9 @@ def conductor_density(
     try:
         nodes, edges, steps, n_max = np.broadcast_arrays(*arrays)
     except ValueError as exc:
-        raise _v.ShapeError(f"nodes, edges, steps and n_max must broadcast together: {exc}", arg="nodes") from exc
+        raise _v.ShapeError(
+            f"nodes, edges, steps and n_max must broadcast together: {exc}", arg="nodes"
+        ) from exc
     if (steps > nodes).any():
         i = np.argwhere(steps > nodes)[0]
         raise _v.OutOfRangeError(

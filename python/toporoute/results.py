@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Routes", "Order", "Density", "GraphStats"]
+__all__ = ["Density", "GraphStats", "Order", "Routes"]
 
 Array = Any  # numpy.ndarray, or a CuPy / PyTorch device array for CUDA inputs
 

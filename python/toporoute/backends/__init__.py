@@ -24,7 +24,7 @@ from ..errors import BackendUnavailableError, InvalidArgumentError
 NAMES = ("reference", "cpu", "cuda")
 ENV = "TOPOROUTE_BACKEND"
 
-__all__ = ["NAMES", "ENV", "available", "get", "select", "is_device_array"]
+__all__ = ["ENV", "NAMES", "available", "get", "is_device_array", "select"]
 
 
 def is_device_array(x: Any) -> bool:

@@ -16,7 +16,7 @@ except ImportError as exc:  # built without a C++ compiler, or a broken build
 else:
     _IMPORT_ERROR = ""
 
-__all__ = ["available", "route", "toposort", "graph_stats", "conductor_density"]
+__all__ = ["available", "conductor_density", "graph_stats", "route", "toposort"]
 
 
 def available() -> tuple[bool, str]:
@@ -39,9 +39,7 @@ def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray 
     return GraphStats(*_core.graph_stats(adj, active, prev))
 
 
-def conductor_density(
-    nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray
-) -> Density:
+def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray) -> Density:
     shape = nodes.shape
     flat = [np.ascontiguousarray(a.reshape(-1)) for a in (nodes, edges, steps, n_max)]
     return Density(*(r.reshape(shape) for r in _core.conductor_density(*flat)))

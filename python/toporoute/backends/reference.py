@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import NonFiniteError, OutOfRangeError
 from ..results import Density, GraphStats, Order, Routes
 
-__all__ = ["available", "route", "toposort", "graph_stats", "conductor_density", "inbox_width"]
+__all__ = ["available", "conductor_density", "graph_stats", "inbox_width", "route", "toposort"]
 
 
 def inbox_width(n: int, k_in: int) -> int:
@@ -37,9 +37,7 @@ def _check_finite(q: np.ndarray, k: np.ndarray) -> None:
     raise NonFiniteError(f"{name} must be finite; got NaN or infinity at episode {b}, agent {n}", arg=name)
 
 
-def route(
-    q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None
-) -> Routes:
+def route(q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None) -> Routes:
     """Cosine routing for (B, N, D) float32 ``q`` (needs) and ``k`` (offers).
 
     ``scores[b, j, i] = cos(k[b, j], q[b, i])`` (float64, clamped to [-1, 1], rounded to float32; 0 for a zero
@@ -100,10 +98,14 @@ def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray 
     if weights is not None:
         if not np.isfinite(weights).all():
             b, s, d = np.argwhere(~np.isfinite(weights))[0]
-            raise NonFiniteError(f"weights must be finite; got {weights[b, s, d]} at [{b}, {s}, {d}]", "weights")
+            raise NonFiniteError(
+                f"weights must be finite; got {weights[b, s, d]} at [{b}, {s}, {d}]", "weights"
+            )
         if (weights < 0).any():
             b, s, d = np.argwhere(weights < 0)[0]
-            raise OutOfRangeError(f"weights must be >= 0; got {weights[b, s, d]} at [{b}, {s}, {d}]", "weights")
+            raise OutOfRangeError(
+                f"weights must be >= 0; got {weights[b, s, d]} at [{b}, {s}, {d}]", "weights"
+            )
     act = np.ones((B, N), dtype=bool) if active is None else active.astype(bool)
     e = adj.astype(bool) & ~np.eye(N, dtype=bool)[None] & act[:, :, None] & act[:, None, :]
     w = None if weights is None else np.where(e, weights.astype(np.float64), 0.0)
@@ -139,7 +141,7 @@ def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray 
         level[lb, lv] = np.where(preds, level[lb], -1).max(axis=1) + 1
         placed[lb, lv] = True
     for b in np.nonzero(n_active < N)[0]:
-        order[b, n_active[b]:] = np.nonzero(~act[b])[0]
+        order[b, n_active[b] :] = np.nonzero(~act[b])[0]
     return Order(order, level, removed, ~removed.any(axis=(1, 2)))
 
 
@@ -166,9 +168,7 @@ def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray 
     )
 
 
-def conductor_density(
-    nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray
-) -> Density:
+def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray) -> Density:
     """AgentConductor density (methods/agentconductor.md §4.2, §4.4), elementwise over int64 arrays.
 
     ``S_node = exp(-V / N_max)``, ``S_edge = exp(-E / (V (V - 0.5)))``, ``S_depth = 1 - s / V``,
