@@ -1,6 +1,7 @@
-// toposort(): greedy min-in-degree order with cycle breaking. Unweighted graphs with N <= 64 use bitsets
-// (O(N^2) word operations per graph); the general path keeps incremental in-degree counts, and weighted graphs
-// recompute each candidate's weight sum in ascending source order so every backend rounds identically.
+// toposort(): greedy min-in-degree order with cycle breaking. Unweighted graphs with N <= 64 use out-edge
+// bitsets and a Kahn ready set (O(N^2 / 8 + E) per DAG); the general path keeps incremental in-degree counts,
+// and weighted graphs recompute each candidate's weight sum in ascending source order so every backend
+// rounds identically.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,14 +23,6 @@ bool is_active(const ToposortArgs& a, std::int64_t b, std::int64_t n) {
 
 bool edge(const ToposortArgs& a, std::int64_t b, std::int64_t src, std::int64_t dst) {
   return a.adj[b * a.adj_sb + src * a.adj_sr + dst * a.adj_sc] != 0;
-}
-
-// Portable bit count (no libgcc call on the baseline ISA).
-inline int popcount64(std::uint64_t x) {
-  x = x - ((x >> 1) & 0x5555555555555555ULL);
-  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
-  return static_cast<int>((x * 0x0101010101010101ULL) >> 56);
 }
 
 // Bit i set when row[i * stride] != 0, for i < n <= 64. Contiguous rows go 8 bytes at a time: a SWAR step
@@ -66,31 +59,40 @@ void finish_inactive(const ToposortArgs& a, const ToposortOut& o, std::int64_t b
   }
 }
 
+// Unweighted, N <= 64. Only out-edge masks are built: in-degrees come from the out masks, a node's level is
+// pushed along its out-edges when it is placed, and the in-edges of a node are gathered only when a cycle
+// forces a node with unplaced predecessors (the removed edges). On a DAG every step is one ctz on the set
+// of nodes whose in-degree from unplaced nodes is 0, lowest index first.
 void sort_bitset(const ToposortArgs& a, const ToposortOut& o, std::int64_t b) {
   const std::int64_t N = a.N;
-  std::uint64_t in_mask[64];   // bit j of in_mask[i]: edge j -> i
   std::uint64_t out_mask[64];  // bit i of out_mask[j]: edge j -> i
-  for (std::int64_t n = 0; n < N; ++n) in_mask[n] = 0;  // only N entries: a full clear costs more than the sort
+  int count[64];               // in-degree from unplaced nodes
+  std::int32_t pending[64];    // 1 + the highest level among placed predecessors
   std::uint64_t unplaced = 0;
-  for (std::int64_t n = 0; n < N; ++n) unplaced |= std::uint64_t{is_active(a, b, n)} << n;
-  const std::uint8_t* g = a.adj + b * a.adj_sb;
-  for (std::int64_t j = 0; j < N; ++j) out_mask[j] = row_bits(g + j * a.adj_sr, a.adj_sc, N);
-  for (std::int64_t j = 0; j < N; ++j) {
-    for (std::uint64_t r = out_mask[j]; r != 0; r &= r - 1) in_mask[__builtin_ctzll(r)] |= std::uint64_t{1} << j;
-  }
   for (std::int64_t n = 0; n < N; ++n) {
-    const std::uint64_t keep = (unplaced >> n & 1u) ? unplaced & ~(std::uint64_t{1} << n) : 0;  // no self-loops,
-    in_mask[n] &= keep;                                                                        // no inactive ends
-    out_mask[n] &= keep;
+    unplaced |= std::uint64_t{is_active(a, b, n)} << n;
+    count[n] = 0;
+    pending[n] = 0;
   }
-  // In-degree from unplaced nodes, kept incrementally, plus the set of unplaced nodes whose count is 0: on a
-  // DAG every step is one ctz on that set (the lowest index wins); only a cycle needs the minimum scan.
-  int count[64];
+  const std::uint8_t* g = a.adj + b * a.adj_sb;
+  for (std::int64_t j = 0; j < N; ++j) {
+    const std::uint64_t keep = (unplaced >> j & 1u) ? unplaced & ~(std::uint64_t{1} << j) : 0;  // no self-loops,
+    const std::uint8_t* row = g + j * a.adj_sr;                                                  // no inactive ends
+    const std::uint64_t raw = row_bits(row, a.adj_sc, N);
+    const std::uint64_t out = raw & keep;
+    out_mask[j] = out;
+    if (a.adj_sc == 1 && keep != 0) {
+      // Contiguous row: add it to the counts as a byte vector (the compiler vectorises this loop), then
+      // take back the self-loop and the edges into inactive nodes, which `keep` dropped from the mask.
+      for (std::int64_t i = 0; i < N; ++i) count[i] += row[i] != 0;
+      for (std::uint64_t r = raw & ~keep; r != 0; r &= r - 1) --count[__builtin_ctzll(r)];
+    } else {
+      for (std::uint64_t r = out; r != 0; r &= r - 1) ++count[__builtin_ctzll(r)];
+    }
+  }
   std::uint64_t ready = 0;
-  for (std::int64_t i = 0; i < N; ++i) {
-    count[i] = popcount64(in_mask[i]);
-    ready |= std::uint64_t{count[i] == 0 && (unplaced >> i & 1u)} << i;
-  }
+  for (std::int64_t i = 0; i < N; ++i) ready |= std::uint64_t{count[i] == 0} << i;
+  ready &= unplaced;
   std::int32_t* level = o.level + b * N;
   std::uint8_t* removed = o.removed + b * N * N;
   std::fill(removed, removed + N * N, std::uint8_t{0});
@@ -100,7 +102,8 @@ void sort_bitset(const ToposortArgs& a, const ToposortOut& o, std::int64_t b) {
     int best;
     if (ready != 0) {
       best = __builtin_ctzll(ready);
-    } else {  // every unplaced node sits on a cycle: smallest count, lowest index
+    } else {  // every unplaced node sits on a cycle: smallest count, lowest index; its in-edges from
+              // unplaced nodes are removed
       best = -1;
       int best_count = std::numeric_limits<int>::max();
       for (std::uint64_t rest = unplaced; rest != 0; rest &= rest - 1) {
@@ -110,22 +113,21 @@ void sort_bitset(const ToposortArgs& a, const ToposortOut& o, std::int64_t b) {
           best = i;
         }
       }
+      dag = false;
+      for (std::uint64_t r = unplaced & ~(std::uint64_t{1} << best); r != 0; r &= r - 1) {
+        const int j = __builtin_ctzll(r);
+        removed[j * N + best] = static_cast<std::uint8_t>(out_mask[j] >> best & 1u);
+      }
     }
     const std::uint64_t bit = std::uint64_t{1} << best;
     unplaced &= ~bit;
     ready &= ~bit;
-    const std::uint64_t back = in_mask[best] & unplaced;
-    const std::uint64_t preds = in_mask[best] & ~unplaced;
-    std::int32_t lv = 0;
-    for (std::uint64_t r = preds; r != 0; r &= r - 1) lv = std::max(lv, level[__builtin_ctzll(r)] + 1);
-    if (back != 0) {
-      dag = false;
-      for (std::uint64_t r = back; r != 0; r &= r - 1) removed[__builtin_ctzll(r) * N + best] = 1;
-    }
+    const std::int32_t lv = pending[best];
     level[best] = lv;
     o.order[b * N + t++] = best;
     for (std::uint64_t r = out_mask[best] & unplaced; r != 0; r &= r - 1) {
       const int i = __builtin_ctzll(r);
+      pending[i] = std::max(pending[i], lv + 1);
       ready |= std::uint64_t{--count[i] == 0} << i;
     }
   }
