@@ -71,12 +71,7 @@ def route(
         ``scores (B, N, N) float32``, ``adjacency (B, N, N) bool``, ``inbox (B, N, K) int32`` (providers by
         descending score, -1 padded; ``K = k_in``, or ``N - 1`` when uncapped) and ``in_degree (B, N) int32``.
     """
-    qs = _v.array(q, "q", "float32", (2, 3), "(B, N, D) or (N, D)")
-    ks = _v.array(k, "k", "float32", (2, 3), "(B, N, D) or (N, D)")
-    _v.same_shape(ks, "k", qs, "the shape of q")
-    _v.active_mask(active, qs[:-1])
-    tau = _v.tau(tau)
-    k_in = _v.k_in(k_in)
+    qs, tau, k_in = _v.route_args(q, k, active, tau, k_in)
     impl = backends.select(backend, q)
     single = len(qs) == 2
     if single:
