@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "toporoute/status.hpp"
+#include "toporoute/views.hpp"
 
 namespace toporoute::bindings {
 
@@ -19,12 +20,13 @@ void raise_status(const Status& s);
 /// Raises toporoute.errors.<cls>(message, arg).
 [[noreturn]] void raise_error(const char* cls, const std::string& arg, const std::string& message);
 
-/// A numpy array checked for dtype and rank, with element strides.
+/// A numpy array checked for dtype and rank, with element strides; default-constructed = absent argument.
 struct HostView {
-  py::array array;  // keeps the buffer alive
+  py::object array;  // keeps the buffer alive
   void* data = nullptr;
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;  // in elements
+  bool present() const { return static_cast<bool>(array); }
 };
 
 /// Checks that `obj` is a numpy array of dtype T (exactly; bool for std::uint8_t when `is_bool`) and rank
@@ -53,5 +55,57 @@ py::array_t<T> empty_array(const std::vector<std::int64_t>& shape) {
 py::array empty_bool_array(const std::vector<std::int64_t>& shape);
 
 std::string shape_str(const std::vector<std::int64_t>& shape);
+
+/// Inbox width K: k_in when capped, else N - 1 (0 for N = 0), as reference.inbox_width.
+inline std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in > 0 ? k_in : (n > 1 ? n - 1 : 0); }
+
+/// RouteArgs over q, k (B, N, D) and an optional active (B, N) view. View: HostView or a DLPack device view
+/// (members data, shape, strides in elements, present()).
+template <typename View>
+RouteArgs route_args(const View& q, const View& k, const View& active, double tau, std::int64_t k_in) {
+  RouteArgs a;
+  a.q = static_cast<const float*>(q.data);
+  a.k = static_cast<const float*>(k.data);
+  a.B = q.shape[0];
+  a.N = q.shape[1];
+  a.D = q.shape[2];
+  a.q_sb = q.strides[0];
+  a.q_sn = q.strides[1];
+  a.k_sb = k.strides[0];
+  a.k_sn = k.strides[1];
+  if (active.present()) {
+    a.active = static_cast<const std::uint8_t*>(active.data);
+    a.a_sb = active.strides[0];
+    a.a_sn = active.strides[1];
+  }
+  a.tau = static_cast<float>(tau);  // decisions compare float32 scores with float32(tau)
+  a.k_in = k_in;
+  a.K = inbox_width(a.N, k_in);
+  return a;
+}
+
+/// ToposortArgs over adj (B, N, N) and optional weights (B, N, N) and active (B, N) views.
+template <typename View>
+ToposortArgs toposort_args(const View& adj, const View& weights, const View& active) {
+  ToposortArgs a;
+  a.adj = static_cast<const std::uint8_t*>(adj.data);
+  a.B = adj.shape[0];
+  a.N = adj.shape[1];
+  a.adj_sb = adj.strides[0];
+  a.adj_sr = adj.strides[1];
+  a.adj_sc = adj.strides[2];
+  if (weights.present()) {
+    a.weights = static_cast<const float*>(weights.data);
+    a.w_sb = weights.strides[0];
+    a.w_sr = weights.strides[1];
+    a.w_sc = weights.strides[2];
+  }
+  if (active.present()) {
+    a.active = static_cast<const std::uint8_t*>(active.data);
+    a.a_sb = active.strides[0];
+    a.a_sn = active.strides[1];
+  }
+  return a;
+}
 
 }  // namespace toporoute::bindings

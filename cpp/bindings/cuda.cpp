@@ -42,7 +42,6 @@ constexpr const char* kToposortDlpackDoc =
 
 #ifdef TOPOROUTE_WITH_CUDA
 
-std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in > 0 ? k_in : std::max<std::int64_t>(n - 1, 0); }
 
 // Axes of extent 1 and empty arrays impose no stride.
 bool is_c_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides) {
@@ -71,13 +70,12 @@ py::tuple route_cuda_host(const py::object& q_obj, const py::object& k_obj, cons
   const HostView q = host_view<float>(q_obj, "q", 3);
   const HostView k = host_view<float>(k_obj, "k", 3);
   expect_shape(k, "k", q.shape);
-  const std::int64_t B = q.shape[0], N = q.shape[1], D = q.shape[2];
-  const bool has_active = !active_obj.is_none();
+  const std::int64_t B = q.shape[0], N = q.shape[1];
   const HostView active = optional_host_view<std::uint8_t>(active_obj, "active", 2, true);
-  if (has_active) expect_shape(active, "active", {B, N});
+  if (active.present()) expect_shape(active, "active", {B, N});
   require_c_contiguous(q.shape, q.strides, "q");
   require_c_contiguous(k.shape, k.strides, "k");
-  if (has_active) require_c_contiguous(active.shape, active.strides, "active");
+  if (active.present()) require_c_contiguous(active.shape, active.strides, "active");
   const std::int64_t K = inbox_width(N, k_in);
 
   auto scores = empty_array<float>({B, N, N});
@@ -85,22 +83,7 @@ py::tuple route_cuda_host(const py::object& q_obj, const py::object& k_obj, cons
   auto inbox = empty_array<std::int32_t>({B, N, K});
   auto in_degree = empty_array<std::int32_t>({B, N});
 
-  RouteArgs args;
-  args.q = static_cast<const float*>(q.data);
-  args.k = static_cast<const float*>(k.data);
-  args.active = has_active ? static_cast<const std::uint8_t*>(active.data) : nullptr;
-  args.B = B;
-  args.N = N;
-  args.D = D;
-  args.q_sb = q.strides[0];
-  args.q_sn = q.strides[1];
-  args.k_sb = k.strides[0];
-  args.k_sn = k.strides[1];
-  args.a_sb = has_active ? active.strides[0] : 0;
-  args.a_sn = has_active ? active.strides[1] : 0;
-  args.tau = static_cast<float>(tau);
-  args.k_in = k_in;
-  args.K = K;
+  const RouteArgs args = route_args(q, k, active, tau, k_in);
   RouteOut out;
   out.scores = scores.mutable_data();
   out.adjacency = static_cast<std::uint8_t*>(adjacency.mutable_data());
@@ -121,38 +104,20 @@ py::tuple toposort_cuda_host(const py::object& adj_obj, const py::object& weight
   const HostView adj = host_view<std::uint8_t>(adj_obj, "adj", 3, true);
   const std::int64_t B = adj.shape[0], N = adj.shape[1];
   expect_shape(adj, "adj", {B, N, N});
-  const bool has_weights = !weights_obj.is_none(), has_active = !active_obj.is_none();
   const HostView weights = optional_host_view<float>(weights_obj, "weights", 3);
   const HostView active = optional_host_view<std::uint8_t>(active_obj, "active", 2, true);
-  if (has_weights) expect_shape(weights, "weights", {B, N, N});
-  if (has_active) expect_shape(active, "active", {B, N});
+  if (weights.present()) expect_shape(weights, "weights", {B, N, N});
+  if (active.present()) expect_shape(active, "active", {B, N});
   require_c_contiguous(adj.shape, adj.strides, "adj");
-  if (has_weights) require_c_contiguous(weights.shape, weights.strides, "weights");
-  if (has_active) require_c_contiguous(active.shape, active.strides, "active");
+  if (weights.present()) require_c_contiguous(weights.shape, weights.strides, "weights");
+  if (active.present()) require_c_contiguous(active.shape, active.strides, "active");
 
   auto order = empty_array<std::int32_t>({B, N});
   auto level = empty_array<std::int32_t>({B, N});
   py::array removed = empty_bool_array({B, N, N});
   py::array is_dag = empty_bool_array({B});
 
-  ToposortArgs args;
-  args.adj = static_cast<const std::uint8_t*>(adj.data);
-  args.weights = has_weights ? static_cast<const float*>(weights.data) : nullptr;
-  args.active = has_active ? static_cast<const std::uint8_t*>(active.data) : nullptr;
-  args.B = B;
-  args.N = N;
-  args.adj_sb = adj.strides[0];
-  args.adj_sr = adj.strides[1];
-  args.adj_sc = adj.strides[2];
-  if (has_weights) {
-    args.w_sb = weights.strides[0];
-    args.w_sr = weights.strides[1];
-    args.w_sc = weights.strides[2];
-  }
-  if (has_active) {
-    args.a_sb = active.strides[0];
-    args.a_sn = active.strides[1];
-  }
+  const ToposortArgs args = toposort_args(adj, weights, active);
   ToposortOut out;
   out.order = order.mutable_data();
   out.level = level.mutable_data();
@@ -311,22 +276,7 @@ void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const p
   expect_same_device({{&q, "q"}, {&k, "k"}, {&active, "active"}, {&scores, "scores"}, {&adjacency, "adjacency"},
                       {&inbox, "inbox"}, {&in_degree, "in_degree"}, {&err, "err"}});
 
-  RouteArgs args;
-  args.q = static_cast<const float*>(q.data);
-  args.k = static_cast<const float*>(k.data);
-  args.active = active.present() ? static_cast<const std::uint8_t*>(active.data) : nullptr;
-  args.B = B;
-  args.N = N;
-  args.D = D;
-  args.q_sb = q.strides[0];
-  args.q_sn = q.strides[1];
-  args.k_sb = k.strides[0];
-  args.k_sn = k.strides[1];
-  args.a_sb = active.present() ? active.strides[0] : 0;
-  args.a_sn = active.present() ? active.strides[1] : 0;
-  args.tau = static_cast<float>(tau);
-  args.k_in = k_in;
-  args.K = K;
+  const RouteArgs args = route_args(q, k, active, tau, k_in);
   RouteOut out;
   out.scores = static_cast<float*>(scores.data);
   out.adjacency = static_cast<std::uint8_t*>(adjacency.data);
@@ -366,24 +316,7 @@ void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_o
   expect_same_device({{&adj, "adj"}, {&weights, "weights"}, {&active, "active"}, {&order, "order"},
                       {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}});
 
-  ToposortArgs args;
-  args.adj = static_cast<const std::uint8_t*>(adj.data);
-  args.weights = weights.present() ? static_cast<const float*>(weights.data) : nullptr;
-  args.active = active.present() ? static_cast<const std::uint8_t*>(active.data) : nullptr;
-  args.B = B;
-  args.N = N;
-  args.adj_sb = adj.strides[0];
-  args.adj_sr = adj.strides[1];
-  args.adj_sc = adj.strides[2];
-  if (weights.present()) {
-    args.w_sb = weights.strides[0];
-    args.w_sr = weights.strides[1];
-    args.w_sc = weights.strides[2];
-  }
-  if (active.present()) {
-    args.a_sb = active.strides[0];
-    args.a_sn = active.strides[1];
-  }
+  const ToposortArgs args = toposort_args(adj, weights, active);
   ToposortOut out;
   out.order = static_cast<std::int32_t*>(order.data);
   out.level = static_cast<std::int32_t*>(level.data);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <string>
 
 #include "common.hpp"
 #include "toporoute/ops.hpp"
@@ -23,30 +24,13 @@ py::tuple route(const py::handle& q, const py::handle& k, const py::handle& acti
   expect_shape(kv, "k", qv.shape);
   require_unit_last_stride(qv, "q");
   require_unit_last_stride(kv, "k");
-  const std::int64_t B = qv.shape[0], N = qv.shape[1], D = qv.shape[2];
+  const std::int64_t B = qv.shape[0], N = qv.shape[1];
   const HostView av = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (av.data != nullptr) expect_shape(av, "active", {B, N});
+  if (av.present()) expect_shape(av, "active", {B, N});
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
 
-  RouteArgs a;
-  a.q = static_cast<const float*>(qv.data);
-  a.k = static_cast<const float*>(kv.data);
-  a.B = B;
-  a.N = N;
-  a.D = D;
-  a.q_sb = qv.strides[0];
-  a.q_sn = qv.strides[1];
-  a.k_sb = kv.strides[0];
-  a.k_sn = kv.strides[1];
-  if (av.data != nullptr) {
-    a.active = static_cast<const std::uint8_t*>(av.data);
-    a.a_sb = av.strides[0];
-    a.a_sn = av.strides[1];
-  }
-  a.tau = static_cast<float>(tau);
-  a.k_in = k_in;
-  a.K = k_in > 0 ? k_in : std::max<std::int64_t>(N - 1, 0);
+  const RouteArgs a = route_args(qv, kv, av, tau, k_in);
 
   auto scores = empty_array<float>({B, N, N});
   py::array adjacency = empty_bool_array({B, N, N});

@@ -11,9 +11,9 @@ py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py:
   const std::int64_t B = gv.shape[0], N = gv.shape[1];
   expect_shape(gv, "adj", {B, N, N});
   const HostView pv = optional_host_view<std::uint8_t>(prev, "prev", 3, true);
-  if (pv.data != nullptr) expect_shape(pv, "prev", gv.shape);
+  if (pv.present()) expect_shape(pv, "prev", gv.shape);
   const HostView av = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (av.data != nullptr) expect_shape(av, "active", {B, N});
+  if (av.present()) expect_shape(av, "active", {B, N});
 
   GraphStatsArgs a;
   a.adj = static_cast<const std::uint8_t*>(gv.data);
@@ -22,13 +22,13 @@ py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py:
   a.adj_sb = gv.strides[0];
   a.adj_sr = gv.strides[1];
   a.adj_sc = gv.strides[2];
-  if (pv.data != nullptr) {
+  if (pv.present()) {
     a.prev = static_cast<const std::uint8_t*>(pv.data);
     a.p_sb = pv.strides[0];
     a.p_sr = pv.strides[1];
     a.p_sc = pv.strides[2];
   }
-  if (av.data != nullptr) {
+  if (av.present()) {
     a.active = static_cast<const std::uint8_t*>(av.data);
     a.a_sb = av.strides[0];
     a.a_sn = av.strides[1];
@@ -45,7 +45,7 @@ py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py:
   o.in_degree = in_degree.mutable_data();
   o.out_degree = out_degree.mutable_data();
   o.reciprocity = reciprocity.mutable_data();
-  if (pv.data != nullptr) {
+  if (pv.present()) {
     auto j = empty_array<double>({B});
     o.jaccard = j.mutable_data();
     jaccard = j;

@@ -10,28 +10,11 @@ py::tuple toposort(const py::handle& adj, const py::handle& weights, const py::h
   const std::int64_t B = gv.shape[0], N = gv.shape[1];
   expect_shape(gv, "adj", {B, N, N});
   const HostView wv = optional_host_view<float>(weights, "weights", 3);
-  if (wv.data != nullptr) expect_shape(wv, "weights", gv.shape);
+  if (wv.present()) expect_shape(wv, "weights", gv.shape);
   const HostView av = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (av.data != nullptr) expect_shape(av, "active", {B, N});
+  if (av.present()) expect_shape(av, "active", {B, N});
 
-  ToposortArgs a;
-  a.adj = static_cast<const std::uint8_t*>(gv.data);
-  a.B = B;
-  a.N = N;
-  a.adj_sb = gv.strides[0];
-  a.adj_sr = gv.strides[1];
-  a.adj_sc = gv.strides[2];
-  if (wv.data != nullptr) {
-    a.weights = static_cast<const float*>(wv.data);
-    a.w_sb = wv.strides[0];
-    a.w_sr = wv.strides[1];
-    a.w_sc = wv.strides[2];
-  }
-  if (av.data != nullptr) {
-    a.active = static_cast<const std::uint8_t*>(av.data);
-    a.a_sb = av.strides[0];
-    a.a_sn = av.strides[1];
-  }
+  const ToposortArgs a = toposort_args(gv, wv, av);
   auto order = empty_array<std::int32_t>({B, N});
   auto level = empty_array<std::int32_t>({B, N});
   py::array removed = empty_bool_array({B, N, N});
