@@ -42,7 +42,6 @@ constexpr const char* kToposortDlpackDoc =
 
 #ifdef TOPOROUTE_WITH_CUDA
 
-
 // Axes of extent 1 and empty arrays impose no stride.
 bool is_c_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides) {
   for (const auto extent : shape) {
