@@ -88,4 +88,54 @@ py::array empty_bool_array(const std::vector<std::int64_t>& shape) {
   return py::array(py::dtype::of<bool>(), s);
 }
 
+RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active) {
+  RouteInputs in;
+  in.q = host_view<float>(q, "q", 3);
+  in.k = host_view<float>(k, "k", 3);
+  expect_shape(in.k, "k", in.q.shape);
+  in.active = optional_host_view<std::uint8_t>(active, "active", 2, true);
+  if (in.active.present()) expect_shape(in.active, "active", {in.q.shape[0], in.q.shape[1]});
+  return in;
+}
+
+ToposortInputs toposort_inputs(const py::handle& adj, const py::handle& weights, const py::handle& active) {
+  ToposortInputs in;
+  in.adj = host_view<std::uint8_t>(adj, "adj", 3, true);
+  const std::int64_t B = in.adj.shape[0], N = in.adj.shape[1];
+  expect_shape(in.adj, "adj", {B, N, N});
+  in.weights = optional_host_view<float>(weights, "weights", 3);
+  if (in.weights.present()) expect_shape(in.weights, "weights", in.adj.shape);
+  in.active = optional_host_view<std::uint8_t>(active, "active", 2, true);
+  if (in.active.present()) expect_shape(in.active, "active", {B, N});
+  return in;
+}
+
+RouteOutputs route_outputs(std::int64_t B, std::int64_t N, std::int64_t K) {
+  auto scores = empty_array<float>({B, N, N});
+  py::array adjacency = empty_bool_array({B, N, N});
+  auto inbox = empty_array<std::int32_t>({B, N, K});
+  auto in_degree = empty_array<std::int32_t>({B, N});
+  RouteOutputs out;
+  out.view.scores = scores.mutable_data();
+  out.view.adjacency = static_cast<std::uint8_t*>(adjacency.mutable_data());
+  out.view.inbox = inbox.mutable_data();
+  out.view.in_degree = in_degree.mutable_data();
+  out.arrays = py::make_tuple(scores, adjacency, inbox, in_degree);
+  return out;
+}
+
+ToposortOutputs toposort_outputs(std::int64_t B, std::int64_t N) {
+  auto order = empty_array<std::int32_t>({B, N});
+  auto level = empty_array<std::int32_t>({B, N});
+  py::array removed = empty_bool_array({B, N, N});
+  py::array is_dag = empty_bool_array({B});
+  ToposortOutputs out;
+  out.view.order = order.mutable_data();
+  out.view.level = level.mutable_data();
+  out.view.removed = static_cast<std::uint8_t*>(removed.mutable_data());
+  out.view.is_dag = static_cast<std::uint8_t*>(is_dag.mutable_data());
+  out.arrays = py::make_tuple(order, level, removed, is_dag);
+  return out;
+}
+
 }  // namespace toporoute::bindings

@@ -56,6 +56,32 @@ py::array empty_bool_array(const std::vector<std::int64_t>& shape);
 
 std::string shape_str(const std::vector<std::int64_t>& shape);
 
+/// Checked numpy inputs of route: q, k (B, N, D) float32 of one shape, optional active (B, N) bool.
+struct RouteInputs {
+  HostView q, k, active;
+};
+RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active);
+
+/// Checked numpy inputs of toposort: adj (B, N, N) bool, optional weights (B, N, N) float32 and active (B, N).
+struct ToposortInputs {
+  HostView adj, weights, active;
+};
+ToposortInputs toposort_inputs(const py::handle& adj, const py::handle& weights, const py::handle& active);
+
+/// New numpy outputs of route and the view the core writes into.
+struct RouteOutputs {
+  py::tuple arrays;  // (scores f32 (B,N,N), adjacency bool (B,N,N), inbox i32 (B,N,K), in_degree i32 (B,N))
+  RouteOut view;
+};
+RouteOutputs route_outputs(std::int64_t B, std::int64_t N, std::int64_t K);
+
+/// New numpy outputs of toposort and the view the core writes into.
+struct ToposortOutputs {
+  py::tuple arrays;  // (order i32 (B,N), level i32 (B,N), removed bool (B,N,N), is_dag bool (B,))
+  ToposortOut view;
+};
+ToposortOutputs toposort_outputs(std::int64_t B, std::int64_t N);
+
 /// Inbox width K: k_in when capped, else N - 1 (0 for N = 0), as reference.inbox_width.
 inline std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in > 0 ? k_in : (n > 1 ? n - 1 : 0); }
 

@@ -66,70 +66,36 @@ void require_c_contiguous(const std::vector<std::int64_t>& shape, const std::vec
 
 py::tuple route_cuda_host(const py::object& q_obj, const py::object& k_obj, const py::object& active_obj,
                           double tau, std::int64_t k_in, int device) {
-  const HostView q = host_view<float>(q_obj, "q", 3);
-  const HostView k = host_view<float>(k_obj, "k", 3);
-  expect_shape(k, "k", q.shape);
-  const std::int64_t B = q.shape[0], N = q.shape[1];
-  const HostView active = optional_host_view<std::uint8_t>(active_obj, "active", 2, true);
-  if (active.present()) expect_shape(active, "active", {B, N});
-  require_c_contiguous(q.shape, q.strides, "q");
-  require_c_contiguous(k.shape, k.strides, "k");
-  if (active.present()) require_c_contiguous(active.shape, active.strides, "active");
-  const std::int64_t K = inbox_width(N, k_in);
-
-  auto scores = empty_array<float>({B, N, N});
-  py::array adjacency = empty_bool_array({B, N, N});
-  auto inbox = empty_array<std::int32_t>({B, N, K});
-  auto in_degree = empty_array<std::int32_t>({B, N});
-
-  const RouteArgs args = route_args(q, k, active, tau, k_in);
-  RouteOut out;
-  out.scores = scores.mutable_data();
-  out.adjacency = static_cast<std::uint8_t*>(adjacency.mutable_data());
-  out.inbox = inbox.mutable_data();
-  out.in_degree = in_degree.mutable_data();
-
+  const RouteInputs in = route_inputs(q_obj, k_obj, active_obj);
+  require_c_contiguous(in.q.shape, in.q.strides, "q");
+  require_c_contiguous(in.k.shape, in.k.strides, "k");
+  if (in.active.present()) require_c_contiguous(in.active.shape, in.active.strides, "active");
+  const RouteArgs args = route_args(in.q, in.k, in.active, tau, k_in);
+  const RouteOutputs out = route_outputs(args.B, args.N, args.K);
   Status s;
   {
     py::gil_scoped_release release;
-    s = cuda::route_host(args, out, device);
+    s = cuda::route_host(args, out.view, device);
   }
   raise_status(s);
-  return py::make_tuple(scores, adjacency, inbox, in_degree);
+  return out.arrays;
 }
 
 py::tuple toposort_cuda_host(const py::object& adj_obj, const py::object& weights_obj, const py::object& active_obj,
                              int device) {
-  const HostView adj = host_view<std::uint8_t>(adj_obj, "adj", 3, true);
-  const std::int64_t B = adj.shape[0], N = adj.shape[1];
-  expect_shape(adj, "adj", {B, N, N});
-  const HostView weights = optional_host_view<float>(weights_obj, "weights", 3);
-  const HostView active = optional_host_view<std::uint8_t>(active_obj, "active", 2, true);
-  if (weights.present()) expect_shape(weights, "weights", {B, N, N});
-  if (active.present()) expect_shape(active, "active", {B, N});
-  require_c_contiguous(adj.shape, adj.strides, "adj");
-  if (weights.present()) require_c_contiguous(weights.shape, weights.strides, "weights");
-  if (active.present()) require_c_contiguous(active.shape, active.strides, "active");
-
-  auto order = empty_array<std::int32_t>({B, N});
-  auto level = empty_array<std::int32_t>({B, N});
-  py::array removed = empty_bool_array({B, N, N});
-  py::array is_dag = empty_bool_array({B});
-
-  const ToposortArgs args = toposort_args(adj, weights, active);
-  ToposortOut out;
-  out.order = order.mutable_data();
-  out.level = level.mutable_data();
-  out.removed = static_cast<std::uint8_t*>(removed.mutable_data());
-  out.is_dag = static_cast<std::uint8_t*>(is_dag.mutable_data());
-
+  const ToposortInputs in = toposort_inputs(adj_obj, weights_obj, active_obj);
+  require_c_contiguous(in.adj.shape, in.adj.strides, "adj");
+  if (in.weights.present()) require_c_contiguous(in.weights.shape, in.weights.strides, "weights");
+  if (in.active.present()) require_c_contiguous(in.active.shape, in.active.strides, "active");
+  const ToposortArgs args = toposort_args(in.adj, in.weights, in.active);
+  const ToposortOutputs out = toposort_outputs(args.B, args.N);
   Status s;
   {
     py::gil_scoped_release release;
-    s = cuda::toposort_host(args, out, device);
+    s = cuda::toposort_host(args, out.view, device);
   }
   raise_status(s);
-  return py::make_tuple(order, level, removed, is_dag);
+  return out.arrays;
 }
 
 // ------------------------------------------------------------------ DLPack (device memory) entry points

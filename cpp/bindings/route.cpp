@@ -19,35 +19,20 @@ void require_unit_last_stride(const HostView& v, const char* name) {
 
 py::tuple route(const py::handle& q, const py::handle& k, const py::handle& active, double tau, std::int64_t k_in,
                 const std::string& isa) {
-  const HostView qv = host_view<float>(q, "q", 3);
-  const HostView kv = host_view<float>(k, "k", 3);
-  expect_shape(kv, "k", qv.shape);
-  require_unit_last_stride(qv, "q");
-  require_unit_last_stride(kv, "k");
-  const std::int64_t B = qv.shape[0], N = qv.shape[1];
-  const HostView av = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (av.present()) expect_shape(av, "active", {B, N});
+  const RouteInputs in = route_inputs(q, k, active);
+  require_unit_last_stride(in.q, "q");
+  require_unit_last_stride(in.k, "k");
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
-
-  const RouteArgs a = route_args(qv, kv, av, tau, k_in);
-
-  auto scores = empty_array<float>({B, N, N});
-  py::array adjacency = empty_bool_array({B, N, N});
-  auto inbox = empty_array<std::int32_t>({B, N, a.K});
-  auto in_degree = empty_array<std::int32_t>({B, N});
-  RouteOut o;
-  o.scores = scores.mutable_data();
-  o.adjacency = static_cast<std::uint8_t*>(adjacency.mutable_data());
-  o.inbox = inbox.mutable_data();
-  o.in_degree = in_degree.mutable_data();
+  const RouteArgs a = route_args(in.q, in.k, in.active, tau, k_in);
+  const RouteOutputs out = route_outputs(a.B, a.N, a.K);
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = toporoute::route(a, o, resolved);
+    s = toporoute::route(a, out.view, resolved);
   }
   raise_status(s);
-  return py::make_tuple(scores, adjacency, inbox, in_degree);
+  return out.arrays;
 }
 
 }  // namespace

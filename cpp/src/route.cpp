@@ -13,31 +13,34 @@
 namespace toporoute {
 namespace {
 
-// Per-thread working memory of one episode: O(N^2) doubles, one allocation, never zero-filled (every entry
-// is written before it is read).
+// Per-thread working memory of one episode, O(N^2); never zero-filled (every entry is written before it is
+// read). Allocated once per thread and batch, not per episode.
 class Scratch {
  public:
   explicit Scratch(std::int64_t N)
       : doubles_(new double[static_cast<std::size_t>(N * N + 2 * N + 1)]),
         bytes_(new unsigned char[static_cast<std::size_t>(2 * N + 1)]),
-        sel_score(new float[static_cast<std::size_t>(N + 1)]),
-        sel_src(new std::int32_t[static_cast<std::size_t>(N + 1)]) {
-    dots = doubles_.get();
-    kss = dots + N * N;
-    qss = kss + N;
-    kvalid = bytes_.get();
-    qvalid = kvalid + N;
-  }
-  double *dots, *kss, *qss;
-  unsigned char *kvalid, *qvalid;
+        scores_(new float[static_cast<std::size_t>(N + 1)]),
+        sources_(new std::int32_t[static_cast<std::size_t>(N + 1)]),
+        dots(doubles_.get()),
+        kss(dots + N * N),
+        qss(kss + N),
+        kvalid(bytes_.get()),
+        qvalid(kvalid + N),
+        sel_score(scores_.get()),
+        sel_src(sources_.get()) {}
 
  private:
   std::unique_ptr<double[]> doubles_;
   std::unique_ptr<unsigned char[]> bytes_;
+  std::unique_ptr<float[]> scores_;
+  std::unique_ptr<std::int32_t[]> sources_;
 
  public:
-  std::unique_ptr<float[]> sel_score;
-  std::unique_ptr<std::int32_t[]> sel_src;
+  double *const dots, *const kss, *const qss;  // N x N dot products, |k_j|^2, |q_i|^2 (then |q_i|)
+  unsigned char *const kvalid, *const qvalid;  // row active and non-zero
+  float* const sel_score;                      // one recipient's kept providers, by descending score
+  std::int32_t* const sel_src;
 };
 
 // Returns false when a row is not finite (the caller reports the episode).
