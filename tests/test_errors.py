@@ -3,10 +3,9 @@ message) and states the actual value, dtype or shape, on every backend; a failed
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
+from _checks import check
 
 from toporoute import errors, ops
 from toporoute.backends import cpu
@@ -19,18 +18,6 @@ Q = RNG.standard_normal((2, 4, 5)).astype(np.float32)
 K = RNG.standard_normal((2, 4, 5)).astype(np.float32)
 ADJ = RNG.random((2, 4, 4)) < 0.5
 W = RNG.random((2, 4, 4)).astype(np.float32)
-
-
-def check(excinfo: pytest.ExceptionInfo, cls: type, arg: str, *fragments: str) -> None:
-    """The exception is ``cls`` (a ValueError and ToporouteError), names ``arg`` and contains ``fragments``."""
-    exc = excinfo.value
-    assert isinstance(exc, cls), f"{type(exc).__name__} is not {cls.__name__}: {exc}"
-    assert isinstance(exc, ValueError) and isinstance(exc, errors.ToporouteError)
-    assert exc.arg == arg, f"arg={exc.arg!r}, expected {arg!r}: {exc}"
-    msg = str(exc)
-    assert re.search(rf"(?<![\w.]){re.escape(arg)}(?!\w)", msg), f"message does not name {arg!r}: {msg}"
-    for f in fragments:
-        assert f.lower() in msg.lower(), f"message lacks {f!r}: {msg}"
 
 
 def good_route(backend: str) -> None:

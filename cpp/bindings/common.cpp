@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 namespace toporoute::bindings {
@@ -38,22 +39,26 @@ void raise_status(const Status& s) {
   throw std::runtime_error(s.message);
 }
 
-template <typename T>
-HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bool) {
+namespace {
+
+// The numpy array `obj`, else DTypeError.
+py::array numpy_array(const py::handle& obj, const char* name, const char* arg) {
   if (!py::isinstance<py::array>(obj)) {
-    raise_error("DTypeError", name,
+    raise_error("DTypeError", arg,
                 std::string(name) + " must be a numpy array; got " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  const py::dtype want = is_bool ? py::dtype::of<bool>() : py::dtype::of<T>();
-  // Equivalent, not identical: '=f4' and '<f4' are the same dtype here, a byte-swapped '>f4' is not.
-  if (!py::detail::npy_api::get().PyArray_EquivTypes_(a.dtype().ptr(), want.ptr())) {
-    raise_error("DTypeError", name,
-                std::string(name) + " must have dtype " + std::string(py::str(want)) + "; got " +
-                    std::string(py::str(a.dtype())));
-  }
+  return py::reinterpret_borrow<py::array>(obj);
+}
+
+// Equivalent, not identical: '=f4' and '<f4' are the same dtype here, a byte-swapped '>f4' is not.
+bool has_dtype(const py::array& a, const py::dtype& want) {
+  return py::detail::npy_api::get().PyArray_EquivTypes_(a.dtype().ptr(), want.ptr()) != 0;
+}
+
+// View of a numpy array whose dtype was checked: rank and element strides.
+HostView checked_view(const py::array& a, const char* name, int ndim, const char* arg) {
   if (a.ndim() != ndim) {
-    raise_error("ShapeError", name,
+    raise_error("ShapeError", arg,
                 std::string(name) + " must have " + std::to_string(ndim) + " dimensions; got " +
                     std::to_string(a.ndim()));
   }
@@ -65,21 +70,91 @@ HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bo
     v.shape.push_back(static_cast<std::int64_t>(a.shape(d)));
     const auto st = static_cast<std::int64_t>(a.strides(d));
     if (st % item != 0) {
-      raise_error("DTypeError", name, std::string(name) + " has a stride that is not a multiple of its item size");
+      raise_error("DTypeError", arg, std::string(name) + " has a stride that is not a multiple of its item size");
     }
     v.strides.push_back(st / item);
   }
   return v;
 }
 
-template HostView host_view<float>(const py::handle&, const char*, int, bool);
-template HostView host_view<std::uint8_t>(const py::handle&, const char*, int, bool);
-template HostView host_view<std::int64_t>(const py::handle&, const char*, int, bool);
+}  // namespace
 
-void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected) {
+template <typename T>
+HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bool, const char* arg) {
+  if (arg == nullptr) arg = name;
+  py::array a = numpy_array(obj, name, arg);
+  const py::dtype want = is_bool ? py::dtype::of<bool>() : py::dtype::of<T>();
+  if (!has_dtype(a, want)) {
+    raise_error("DTypeError", arg,
+                std::string(name) + " must have dtype " + std::string(py::str(want)) + "; got " +
+                    std::string(py::str(a.dtype())));
+  }
+  return checked_view(a, name, ndim, arg);
+}
+
+template HostView host_view<float>(const py::handle&, const char*, int, bool, const char*);
+template HostView host_view<std::uint8_t>(const py::handle&, const char*, int, bool, const char*);
+template HostView host_view<std::int64_t>(const py::handle&, const char*, int, bool, const char*);
+
+IntView IntHostView::view() const {
+  IntView v;
+  if (!host.present()) return v;
+  v.data = host.data;
+  v.type = type;
+  if (host.strides.size() == 1) {
+    v.s1 = host.strides[0];
+  } else if (host.strides.size() == 2) {
+    v.s0 = host.strides[0];
+    v.s1 = host.strides[1];
+  }
+  return v;
+}
+
+IntHostView int_host_view(const py::handle& obj, const char* name, int ndim, bool allow_bool, const char* arg) {
+  if (arg == nullptr) arg = name;
+  py::array a = numpy_array(obj, name, arg);
+  IntHostView v;
+  if (has_dtype(a, py::dtype::of<std::int64_t>())) {
+    v.type = IntType::i64;
+  } else if (has_dtype(a, py::dtype::of<std::int32_t>())) {
+    v.type = IntType::i32;
+  } else if (allow_bool && has_dtype(a, py::dtype::of<bool>())) {
+    v.type = IntType::u8;
+  } else {
+    raise_error("DTypeError", arg,
+                std::string(name) + " must have dtype " + (allow_bool ? "bool, int32 or int64" : "int32 or int64") +
+                    "; got " + std::string(py::str(a.dtype())));
+  }
+  v.host = checked_view(a, name, ndim, arg);
+  return v;
+}
+
+void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected, const char* arg) {
   if (v.shape != expected) {
-    raise_error("ShapeError", name,
+    raise_error("ShapeError", arg != nullptr ? arg : name,
                 std::string(name) + " must have shape " + shape_str(expected) + "; got " + shape_str(v.shape));
+  }
+}
+
+void require_unit_last_stride(const HostView& v, const char* name, const char* arg) {
+  const bool empty = std::find(v.shape.begin(), v.shape.end(), 0) != v.shape.end();
+  if (!empty && v.shape.back() > 1 && v.strides.back() != 1) {
+    raise_error("DTypeError", arg != nullptr ? arg : name,
+                std::string(name) + " must be contiguous along its last axis (stride 1); got stride " +
+                    std::to_string(v.strides.back()) + " elements: pass numpy.ascontiguousarray(" + name + ")");
+  }
+}
+
+void require_writeable_c_contiguous(const HostView& v, const char* name) {
+  const py::array a = py::reinterpret_borrow<py::array>(v.array);
+  if (!(a.flags() & py::array::c_style)) {
+    raise_error("DTypeError", name,
+                std::string(name) + " must be C-contiguous (it is written in place); got strides " +
+                    shape_str(v.strides) + " elements for shape " + shape_str(v.shape));
+  }
+  if (!a.writeable()) {
+    raise_error("InvalidArgumentError", name,
+                std::string(name) + " must be writeable (it is written in place); got a read-only array");
   }
 }
 
@@ -96,6 +171,40 @@ RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::han
   in.active = optional_host_view<std::uint8_t>(active, "active", 2, true);
   if (in.active.present()) expect_shape(in.active, "active", {in.q.shape[0], in.q.shape[1]});
   return in;
+}
+
+IndexedRouteInputs indexed_route_inputs(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
+                                        const py::handle& active) {
+  IndexedRouteInputs in;
+  in.table = host_view<float>(table, "table", 2);
+  require_unit_last_stride(in.table, "table");
+  in.q_rows = int_host_view(q_rows, "q_rows", 2, false);
+  in.k_rows = int_host_view(k_rows, "k_rows", 2, false);
+  expect_shape(in.k_rows.host, "k_rows", in.q_rows.host.shape);
+  in.active = optional_host_view<std::uint8_t>(active, "active", 2, true);
+  if (in.active.present()) expect_shape(in.active, "active", in.q_rows.host.shape);
+  return in;
+}
+
+RouteArgs indexed_route_args(const IndexedRouteInputs& in, double tau, std::int64_t k_in) {
+  RouteArgs a;
+  a.q = a.k = static_cast<const float*>(in.table.data);
+  a.M = in.table.shape[0];
+  a.D = in.table.shape[1];
+  a.q_sn = a.k_sn = in.table.strides[0];
+  a.B = in.q_rows.host.shape[0];
+  a.N = in.q_rows.host.shape[1];
+  a.q_rows = in.q_rows.view();
+  a.k_rows = in.k_rows.view();
+  if (in.active.present()) {
+    a.active = static_cast<const std::uint8_t*>(in.active.data);
+    a.a_sb = in.active.strides[0];
+    a.a_sn = in.active.strides[1];
+  }
+  a.tau = static_cast<float>(tau);
+  a.k_in = k_in;
+  a.K = inbox_width(a.N, k_in);
+  return a;
 }
 
 ToposortInputs toposort_inputs(const py::handle& adj, const py::handle& weights, const py::handle& active) {

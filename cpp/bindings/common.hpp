@@ -30,9 +30,11 @@ struct HostView {
 };
 
 /// Checks that `obj` is a numpy array of dtype T (exactly; bool for std::uint8_t when `is_bool`) and rank
-/// `ndim`; never copies. Element strides must be whole multiples of the item size.
+/// `ndim`; never copies. Element strides must be whole multiples of the item size. Messages start with
+/// `name`; the exception's `arg` is `arg` when given (e.g. "pool" for "pool[1] hidden"), else `name`.
 template <typename T>
-HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bool = false);
+HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bool = false,
+                   const char* arg = nullptr);
 
 /// The same for an optional argument: returns an empty view for None.
 template <typename T>
@@ -41,8 +43,26 @@ HostView optional_host_view(const py::handle& obj, const char* name, int ndim, b
   return host_view<T>(obj, name, ndim, is_bool);
 }
 
+/// An integer array of dtype int32 or int64 (or bool when `allow_bool`), rank `ndim`, never copied.
+struct IntHostView {
+  HostView host;
+  IntType type = IntType::i64;
+  /// The core's view; a 1-D array puts its stride in s1.
+  IntView view() const;
+};
+IntHostView int_host_view(const py::handle& obj, const char* name, int ndim, bool allow_bool,
+                          const char* arg = nullptr);
+
 /// Raises ShapeError unless view.shape == expected.
-void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected);
+void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected,
+                  const char* arg = nullptr);
+
+/// Raises DTypeError unless the last axis has unit stride (rows are read as vectors, never copied).
+void require_unit_last_stride(const HostView& v, const char* name, const char* arg = nullptr);
+
+/// Raises unless the array can be written in place as one C-contiguous block (DTypeError for the layout,
+/// InvalidArgumentError for a read-only array).
+void require_writeable_c_contiguous(const HostView& v, const char* name);
 
 /// A new C-contiguous numpy array of the given shape.
 template <typename T>
@@ -81,6 +101,15 @@ struct ToposortOutputs {
   ToposortOut view;
 };
 ToposortOutputs toposort_outputs(std::int64_t B, std::int64_t N);
+
+/// Checked numpy inputs of an indexed route: table (M, D) float32 with unit last stride, q_rows and k_rows
+/// (B, N) int32 / int64 of one shape, optional active (B, N) bool.
+struct IndexedRouteInputs {
+  HostView table, active;
+  IntHostView q_rows, k_rows;
+};
+IndexedRouteInputs indexed_route_inputs(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
+                                        const py::handle& active);
 
 /// Inbox width K: k_in when capped, else N - 1 (0 for N = 0), as reference.inbox_width.
 inline std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in > 0 ? k_in : (n > 1 ? n - 1 : 0); }
@@ -133,5 +162,8 @@ ToposortArgs toposort_args(const View& adj, const View& weights, const View& act
   }
   return a;
 }
+
+/// RouteArgs of an indexed route: q and k both point at the table (row stride q_sn = k_sn, q_sb = k_sb = 0).
+RouteArgs indexed_route_args(const IndexedRouteInputs& in, double tau, std::int64_t k_in);
 
 }  // namespace toporoute::bindings

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <string>
 
 #include "common.hpp"
@@ -8,13 +7,16 @@ namespace toporoute::bindings {
 
 namespace {
 
-void require_unit_last_stride(const HostView& v, const char* name) {
-  const bool empty = std::find(v.shape.begin(), v.shape.end(), 0) != v.shape.end();
-  if (!empty && v.shape.back() > 1 && v.strides.back() != 1) {
-    raise_error("DTypeError", name,
-                std::string(name) + " must be contiguous along its last axis (stride 1); got stride " +
-                    std::to_string(v.strides.back()) + " elements: pass numpy.ascontiguousarray(" + name + ")");
+// Allocates the outputs and runs the kernel without the GIL.
+py::tuple run_route(const RouteArgs& a, Isa isa) {
+  const RouteOutputs out = route_outputs(a.B, a.N, a.K);
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = toporoute::route(a, out.view, isa);
   }
+  raise_status(s);
+  return out.arrays;
 }
 
 py::tuple route(const py::handle& q, const py::handle& k, const py::handle& active, double tau, std::int64_t k_in,
@@ -24,15 +26,15 @@ py::tuple route(const py::handle& q, const py::handle& k, const py::handle& acti
   require_unit_last_stride(in.k, "k");
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
-  const RouteArgs a = route_args(in.q, in.k, in.active, tau, k_in);
-  const RouteOutputs out = route_outputs(a.B, a.N, a.K);
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::route(a, out.view, resolved);
-  }
-  raise_status(s);
-  return out.arrays;
+  return run_route(route_args(in.q, in.k, in.active, tau, k_in), resolved);
+}
+
+py::tuple route_indexed(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
+                        const py::handle& active, double tau, std::int64_t k_in, const std::string& isa) {
+  const IndexedRouteInputs in = indexed_route_inputs(table, q_rows, k_rows, active);
+  Isa resolved;
+  raise_status(resolve_isa(isa, &resolved));
+  return run_route(indexed_route_args(in, tau, k_in), resolved);
 }
 
 }  // namespace
@@ -42,6 +44,10 @@ void bind_route(py::module_& m) {
         py::arg("isa") = "",
         "route(q, k, active, tau, k_in, isa='') -> (scores, adjacency, inbox, in_degree); batched (B, N, D) "
         "float32 inputs, never copied.");
+  m.def("route_indexed", &route_indexed, py::arg("table"), py::arg("q_rows"), py::arg("k_rows"), py::arg("active"),
+        py::arg("tau"), py::arg("k_in"), py::arg("isa") = "",
+        "route_indexed(table, q_rows, k_rows, active, tau, k_in, isa='') -> (scores, adjacency, inbox, in_degree); "
+        "route over rows of an (M, D) float32 table named by (B, N) int32/int64 indices (-1: inactive agent).");
 }
 
 }  // namespace toporoute::bindings

@@ -1,7 +1,9 @@
 // route(): one fused pass per episode (stage + norms + dots in the ISA kernel, then score, threshold, self and
-// activity masks, top-k_in per recipient and inbox order), OpenMP across episodes.
+// activity masks, top-k_in per recipient and inbox order), OpenMP across episodes. Indexed routing first
+// gathers the episode's table rows into scratch, so both forms run the same kernel on the same values.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,27 +15,32 @@
 namespace toporoute {
 namespace {
 
-// Per-thread working memory of one episode, O(N^2); never zero-filled (every entry is written before it is
-// read). Allocated once per thread and batch, not per episode.
+bool indexed(const RouteArgs& a) { return a.q_rows.present(); }
+
+// Per-thread working memory of one episode, O(N^2) (plus 2 N D floats of gathered rows when indexed); never
+// zero-filled (every entry is written before it is read). Allocated once per thread and batch, not per
+// episode.
 class Scratch {
  public:
-  explicit Scratch(std::int64_t N)
+  Scratch(std::int64_t N, std::int64_t gather_floats)
       : doubles_(new double[static_cast<std::size_t>(N * N + 2 * N + 1)]),
         bytes_(new unsigned char[static_cast<std::size_t>(2 * N + 1)]),
-        scores_(new float[static_cast<std::size_t>(N + 1)]),
+        floats_(new float[static_cast<std::size_t>(N + 1 + 2 * gather_floats)]),
         sources_(new std::int32_t[static_cast<std::size_t>(N + 1)]),
         dots(doubles_.get()),
         kss(dots + N * N),
         qss(kss + N),
         kvalid(bytes_.get()),
         qvalid(kvalid + N),
-        sel_score(scores_.get()),
-        sel_src(sources_.get()) {}
+        sel_score(floats_.get()),
+        sel_src(sources_.get()),
+        gq(sel_score + N + 1),
+        gk(gq + gather_floats) {}
 
  private:
   std::unique_ptr<double[]> doubles_;
   std::unique_ptr<unsigned char[]> bytes_;
-  std::unique_ptr<float[]> scores_;
+  std::unique_ptr<float[]> floats_;
   std::unique_ptr<std::int32_t[]> sources_;
 
  public:
@@ -41,17 +48,44 @@ class Scratch {
   unsigned char *const kvalid, *const qvalid;  // row active and non-zero
   float* const sel_score;                      // one recipient's kept providers, by descending score
   std::int32_t* const sel_src;
+  float *const gq, *const gk;  // indexed routing: the episode's gathered need and offer rows, N x D each
 };
+
+// Copies the table rows named by rows.at(b, 0..N-1) into dst (N x D, contiguous); -1 gives a zero row.
+// The indices were checked by check_route.
+void gather_rows(const RouteArgs& a, const float* table, std::int64_t sn, const IntView& rows, std::int64_t b,
+                 float* dst) {
+  const auto bytes = static_cast<std::size_t>(a.D) * sizeof(float);
+  for (std::int64_t n = 0; n < a.N; ++n) {
+    const std::int64_t r = rows.at(b, n);
+    if (r < 0) {
+      std::memset(dst + n * a.D, 0, bytes);
+    } else if (bytes != 0) {
+      std::memcpy(dst + n * a.D, table + r * sn, bytes);
+    }
+  }
+}
+
+bool agent_active(const RouteArgs& a, std::int64_t b, std::int64_t n) {
+  if (a.active != nullptr && a.active[b * a.a_sb + n * a.a_sn] == 0) return false;
+  return !indexed(a) || (a.q_rows.at(b, n) != -1 && a.k_rows.at(b, n) != -1);
+}
 
 // Returns false when a row is not finite (the caller reports the episode).
 bool route_episode(const RouteArgs& a, const RouteOut& o, simd::GramFn gram, std::int64_t b, Scratch& s) {
   const std::int64_t N = a.N, K = a.K;
-  gram({a.k + b * a.k_sb, a.k_sn, a.q + b * a.q_sb, a.q_sn, N, a.D, s.dots, s.kss, s.qss});
+  if (indexed(a)) {
+    gather_rows(a, a.q, a.q_sn, a.q_rows, b, s.gq);
+    gather_rows(a, a.k, a.k_sn, a.k_rows, b, s.gk);
+    gram({s.gk, a.D, s.gq, a.D, N, a.D, s.dots, s.kss, s.qss});
+  } else {
+    gram({a.k + b * a.k_sb, a.k_sn, a.q + b * a.q_sb, a.q_sn, N, a.D, s.dots, s.kss, s.qss});
+  }
   for (std::int64_t n = 0; n < N; ++n) {
     if (!std::isfinite(s.kss[n]) || !std::isfinite(s.qss[n])) return false;
   }
   for (std::int64_t n = 0; n < N; ++n) {
-    const bool act = a.active == nullptr || a.active[b * a.a_sb + n * a.a_sn] != 0;
+    const bool act = agent_active(a, b, n);
     s.kvalid[n] = act && s.kss[n] > 0.0;
     s.qvalid[n] = act && s.qss[n] > 0.0;
   }
@@ -101,7 +135,30 @@ bool route_episode(const RouteArgs& a, const RouteOut& o, simd::GramFn gram, std
   return true;
 }
 
+bool row_finite(const float* row, std::int64_t D) {
+  for (std::int64_t d = 0; d < D; ++d) {
+    if (!std::isfinite(row[d])) return false;
+  }
+  return true;
+}
+
 Status non_finite_status(const RouteArgs& a, std::int64_t b) {
+  if (indexed(a)) {
+    for (const char* name : {"q_rows", "k_rows"}) {
+      const bool q = name[0] == 'q';
+      const IntView& rows = q ? a.q_rows : a.k_rows;
+      for (std::int64_t n = 0; n < a.N; ++n) {
+        const std::int64_t r = rows.at(b, n);
+        if (r >= 0 && !row_finite(q ? a.q + r * a.q_sn : a.k + r * a.k_sn, a.D)) {
+          return Status::error(StatusCode::non_finite, "table",
+                               "table must be finite; got NaN or infinity in row " + std::to_string(r) +
+                                   ", used by " + name + " at episode " + std::to_string(b) + ", agent " +
+                                   std::to_string(n));
+        }
+      }
+    }
+    return Status::error(StatusCode::non_finite, "table", "table holds values whose squares overflow");
+  }
   for (const char* name : {"q", "k"}) {
     const float* base = name[0] == 'q' ? a.q + b * a.q_sb : a.k + b * a.k_sb;
     const std::int64_t sn = name[0] == 'q' ? a.q_sn : a.k_sn;
@@ -118,9 +175,35 @@ Status non_finite_status(const RouteArgs& a, std::int64_t b) {
   return Status::error(StatusCode::non_finite, "q", "q or k holds values whose squares overflow");
 }
 
+// First entry (C order) of a (B, N) index view outside {-1} and [0, M), or -1 when none.
+std::int64_t first_bad_row(const RouteArgs& a, const IntView& rows) {
+  auto bad = [&](std::int64_t b, std::int64_t n) {
+    const std::int64_t r = rows.at(b, n);
+    return r < -1 || r >= a.M;
+  };
+  detail::FirstError first(a.B);
+  const std::int64_t work = a.B * a.N;
+  (void)work;
+#pragma omp parallel for schedule(static) if (work >= detail::kParallelWork)
+  for (std::int64_t b = 0; b < a.B; ++b) {
+    for (std::int64_t n = 0; n < a.N; ++n) {
+      if (bad(b, n)) {
+        first.record(b);
+        break;
+      }
+    }
+  }
+  if (!first.any()) return -1;
+  const std::int64_t b = first.get();
+  for (std::int64_t n = 0; n < a.N; ++n) {
+    if (bad(b, n)) return b * a.N + n;
+  }
+  return -1;
+}
+
 }  // namespace
 
-Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
+Status check_route(const RouteArgs& a) {
   if (a.B < 0 || a.N < 0 || a.D < 0) {
     return Status::error(StatusCode::invalid_argument, "q", "q must have non-negative dimensions");
   }
@@ -134,11 +217,35 @@ Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
   if (a.K != want_k) {
     return Status::error(StatusCode::invalid_argument, "inbox", "inbox width must be " + std::to_string(want_k));
   }
+  if (!a.q_rows.present() && !a.k_rows.present()) return Status::success();
+  if (!a.q_rows.present() || !a.k_rows.present()) {
+    return Status::error(StatusCode::invalid_argument, a.q_rows.present() ? "k_rows" : "q_rows",
+                         "q_rows and k_rows must be given together");
+  }
+  if (a.M < 0) return Status::error(StatusCode::invalid_argument, "table", "table must have non-negative dimensions");
+  for (const char* name : {"q_rows", "k_rows"}) {
+    const IntView& rows = name[0] == 'q' ? a.q_rows : a.k_rows;
+    const std::int64_t at = first_bad_row(a, rows);
+    if (at >= 0) {
+      const std::int64_t b = at / a.N, n = at % a.N;
+      return Status::error(StatusCode::out_of_range, name,
+                           std::string(name) + " must be -1 (inactive) or a table row in [0, " +
+                               std::to_string(a.M) + "); got " + std::to_string(rows.at(b, n)) + " at episode " +
+                               std::to_string(b) + ", agent " + std::to_string(n));
+    }
+  }
+  return Status::success();
+}
+
+Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
+  Status checked = check_route(a);
+  if (!checked.ok()) return checked;
+  const std::int64_t gather = indexed(a) ? a.N * a.D : 0;
   const simd::GramFn gram = simd::gram_for(isa);
   detail::FirstError bad(a.B);
   const std::int64_t work = a.B * a.N * (a.N + 2) * std::max<std::int64_t>(a.D, 1);
   if (work < detail::kParallelWork) {  // one episode or a few: no thread team at all
-    Scratch scratch(a.N);
+    Scratch scratch(a.N, gather);
     for (std::int64_t b = 0; b < a.B; ++b) {
       if (!route_episode(a, o, gram, b, scratch)) {
         bad.record(b);
@@ -148,7 +255,7 @@ Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
   } else {
 #pragma omp parallel
     {
-      Scratch scratch(a.N);
+      Scratch scratch(a.N, gather);
 #pragma omp for schedule(dynamic, 64)
       for (std::int64_t b = 0; b < a.B; ++b) {
         if (!route_episode(a, o, gram, b, scratch)) bad.record(b);

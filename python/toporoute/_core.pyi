@@ -16,6 +16,30 @@ def cuda_info() -> dict[str, Any]: ...
 def route(
     q: _F32, k: _F32, active: _Bool | None, tau: float, k_in: int, isa: str = ""
 ) -> tuple[_F32, _Bool, _I32, _I32]: ...
+def route_indexed(
+    table: _F32,
+    q_rows: _I32 | _I64,
+    k_rows: _I32 | _I64,
+    active: _Bool | None,
+    tau: float,
+    k_in: int,
+    isa: str = "",
+) -> tuple[_F32, _Bool, _I32, _I32]: ...
+def mean_pool(
+    hidden: _F32, mask: _Bool | _I32 | _I64, out: _F32 | None, rows: _I32 | _I64 | None
+) -> _F32: ...
+def pool_route(
+    hiddens: list[_F32],
+    masks: list[_Bool | _I32 | _I64],
+    rows: list[_I32 | _I64],
+    table: _F32,
+    q_rows: _I32 | _I64,
+    k_rows: _I32 | _I64,
+    active: _Bool | None,
+    tau: float,
+    k_in: int,
+    isa: str = "",
+) -> tuple[_F32, _Bool, _I32, _I32]: ...
 def toposort(adj: _Bool, weights: _F32 | None, active: _Bool | None) -> tuple[_I32, _I32, _Bool, _Bool]: ...
 def graph_stats(
     adj: _Bool, active: _Bool | None, prev: _Bool | None

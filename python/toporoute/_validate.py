@@ -83,9 +83,14 @@ def route_args(
     return qs, tau(tau_value), k_in(k_in_value)
 
 
-def same_shape(x_shape: tuple[int, ...], name: str, expected: tuple[int, ...], layout: str) -> None:
+def same_shape(
+    x_shape: tuple[int, ...], name: str, expected: tuple[int, ...], layout: str, *, arg: str | None = None
+) -> None:
     if x_shape != expected:
-        raise ShapeError(f"{name} must have shape {layout} = {_fmt(expected)}; got {_fmt(x_shape)}", arg=name)
+        raise ShapeError(
+            f"{name} must have shape {layout} = {_fmt(expected)}; got {_fmt(x_shape)}",
+            arg=name if arg is None else arg,
+        )
 
 
 def active_mask(active: Any, batch_shape: tuple[int, ...]) -> None:
@@ -127,3 +132,154 @@ def int_array(x: Any, name: str, minimum: int) -> np.ndarray:
     if arr.size and arr.min() < minimum:
         raise OutOfRangeError(f"{name} must be >= {minimum}; got {arr.min()}", arg=name)
     return arr
+
+
+def typed_array(
+    x: Any,
+    name: str,
+    dtypes: tuple[str, ...],
+    ndims: tuple[int, ...],
+    layout: str,
+    *,
+    arg: str | None = None,
+) -> tuple[int, ...]:
+    """Like :func:`array` for several allowed dtypes; ``name`` starts the message, ``arg`` (default ``name``)
+    is the argument the exception names (``"pool"`` for ``"pool[1] hidden"``)."""
+    arg = name if arg is None else arg
+    shape = getattr(x, "shape", None)
+    if shape is None or not hasattr(x, "dtype"):
+        raise DTypeError(f"{name} must be an array (numpy, CuPy or PyTorch); got {type(x).__name__}", arg=arg)
+    shape = tuple(int(s) for s in shape)
+    if dtype_name(x) not in dtypes:
+        allowed = dtypes[0] if len(dtypes) == 1 else ", ".join(dtypes[:-1]) + " or " + dtypes[-1]
+        raise DTypeError(f"{name} must have dtype {allowed}; got {dtype_name(x)}", arg=arg)
+    if len(shape) not in ndims:
+        raise ShapeError(f"{name} must have shape {layout}; got {_fmt(shape)}", arg=arg)
+    return shape
+
+
+INDEX_DTYPES = ("int32", "int64")
+MASK_DTYPES = ("bool", "int32", "int64")
+_NP_INDEX_DTYPES = tuple(np.dtype(name) for name in INDEX_DTYPES)
+
+
+def _writeable_c_contiguous(x: Any, name: str, arg: str) -> None:
+    """Arrays written in place must be one C-contiguous, writeable block (checked for numpy arrays)."""
+    if type(x) is not np.ndarray:
+        return
+    if not x.flags.c_contiguous:
+        raise DTypeError(
+            f"{name} must be C-contiguous (it is written in place); got strides {x.strides} bytes "
+            f"for shape {_fmt(x.shape)}",
+            arg=arg,
+        )
+    if not x.flags.writeable:
+        raise InvalidArgumentError(
+            f"{name} must be writeable (it is written in place); got a read-only array", arg=arg
+        )
+
+
+def pool_input(
+    hidden: Any, mask: Any, rows: Any, *, prefix: str = "", arg: str | None = None
+) -> tuple[int, int, int]:
+    """hidden (n, L, D) float32, mask (n, L) bool / int32 / int64, rows (n,) int32 / int64 or None; returns
+    (n, L, D). ``prefix`` (e.g. ``"pool[1] "``) starts every message; ``arg`` is the argument named."""
+    hs = typed_array(hidden, f"{prefix}hidden", ("float32",), (3,), "(n, L, D)", arg=arg or "hidden")
+    ms = typed_array(mask, f"{prefix}mask", MASK_DTYPES, (2,), "(n, L)", arg=arg or "mask")
+    same_shape(ms, f"{prefix}mask", hs[:2], "(n, L) of hidden", arg=arg or "mask")
+    if rows is not None:
+        rs = typed_array(rows, f"{prefix}rows", INDEX_DTYPES, (1,), "(n,)", arg=arg or "rows")
+        same_shape(rs, f"{prefix}rows", hs[:1], "(n,) of hidden", arg=arg or "rows")
+    return hs
+
+
+def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, int, int]:
+    """All shape and dtype checks of ``ops.mean_pool``; returns the shape of hidden. Values (row range and
+    repeats, non-finite tokens) are checked by the backends."""
+    n, L, D = pool_input(hidden, mask, rows)
+    if out is None:
+        if rows is not None:
+            raise InvalidArgumentError(
+                "rows needs out (the array whose rows it names); got out=None", arg="rows"
+            )
+        return n, L, D
+    os_ = typed_array(out, "out", ("float32",), (2,), "(M, D)")
+    if os_[1] != D:
+        raise ShapeError(f"out must have shape (M, {D}) (D of hidden); got {_fmt(os_)}", arg="out")
+    if rows is None and os_[0] < n:
+        raise ShapeError(
+            f"out must have at least {n} rows (rows=None writes row i to out[i]); got {_fmt(os_)}", arg="out"
+        )
+    _writeable_c_contiguous(out, "out", "out")
+    return n, L, D
+
+
+def route_indexed_args(
+    table: Any, q_rows: Any, k_rows: Any, tau_value: Any, k_in_value: Any
+) -> tuple[tuple[int, ...], float, int]:
+    """All checks of ``ops.route_indexed`` but the pool; returns (shape of q_rows, tau, k_in). Like
+    :func:`route_args`, the common case is decided with a handful of comparisons."""
+    if (
+        type(table) is np.ndarray
+        and type(q_rows) is np.ndarray
+        and type(k_rows) is np.ndarray
+        and type(tau_value) is float
+        and type(k_in_value) is int
+        and table.dtype == _NP_DTYPES["float32"]
+        and table.ndim == 2
+        and q_rows.dtype in _NP_INDEX_DTYPES
+        and k_rows.dtype in _NP_INDEX_DTYPES
+        and q_rows.shape == k_rows.shape
+        and 1 <= q_rows.ndim <= 2
+        and -1.0 <= tau_value <= 1.0
+        and k_in_value >= 0
+    ):
+        return q_rows.shape, tau_value, k_in_value
+    typed_array(table, "table", ("float32",), (2,), "(M, D)")
+    qs = typed_array(q_rows, "q_rows", INDEX_DTYPES, (1, 2), "(B, N) or (N,)")
+    ks = typed_array(k_rows, "k_rows", INDEX_DTYPES, (1, 2), "(B, N) or (N,)")
+    same_shape(ks, "k_rows", qs, "the shape of q_rows")
+    return qs, tau(tau_value), k_in(k_in_value)
+
+
+def pool_args(pool: Any, table: Any) -> list[tuple[Any, Any, Any]] | None:
+    """``pool`` of ``ops.route_indexed``: None, or a sequence of (hidden, mask, rows) triples pooled into
+    ``table`` (which must then be C-contiguous and writeable); returns the triples as a list (None when
+    empty). Every error names ``pool``."""
+    if pool is None:
+        return None
+    if (
+        isinstance(pool, (str, bytes))
+        or hasattr(pool, "dtype")
+        or not hasattr(pool, "__len__")
+        or not hasattr(pool, "__iter__")
+    ):
+        raise InvalidArgumentError(
+            f"pool must be a sequence of (hidden, mask, rows) triples; got {type(pool).__name__}", arg="pool"
+        )
+    triples = []
+    D = _shape(table, "table")[1]
+    for i, item in enumerate(pool):
+        if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or len(item) != 3:
+            raise InvalidArgumentError(
+                f"pool[{i}] must be a (hidden, mask, rows) triple; got {type(item).__name__}"
+                + (f" of length {len(item)}" if hasattr(item, "__len__") else ""),
+                arg="pool",
+            )
+        hidden, mask, rows = item
+        prefix = f"pool[{i}] "
+        if rows is None:
+            raise InvalidArgumentError(
+                f"{prefix}rows must be an int32 or int64 array of table rows; got None", arg="pool"
+            )
+        hs = pool_input(hidden, mask, rows, prefix=prefix, arg="pool")
+        if hs[2] != D:
+            raise ShapeError(
+                f"{prefix}hidden must have D = {D} (columns of table) in its last axis; got {_fmt(hs)}",
+                arg="pool",
+            )
+        triples.append((hidden, mask, rows))
+    if not triples:
+        return None
+    _writeable_c_contiguous(table, "table", "table")
+    return triples

@@ -13,6 +13,7 @@ See ``backends/reference.py`` for the exact semantics of each op.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,9 @@ __all__ = [
     "Routes",
     "conductor_density",
     "graph_stats",
+    "mean_pool",
     "route",
+    "route_indexed",
     "toposort",
 ]
 
@@ -78,6 +81,110 @@ def route(
         q, k = q[None], k[None]
         active = None if active is None else active[None]
     return _unbatch(impl.route(q, k, tau=tau, k_in=k_in, active=active), single)
+
+
+def route_indexed(
+    table: Any,
+    q_rows: Any,
+    k_rows: Any,
+    *,
+    tau: float = 0.3,
+    k_in: int = 3,
+    pool: Sequence[tuple[Any, Any, Any]] | None = None,
+    backend: str | None = None,
+) -> Routes:
+    """Route messages between agents whose need and offer embeddings are rows of one shared table.
+
+    Exactly ``route(table[q_rows], table[k_rows], tau=tau, k_in=k_in, active=(q_rows != -1) & (k_rows != -1))``
+    with rows of -1 read as zeros, without building the (B, N, D) arrays: the compiled backend gathers each
+    episode's rows into per-thread scratch and runs the same kernel, so its results equal ``route``'s bit
+    for bit.
+
+    Parameters
+    ----------
+    table : (M, D) float32
+        Embedding rows (unit stride along D for the compiled backend). Only referenced rows are read (and
+        must be finite).
+    q_rows, k_rows : (B, N) or (N,) int32 or int64
+        Table row of each agent's need (query) and offer (key). -1 marks padding: the agent is inactive when
+        either of its entries is -1. Any other value must lie in [0, M).
+    tau : float in [-1, 1]
+        Edge ``j -> i`` iff ``scores[b, j, i] > tau`` (strict, compared in float32), ``j != i``.
+    k_in : int >= 0
+        Each recipient keeps at most ``k_in`` providers with the highest scores, ties to the lower index;
+        0 means no cap.
+    pool : sequence of (hidden, mask, rows), optional
+        Token states to embed first (one triple per length bucket of the tokenizer): each ``(n, L, D)``
+        float32 ``hidden`` with its ``(n, L)`` ``mask`` is mean-pooled and normalised as by :func:`mean_pool`
+        into ``table[rows]``. **``table`` is modified in place** (it must then be C-contiguous and
+        writeable); ``rows`` must be distinct across all triples. The compiled backend pools and routes in one
+        call with the GIL released once. All indices and tokens are checked before the table is written.
+    backend : {"reference", "cpu"}, optional
+        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError`.
+
+    Returns
+    -------
+    Routes
+        As :func:`route`: ``scores (B, N, N) float32``, ``adjacency (B, N, N) bool``, ``inbox (B, N, K) int32``
+        and ``in_degree (B, N) int32``; without the batch axis for (N,) rows.
+
+    Raises
+    ------
+    OutOfRangeError
+        A ``q_rows`` / ``k_rows`` entry outside {-1} and [0, M) (named), or (on ``pool``) a row outside [0, M).
+    NonFiniteError
+        NaN or infinity in a referenced table row (on ``table``) or a counted token (on ``pool``).
+    """
+    shape, tau, k_in = _v.route_indexed_args(table, q_rows, k_rows, tau, k_in)
+    triples = _v.pool_args(pool, table)
+    impl = backends.select(backend, table)
+    single = len(shape) == 1
+    if single:
+        q_rows, k_rows = q_rows[None], k_rows[None]
+    return _unbatch(impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples), single)
+
+
+def mean_pool(
+    hidden: Any, mask: Any, *, out: Any = None, rows: Any = None, backend: str | None = None
+) -> np.ndarray:
+    """Masked mean pooling and L2 normalisation of transformer token states (sentence-transformers
+    semantics): one unit-length embedding per sequence.
+
+    Row ``i`` is ``v / max(|v|_2, 1e-12)`` with ``v`` the mean of ``hidden[i, l]`` over the tokens ``l``
+    whose ``mask[i, l]`` is non-zero (accumulated in float64, rounded to float32 once). A row without counted
+    tokens is a zero vector. Uncounted (padding) tokens are never read into the result and may hold anything.
+
+    Parameters
+    ----------
+    hidden : (n, L, D) float32
+        Token states (unit stride along D for the compiled backend; other strides are read in place).
+    mask : (n, L) bool, int32 or int64
+        Attention mask: non-zero where the token counts (its value is not a weight).
+    out : (M, D) float32, C-contiguous and writeable, optional
+        Written in place: row ``i`` goes to ``out[rows[i]]``. Without ``out`` a new array is returned.
+    rows : (n,) int32 or int64, optional
+        Distinct rows of ``out`` in [0, M); only with ``out``. Default ``arange(n)`` (then ``M >= n``).
+    backend : {"reference", "cpu"}, optional
+        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError`.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new C-contiguous ``(n, D)`` float32 array, or ``out``. Nothing is written to ``out`` when a check
+        fails.
+
+    Raises
+    ------
+    OutOfRangeError
+        A ``rows`` entry outside [0, M).
+    InvalidArgumentError
+        Repeated ``rows`` entries, or ``rows`` without ``out``.
+    NonFiniteError
+        NaN or infinity in a counted token of ``hidden`` (the first row and token are named).
+    """
+    _v.mean_pool_args(hidden, mask, out, rows)
+    impl = backends.select(backend, hidden)
+    return impl.mean_pool(hidden, mask, out=out, rows=rows)
 
 
 def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str | None = None) -> Order:

@@ -4,6 +4,8 @@ the core re-checks dtypes and shapes, never copies its inputs, releases the GIL 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..results import Density, GraphStats, Order, Routes
@@ -16,7 +18,15 @@ except ImportError as exc:  # built without a C++ compiler, or a broken build
 else:
     _IMPORT_ERROR = ""
 
-__all__ = ["available", "conductor_density", "graph_stats", "route", "toposort"]
+__all__ = [
+    "available",
+    "conductor_density",
+    "graph_stats",
+    "mean_pool",
+    "route",
+    "route_indexed",
+    "toposort",
+]
 
 
 def available() -> tuple[bool, str]:
@@ -29,6 +39,30 @@ def route(
     q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None, isa: str = ""
 ) -> Routes:
     return Routes(*_core.route(q, k, active, tau, k_in, isa))
+
+
+def route_indexed(
+    table: np.ndarray,
+    q_rows: np.ndarray,
+    k_rows: np.ndarray,
+    *,
+    tau: float,
+    k_in: int,
+    active: np.ndarray | None = None,
+    pool: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+    isa: str = "",
+) -> Routes:
+    """Indexed routing; with ``pool``, pooling into ``table`` and routing run in one core call."""
+    if not pool:
+        return Routes(*_core.route_indexed(table, q_rows, k_rows, active, tau, k_in, isa))
+    hiddens, masks, rows = (list(x) for x in zip(*pool))
+    return Routes(*_core.pool_route(hiddens, masks, rows, table, q_rows, k_rows, active, tau, k_in, isa))
+
+
+def mean_pool(
+    hidden: np.ndarray, mask: np.ndarray, *, out: np.ndarray | None, rows: np.ndarray | None
+) -> np.ndarray:
+    return _core.mean_pool(hidden, mask, out, rows)
 
 
 def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray | None) -> Order:

@@ -22,7 +22,15 @@ from .. import errors
 from ..results import Density, GraphStats, Order, Routes
 from .reference import inbox_width
 
-__all__ = ["available", "conductor_density", "graph_stats", "route", "toposort"]
+__all__ = [
+    "available",
+    "conductor_density",
+    "graph_stats",
+    "mean_pool",
+    "route",
+    "route_indexed",
+    "toposort",
+]
 
 _NO_ERROR = 2**64 - 1  # the err word's initial value: no non-finite row seen
 _LEGACY_STREAM = 1  # DLPack's name for CUDA's legacy default stream (0 is reserved there)
@@ -379,3 +387,22 @@ def graph_stats(adj: Any, *, active: Any | None, prev: Any | None) -> GraphStats
 def conductor_density(nodes: Any, edges: Any, steps: Any, n_max: Any) -> Density:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("conductor_density has no CUDA kernel; use backend='cpu'")
+
+
+def route_indexed(
+    table: Any,
+    q_rows: Any,
+    k_rows: Any,
+    *,
+    tau: float,
+    k_in: int,
+    active: Any | None = None,
+    pool: Any = None,
+) -> Routes:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("route_indexed has no CUDA kernel; use backend='cpu'")
+
+
+def mean_pool(hidden: Any, mask: Any, *, out: Any | None, rows: Any | None) -> Any:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("mean_pool has no CUDA kernel; use backend='cpu'")

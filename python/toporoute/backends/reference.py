@@ -11,12 +11,23 @@ agree exactly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from ..errors import NonFiniteError, OutOfRangeError
+from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..results import Density, GraphStats, Order, Routes
 
-__all__ = ["available", "conductor_density", "graph_stats", "inbox_width", "route", "toposort"]
+__all__ = [
+    "available",
+    "conductor_density",
+    "graph_stats",
+    "inbox_width",
+    "mean_pool",
+    "route",
+    "route_indexed",
+    "toposort",
+]
 
 
 def inbox_width(n: int, k_in: int) -> int:
@@ -81,6 +92,153 @@ def route(q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.nda
         top = np.where(keep_sorted[:, :width, :], order[:, :width, :], -1)  # [b, rank, i]
         inbox[:, :, :width] = top.transpose(0, 2, 1)
     return Routes(scores, adjacency, inbox, kept.astype(np.int32))
+
+
+def _pooled_rows(
+    inputs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]], M: int, group: str | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Checks and pools every (hidden, mask, rows) input; returns (target rows, pooled rows) concatenated.
+
+    Checks in order, before anything is written: each input's rows in [0, M) (None: row i goes to i), all
+    targets distinct, then every counted token finite (first input, row and token reported)."""
+
+    def label(b: int, name: str) -> str:
+        return name if group is None else f"{group}[{b}] {name}"
+
+    def arg(name: str) -> str:
+        return name if group is None else group
+
+    targets = []
+    for b, (hidden, _, rows) in enumerate(inputs):
+        n = hidden.shape[0]
+        if rows is None:
+            if n > M:
+                raise InvalidArgumentError(
+                    f"out must have at least {n} rows (one per row of {label(b, 'hidden')}); got {M}",
+                    arg("out"),
+                )
+            targets.append(np.arange(n, dtype=np.int64))
+            continue
+        r = np.asarray(rows).astype(np.int64)
+        bad = (r < 0) | (r >= M)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise OutOfRangeError(
+                f"{label(b, 'rows')} must be in [0, {M}); got {r[i]} at index {i}", arg("rows")
+            )
+        targets.append(r)
+    target = np.concatenate(targets) if targets else np.zeros(0, np.int64)
+    if target.size > 1:
+        order = np.argsort(target, kind="stable")
+        repeats = order[1:][target[order[1:]] == target[order[:-1]]]
+        if repeats.size:
+            g = int(repeats.min())
+            b = 0
+            i = g
+            while i >= inputs[b][0].shape[0]:
+                i -= inputs[b][0].shape[0]
+                b += 1
+            across = " across all inputs" if group is not None else ""
+            raise InvalidArgumentError(
+                f"{label(b, 'rows')} must be distinct{across}; got row {target[g]} again at index {i}",
+                arg("rows"),
+            )
+    pooled = []
+    for b, (hidden, mask, _) in enumerate(inputs):
+        counted = np.asarray(mask) != 0  # (n, L)
+        bad = counted & ~np.isfinite(hidden).all(axis=-1)
+        if bad.any():
+            i, t = (int(v) for v in np.argwhere(bad)[0])
+            raise NonFiniteError(
+                f"{label(b, 'hidden')} must be finite at counted tokens (mask != 0); got NaN or infinity at "
+                f"row {i}, token {t}",
+                arg("hidden"),
+            )
+        total = np.where(counted[:, :, None], hidden.astype(np.float64), 0.0).sum(axis=1)  # (n, D)
+        v = total / np.maximum(counted.sum(axis=1), 1e-9)[:, None]
+        norm = np.sqrt((v * v).sum(axis=1))
+        pooled.append((v / np.maximum(norm, 1e-12)[:, None]).astype(np.float32))
+    D = inputs[0][0].shape[2] if inputs else 0
+    return target, (np.concatenate(pooled) if pooled else np.zeros((0, D), np.float32))
+
+
+def mean_pool(
+    hidden: np.ndarray, mask: np.ndarray, *, out: np.ndarray | None, rows: np.ndarray | None
+) -> np.ndarray:
+    """Masked mean pooling and L2 normalisation (sentence-transformers semantics) of (n, L, D) float32 token
+    states, ``mask`` (n, L) non-zero where a token counts.
+
+    Row ``i`` is ``v / max(|v|_2, 1e-12)`` with ``v = sum(hidden[i, l] for counted l) / max(count, 1e-9)``,
+    computed in float64 and rounded to float32 once; a row without counted tokens is zero. Without ``out``,
+    returns a new (n, D) array; with ``out`` (M, D), writes row ``i`` to ``out[rows[i]]`` (``rows`` None:
+    ``out[i]``) and returns ``out``. Rows must lie in [0, M) and be distinct, counted tokens finite; nothing
+    is written when a check fails (uncounted tokens may hold anything).
+    """
+    n, _, D = hidden.shape
+    if out is None:
+        return _pooled_rows([(hidden, mask, None)], n, None)[1].reshape(n, D)
+    target, pooled = _pooled_rows([(hidden, mask, rows)], out.shape[0], None)
+    out[target] = pooled
+    return out
+
+
+def route_indexed(
+    table: np.ndarray,
+    q_rows: np.ndarray,
+    k_rows: np.ndarray,
+    *,
+    tau: float,
+    k_in: int,
+    active: np.ndarray | None = None,
+    pool: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+) -> Routes:
+    """Routing over rows of a shared (M, D) float32 embedding ``table``: agent ``n`` of episode ``b`` needs
+    ``table[q_rows[b, n]]`` and offers ``table[k_rows[b, n]]`` ((B, N) int32 / int64).
+
+    Exactly ``route(table[q_rows], table[k_rows], active=(q_rows != -1) & (k_rows != -1) [& active])`` with
+    rows of -1 gathered as zeros. Checks, in order: every q_rows then k_rows entry is -1 or in [0, M); with
+    ``pool``, the mean_pool checks of every (hidden, mask, rows) input; then ``table[rows] = mean_pool(...)``
+    for each input, in place; then every referenced table row finite (reported on ``table`` with the first
+    episode, q before k, and agent, like route).
+    """
+    M = table.shape[0]
+    for name, rows in (("q_rows", q_rows), ("k_rows", k_rows)):
+        bad = (rows < -1) | (rows >= M)
+        if bad.any():
+            b, n = (int(v) for v in np.argwhere(bad)[0])
+            raise OutOfRangeError(
+                f"{name} must be -1 (inactive) or a table row in [0, {M}); got {rows[b, n]} at episode {b}, "
+                f"agent {n}",
+                name,
+            )
+    if pool:
+        target, pooled = _pooled_rows(list(pool), M, "pool")
+        table[target] = pooled
+    q, k = _gather(table, q_rows), _gather(table, k_rows)
+    bad_q = ~np.isfinite(q).all(axis=-1)
+    bad_k = ~np.isfinite(k).all(axis=-1)
+    episodes = (bad_q | bad_k).any(axis=-1)
+    if episodes.any():
+        b = int(np.argmax(episodes))
+        name, bad, rows = ("q_rows", bad_q, q_rows) if bad_q[b].any() else ("k_rows", bad_k, k_rows)
+        n = int(np.argmax(bad[b]))
+        raise NonFiniteError(
+            f"table must be finite; got NaN or infinity in row {rows[b, n]}, used by {name} at episode {b}, "
+            f"agent {n}",
+            "table",
+        )
+    act = (q_rows != -1) & (k_rows != -1)
+    if active is not None:
+        act &= active
+    return route(q, k, tau=tau, k_in=k_in, active=act)
+
+
+def _gather(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``table[rows]`` as (B, N, D) float32 with zero rows where ``rows`` is -1."""
+    out = np.zeros(rows.shape + table.shape[1:], dtype=np.float32)
+    used = rows >= 0
+    out[used] = table[rows[used]]
+    return out
 
 
 def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray | None) -> Order:
