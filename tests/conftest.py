@@ -40,3 +40,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         ok, why = _cuda_status()
         if not ok:
             pytest.fail(f"--require-cuda given but CUDA is unavailable: {why}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def encoder(tmp_path_factory: pytest.TempPathFactory):
+    """The default encoder (all-MiniLM-L6-v2 from the installed package), exported into a fresh cache."""
+    from toporoute.embed import Encoder
+
+    return Encoder.default(cache_dir=tmp_path_factory.mktemp("toporoute-cache"))

@@ -32,7 +32,7 @@ FORBIDDEN = [
 PKG_SRC = Path(__file__).resolve().parents[1] / "python" / "toporoute"
 INSTALLED = Path(toporoute.__file__).resolve().parent
 CORE_FILES = ["ops.py", "_validate.py", "results.py", "errors.py"]
-UPPER_LAYERS = ("llm", "methods", "runtime")
+UPPER_LAYERS = ("embed", "llm", "methods", "runtime")
 
 
 def run_python(code: str, tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess:
@@ -87,6 +87,19 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden))
 def test_core_imports_no_llm_or_http_packages(body: str, tmp_path: Path) -> None:
     loaded = run_json(_LOADED.format(body=body, forbidden=FORBIDDEN), tmp_path)
     assert loaded == [], f"{body!r} imported {loaded}"
+
+
+def test_embedding_layer_needs_no_torch_or_llm_packages(tmp_path: Path) -> None:
+    # Text -> graph runs on ONNX Runtime + tokenizers alone: no torch, transformers or sentence-transformers
+    # (the reference it is tested against), and nothing of the LLM layers.
+    body = (
+        "from toporoute import Router\n"
+        "r = Router(tau=0.1).route_texts(['I need a plan', 'I need code'], ['I provide code', 'I provide a plan'])\n"
+        "assert r.adjacency.any()"
+    )
+    forbidden = [m for m in FORBIDDEN if m not in ("onnxruntime", "tokenizers")]
+    loaded = run_json(_LOADED.format(body=body, forbidden=forbidden), tmp_path, TOPOROUTE_CACHE=str(tmp_path))
+    assert loaded == [], f"text routing imported {loaded}"
 
 
 def test_forbidden_module_check_has_teeth(tmp_path: Path) -> None:

@@ -1,0 +1,147 @@
+"""Text -> graph, timed in one run against sentence-transformers and printed as ratios (DESIGN.md's table):
+
+- encoder throughput: :class:`toporoute.embed.Encoder` vs sentence-transformers ``encode`` on the same 640
+  descriptors, same batch size (target >= 1.0x);
+- ``Router.route_texts`` for 64 episodes x 5 agents vs a per-episode loop of sentence-transformers ``encode``
+  (needs, then offers) and numpy routing, the way research code does it (target >= 3x);
+- a warm-cache round vs a cold one (target >= 100x).
+
+Every timed side computes from scratch (the embedding cache is cleared) unless the warm round is measured.
+Run: ``python -m pytest bench/test_bench_embed.py -s``. Results are asserted; ratios are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toporoute import ops
+from toporoute.embed import Encoder, Router, _model_files
+
+from ._compare import seconds
+
+EPISODES, AGENTS, TAU, K_IN = 64, 5, 0.3, 3
+
+_ROLES = ["developer", "researcher", "tester", "designer", "manager"]
+_THINGS = [
+    "the problem statement and its constraints",
+    "a draft implementation of the function",
+    "unit tests for the edge cases",
+    "a review of the interface design",
+    "the list of failing test cases",
+    "an analysis of the time complexity",
+    "the expected input and output format",
+    "a step-by-step plan for the algorithm",
+]
+
+
+def descriptors(seed: int = 0) -> tuple[list[list[str]], list[list[str]]]:
+    """DyTopo-style one-sentence needs and offers, distinct across agents and episodes."""
+    rng = np.random.default_rng(seed)
+    needs, offers = [], []
+    for e in range(EPISODES):
+        needs.append(
+            [
+                f"I need {_THINGS[rng.integers(8)]} from the {_ROLES[rng.integers(5)]} for task {e}"
+                for _ in range(AGENTS)
+            ]
+        )
+        offers.append(
+            [f"I provide {_THINGS[rng.integers(8)]} as the {_ROLES[a]} (case {e}.{a})" for a in range(AGENTS)]
+        )
+    return needs, offers
+
+
+def numpy_route(q: np.ndarray, k: np.ndarray, tau: float, k_in: int) -> np.ndarray:
+    """Research-code routing of one episode: similarity matrix, threshold, top-k providers per recipient."""
+    s = k @ q.T  # s[j, i]: provider j's offer against recipient i's need (rows are unit vectors)
+    np.fill_diagonal(s, -np.inf)
+    adj = np.zeros(s.shape, dtype=bool)
+    for i in range(s.shape[1]):
+        best = np.argsort(-s[:, i], kind="stable")[:k_in]
+        adj[best[s[best, i] > tau], i] = True
+    return adj
+
+
+@pytest.fixture(scope="module")
+def st_model():
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(_model_files.resolve(None).tokenizer.parent), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def bench_encoder(tmp_path_factory: pytest.TempPathFactory) -> Encoder:
+    return Encoder.default(cache_dir=tmp_path_factory.mktemp("bench-cache"))
+
+
+def test_encoder_throughput_vs_sentence_transformers(bench_encoder: Encoder, st_model) -> None:
+    needs, offers = descriptors()
+    texts = [t for ep in (*needs, *offers) for t in ep]
+    ours = bench_encoder.encode(texts, use_cache=False)
+    ref = st_model.encode(texts, batch_size=bench_encoder.batch_size, normalize_embeddings=True)
+    assert np.max(np.abs(ours @ ours.T - ref @ ref.T)) <= 1e-5
+    slow = seconds(lambda: st_model.encode(texts, batch_size=bench_encoder.batch_size), min_time=0, repeat=5)
+    fast = seconds(lambda: bench_encoder.encode(texts, use_cache=False), min_time=0, repeat=5)
+    print(
+        f"\n[ratio] encode {len(texts)} descriptors: sentence-transformers {len(texts) / slow:.0f} texts/s, "
+        f"toporoute {len(texts) / fast:.0f} texts/s = {slow / fast:.2f}x (target >= 1.0x)"
+    )
+
+
+def test_route_texts_vs_per_episode_loop(bench_encoder: Encoder, st_model) -> None:
+    needs, offers = descriptors(1)
+    router = Router(bench_encoder, tau=TAU, k_in=K_IN)
+
+    def research_loop() -> list[np.ndarray]:
+        graphs = []
+        for q_texts, k_texts in zip(needs, offers):
+            q = st_model.encode(q_texts, normalize_embeddings=True)
+            k = st_model.encode(k_texts, normalize_embeddings=True)
+            graphs.append(numpy_route(q, k, TAU, K_IN))
+        return graphs
+
+    def cold() -> object:
+        bench_encoder.clear_cache()
+        return router.route_texts(needs, offers)
+
+    got = cold()
+    want = research_loop()
+    # Same graphs, up to scores within float noise of tau.
+    near_tau = np.abs(got.scores - TAU) < 1e-5
+    for b in range(EPISODES):
+        assert np.array_equal(got.adjacency[b] | near_tau[b], want[b] | near_tau[b])
+    assert got.adjacency.any()
+
+    slow = seconds(research_loop, min_time=0, repeat=3)
+    fast = seconds(cold, min_time=0, repeat=5)
+    print(
+        f"\n[ratio] text -> graph, {EPISODES} episodes x {AGENTS} agents: per-episode sentence-transformers + "
+        f"numpy {slow * 1e3:.0f} ms / Router.route_texts {fast * 1e3:.0f} ms = {slow / fast:.2f}x (target >= 3x)"
+    )
+
+    # Context for the ratio: the same texts through sentence-transformers in one call. Encoding is compute-bound
+    # (fp32 GEMMs), so batching can gain at most the loop's per-call overhead over this floor.
+    texts = [t for ep in (*needs, *offers) for t in ep]
+    batched = seconds(
+        lambda: st_model.encode(texts, batch_size=bench_encoder.batch_size), min_time=0, repeat=3
+    )
+    print(
+        f"[info] sentence-transformers on all {len(texts)} texts in one call: {batched * 1e3:.0f} ms "
+        f"({slow / batched:.2f}x faster than its per-episode loop; Router.route_texts is {batched / fast:.2f}x "
+        "faster than that)"
+    )
+
+    router.route_texts(needs, offers)  # warm the cache
+    hits = bench_encoder.cache_info().hits
+    warm = seconds(lambda: router.route_texts(needs, offers), min_time=0.2, repeat=5)
+    assert bench_encoder.cache_info().hits > hits
+    np.testing.assert_array_equal(router.route_texts(needs, offers).adjacency, got.adjacency)
+    print(
+        f"[ratio] warm-cache round: cold {fast * 1e3:.0f} ms / warm {warm * 1e6:.0f} us = {fast / warm:.0f}x "
+        "(target >= 100x)"
+    )
+    q = np.stack([bench_encoder.encode(ep) for ep in needs])
+    k = np.stack([bench_encoder.encode(ep) for ep in offers])
+    route_only = seconds(lambda: ops.route(q, k, tau=TAU, k_in=K_IN))
+    print(f"[info] of the warm round, ops.route alone takes {route_only * 1e6:.0f} us")
