@@ -17,10 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._atomic import write_bytes_atomic
 from ..errors import InvalidArgumentError
 from . import _bert_graph
 
@@ -138,19 +138,6 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _valid(onnx_path: Path, manifest_path: Path) -> bool:
     try:
         manifest = json.loads(manifest_path.read_text())
@@ -180,7 +167,7 @@ def exported_onnx(files: ModelFiles, cache_dir: str | os.PathLike[str] | None, *
     data = _bert_graph.build(load_file(str(files.weights)), cfg, pooled=pooled).SerializeToString()
     # The manifest goes last: a crash between the two writes leaves a file without a manifest, which is rebuilt.
     manifest_path.unlink(missing_ok=True)
-    _atomic_write(onnx_path, data)
+    write_bytes_atomic(onnx_path, data)
     manifest = {
         "model": files.name,
         "weights_sha256": weights_hash,
@@ -189,5 +176,5 @@ def exported_onnx(files: ModelFiles, cache_dir: str | os.PathLike[str] | None, *
         "size": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
     }
-    _atomic_write(manifest_path, json.dumps(manifest, indent=1).encode())
+    write_bytes_atomic(manifest_path, json.dumps(manifest, indent=1).encode())
     return onnx_path

@@ -1,0 +1,239 @@
+"""Runs many episodes concurrently over one engine, with round-synchronous batching, usage ledgers, progress,
+resumable on-disk records and clean cancellation.
+
+An episode is an async function ``fn(ctx) -> dict`` (its JSON-ready record). It calls ``await
+ctx.generate(requests)`` for its LLM calls; the runtime batches those across episodes, tags them with the
+episode id, and records each call in the episode's :class:`~toporoute.runtime.usage.Ledger`.
+
+With ``out_dir``, every finished episode is written atomically to ``out_dir/episodes/<id>.json`` the moment it
+finishes; a rerun skips episodes whose record says ``"status": "ok"``. Ctrl-C (or cancelling :meth:`Runtime.run`)
+cancels the episodes in flight: every finished record is already on disk, so a crash or interrupt loses at
+most the episodes in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .._atomic import write_json_atomic
+from ..errors import InvalidArgumentError
+from ..llm.base import Engine
+from ..llm.types import Request, Result
+from .batcher import BatchStats, RoundBatcher
+from .usage import Ledger
+
+__all__ = ["EpisodeContext", "EpisodeFn", "EpisodeOutcome", "RunSummary", "Runtime", "write_json_atomic"]
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass
+class EpisodeContext:
+    """What an episode function gets: its id, its ledger and the batched LLM entry."""
+
+    episode: str
+    ledger: Ledger
+    _batcher: RoundBatcher
+
+    async def generate(self, requests: Sequence[Request]) -> list[Result]:
+        """Sends this episode's requests with the current round of every other episode; records usage."""
+        tagged = [replace(r, tags=replace(r.tags, episode=self.episode)) for r in requests]
+        results = await self._batcher.generate(self.episode, tagged)
+        for result in results:
+            self.ledger.add_call(result)
+        return results
+
+
+EpisodeFn = Callable[[EpisodeContext], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """One episode's end: ``status`` is ``"ok"``, ``"error"`` (with the traceback) or ``"skipped"`` (resumed)."""
+
+    episode: str
+    status: str
+    record: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    wall_s: float
+    error: str | None = None
+
+
+@dataclass
+class RunSummary:
+    """Everything a run returns: outcomes in input order and the engine calls it made."""
+
+    outcomes: list[EpisodeOutcome] = field(default_factory=list)
+    batches: list[BatchStats] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def totals(self) -> dict[str, Any]:
+        done = [o for o in self.outcomes if o.usage is not None]
+        keys = ("prompt_tokens", "completion_tokens", "calls", "failed_calls", "reprompts", "messages_routed")
+        out: dict[str, Any] = {k: sum(o.usage[k] for o in done) for k in keys}  # type: ignore[index]
+        out.update(
+            episodes=len(self.outcomes),
+            ok=sum(o.status == "ok" for o in self.outcomes),
+            errors=sum(o.status == "error" for o in self.outcomes),
+            skipped=sum(o.status == "skipped" for o in self.outcomes),
+            engine_calls=len(self.batches),
+            mean_batch=(sum(b.requests for b in self.batches) / len(self.batches)) if self.batches else 0.0,
+            wall_s=self.wall_s,
+        )
+        return out
+
+
+class Runtime:
+    """Runs episodes concurrently over one engine.
+
+    Parameters
+    ----------
+    engine : Engine
+    concurrency : int
+        Most episodes in flight.
+    max_wait : float
+        See :class:`RoundBatcher`.
+    out_dir : path, optional
+        Where finished episode records go (``episodes/<id>.json``); enables resuming.
+    progress : bool
+        A progress bar (tqdm, on stderr) while running.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        concurrency: int = 16,
+        max_wait: float = 0.25,
+        max_batch: int | None = None,
+        out_dir: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+    ) -> None:
+        if concurrency < 1:
+            raise InvalidArgumentError(f"concurrency must be >= 1; got {concurrency}", "concurrency")
+        self.engine = engine
+        self.concurrency = concurrency
+        self.max_wait, self.max_batch = max_wait, max_batch
+        self.out_dir = None if out_dir is None else Path(out_dir)
+        self.progress = progress
+
+    def record_path(self, episode: str) -> Path | None:
+        return None if self.out_dir is None else self.out_dir / "episodes" / f"{episode}.json"
+
+    def finished(self, episode: str) -> dict[str, Any] | None:
+        """The saved record of a finished episode, or None (absent, unreadable, or not ok)."""
+        path = self.record_path(episode)
+        if path is None or not path.is_file():
+            return None
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return saved if isinstance(saved, dict) and saved.get("status") == "ok" else None
+
+    async def run(self, episodes: Iterable[tuple[str, EpisodeFn]]) -> RunSummary:
+        """Runs ``(episode_id, fn)`` pairs; returns outcomes in input order."""
+        items = list(episodes)
+        seen: set[str] = set()
+        for episode, _ in items:
+            if not isinstance(episode, str) or not _SAFE_ID.match(episode):
+                raise InvalidArgumentError(
+                    f"episode ids must match {_SAFE_ID.pattern} (they name files); got {episode!r}",
+                    "episodes",
+                )
+            if episode in seen:
+                raise InvalidArgumentError(f"episode id {episode!r} appears twice", "episodes")
+            seen.add(episode)
+        batcher = RoundBatcher(self.engine, max_wait=self.max_wait, max_batch=self.max_batch)
+        gate = asyncio.Semaphore(self.concurrency)
+        bar = _progress(len(items), self.progress)
+        start = time.perf_counter()
+        outcomes: dict[str, EpisodeOutcome] = {}
+
+        async def one(episode: str, fn: EpisodeFn) -> None:
+            saved = self.finished(episode)
+            if saved is not None:
+                outcomes[episode] = EpisodeOutcome(
+                    episode, "skipped", saved.get("record"), saved.get("usage"), 0.0
+                )
+                bar.update(1)
+                return
+            async with gate:
+                outcomes[episode] = await self._run_one(episode, fn, batcher)
+                bar.update(1)
+                usage = outcomes[episode].usage or {}
+                bar.set_postfix(tokens=usage.get("completion_tokens", 0), refresh=False)
+
+        tasks = [asyncio.ensure_future(one(e, fn)) for e, fn in items]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            bar.close()
+        return RunSummary([outcomes[e] for e, _ in items], list(batcher.flushes), time.perf_counter() - start)
+
+    async def _run_one(self, episode: str, fn: EpisodeFn, batcher: RoundBatcher) -> EpisodeOutcome:
+        ctx = EpisodeContext(episode, Ledger(), batcher)
+        start = time.perf_counter()
+        batcher.enter()
+        try:
+            record = await fn(ctx)
+            status, error = "ok", None
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one broken episode must not end the run; its traceback is kept
+            record, status, error = None, "error", traceback.format_exc()
+        finally:
+            batcher.leave()
+        outcome = EpisodeOutcome(
+            episode, status, record, ctx.ledger.summary(), time.perf_counter() - start, error
+        )
+        path = self.record_path(episode)
+        if path is not None:
+            write_json_atomic(
+                path,
+                {
+                    "episode": episode,
+                    "status": status,
+                    "error": error,
+                    "wall_s": outcome.wall_s,
+                    "record": record,
+                    "usage": outcome.usage,
+                    "ledger": ctx.ledger.to_dict(),
+                },
+            )
+        return outcome
+
+    def run_sync(self, episodes: Iterable[tuple[str, EpisodeFn]]) -> RunSummary:
+        """:meth:`run` from synchronous code. On Ctrl-C the episodes in flight are cancelled and
+        KeyboardInterrupt propagates; every finished episode's record is already on disk."""
+        return asyncio.run(self.run(episodes))
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+
+    def set_postfix(self, **kwargs: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, desc="episodes", unit="ep", dynamic_ncols=True)

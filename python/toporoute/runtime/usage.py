@@ -1,0 +1,108 @@
+"""Usage accounting: a per-episode ledger of LLM calls and routed messages, returned as a value.
+
+There are no global counters: each episode owns a :class:`Ledger`; the runtime sums them into a run summary.
+Token counts are the engine's own (prompt and completion tokens as reported per call).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..llm.types import Result, Usage
+
+__all__ = ["CallRecord", "EdgeRecord", "Ledger"]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One LLM call (all its re-prompts together)."""
+
+    round: int | None
+    agent: str | None
+    role: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    attempts: int
+    ok: bool
+
+
+@dataclass(frozen=True)
+class EdgeRecord:
+    """One message routed ``src -> dst`` in a round, with its size in completion tokens of the sender."""
+
+    round: int
+    src: str
+    dst: str
+    tokens: int
+
+
+@dataclass
+class Ledger:
+    """Calls and routed messages of one episode, with totals per agent, round and edge."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    edges: list[EdgeRecord] = field(default_factory=list)
+
+    def add_call(self, result: Result) -> None:
+        t = result.tags
+        self.calls.append(
+            CallRecord(
+                t.round,
+                t.agent,
+                t.role,
+                result.usage.prompt_tokens,
+                result.usage.completion_tokens,
+                result.latency_s,
+                result.attempts,
+                result.ok,
+            )
+        )
+
+    def add_edge(self, round: int, src: str, dst: str, tokens: int) -> None:
+        self.edges.append(EdgeRecord(round, src, dst, tokens))
+
+    def total(self) -> Usage:
+        return sum((Usage(c.prompt_tokens, c.completion_tokens) for c in self.calls), Usage())
+
+    def by_agent(self) -> dict[str, Usage]:
+        return self._group(lambda c: str(c.agent))
+
+    def by_round(self) -> dict[int, Usage]:
+        return self._group(lambda c: -1 if c.round is None else c.round)
+
+    def by_edge(self) -> dict[tuple[str, str], int]:
+        """Tokens routed per ``(src, dst)`` over the episode."""
+        out: dict[tuple[str, str], int] = defaultdict(int)
+        for e in self.edges:
+            out[(e.src, e.dst)] += e.tokens
+        return dict(out)
+
+    def _group(self, key: Any) -> dict[Any, Usage]:
+        out: dict[Any, Usage] = defaultdict(Usage)
+        for c in self.calls:
+            out[key(c)] += Usage(c.prompt_tokens, c.completion_tokens)
+        return dict(out)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready totals: tokens, calls, failed calls, re-prompts, LLM latency, routed messages."""
+        total = self.total()
+        return {
+            "prompt_tokens": total.prompt_tokens,
+            "completion_tokens": total.completion_tokens,
+            "calls": len(self.calls),
+            "failed_calls": sum(not c.ok for c in self.calls),
+            "reprompts": sum(c.attempts - 1 for c in self.calls),
+            "llm_latency_s": sum(c.latency_s for c in self.calls),
+            "messages_routed": len(self.edges),
+            "tokens_routed": sum(e.tokens for e in self.edges),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary(),
+            "calls": [asdict(c) for c in self.calls],
+            "edges": [asdict(e) for e in self.edges],
+        }
