@@ -13,21 +13,27 @@ from .base import Engine, EngineClosedError
 from .types import ErrorRecord, Message, Request, Result, Sampling, Tags, Usage
 
 if TYPE_CHECKING:
+    from .models import EMBEDDED_MODEL_NAME, resolve_model
     from .openai_http import OpenAIEngine
     from .replay import ReplayEngine, ReplayMissError
     from .scripted import ScriptedEngine
     from .structured import Structured, schema_of
+    from .vllm_engine import VLLMEngine
 
 _LAZY = {
+    "EMBEDDED_MODEL_NAME": ".models",
     "OpenAIEngine": ".openai_http",
     "ReplayEngine": ".replay",
     "ReplayMissError": ".replay",
     "ScriptedEngine": ".scripted",
     "Structured": ".structured",
+    "VLLMEngine": ".vllm_engine",
+    "resolve_model": ".models",
     "schema_of": ".structured",
 }
 
 __all__ = [
+    "EMBEDDED_MODEL_NAME",
     "Engine",
     "EngineClosedError",
     "ErrorRecord",
@@ -42,6 +48,8 @@ __all__ = [
     "Structured",
     "Tags",
     "Usage",
+    "VLLMEngine",
+    "resolve_model",
     "schema_of",
 ]
 

