@@ -14,7 +14,7 @@ the CUDA route kernel through DLPack.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,12 +205,20 @@ class Encoder:
     def forward(self, texts: list[str]) -> list[Bucket]:
         """Tokenizes non-empty ``texts`` and runs the graph per length bucket; pooling is left to the caller
         (``ops.mean_pool`` / ``ops.route_indexed(pool=...)``)."""
+        buckets = []
+        for positions, ids, mask in self._token_batches(texts):
+            (hidden,) = self._session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})
+            buckets.append(Bucket(hidden, mask, positions))
+        return buckets
+
+    def _token_batches(self, texts: list[str]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Tokenizes ``texts`` and yields length-sorted buckets ``(positions, input_ids, attention_mask)``,
+        each padded to its own longest text, at most ``batch_size`` texts and ``max_batch_tokens`` tokens."""
         if not texts:
-            return []
+            return
         encodings = self._tokenizer.encode_batch(texts)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(lengths, kind="stable")
-        buckets = []
         start = 0
         while start < len(order):
             longest = int(lengths[order[min(start + self.batch_size, len(order)) - 1]])
@@ -224,9 +232,7 @@ class Encoder:
                 e = encodings[p]
                 ids[r, : len(e.ids)] = e.ids
                 mask[r, : len(e.ids)] = 1
-            (hidden,) = self._session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})
-            buckets.append(Bucket(hidden, mask, positions))
-        return buckets
+            yield positions, ids, mask
 
     def explain_non_finite(self, texts: list[str], buckets: list[Bucket]) -> NonFiniteError:
         """The error to raise when the model produced NaN or infinity (found again here, off the fast path)."""
@@ -262,17 +268,9 @@ class Encoder:
             (max(len(live), 1), self.dim), np.float32, "cuda", self._device_id
         )
         base = sorted_out.data_ptr()
-        encodings = self._tokenizer.encode_batch([texts[i] for i in live]) if live else []
-        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
         binding = self._session.io_binding()
-        for start in range(0, len(order), self.batch_size):
-            positions = order[start : start + self.batch_size]
-            width = len(encodings[positions[-1]].ids)
-            ids = np.zeros((len(positions), width), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for r, p in enumerate(positions):
-                ids[r, : len(encodings[p].ids)] = encodings[p].ids
-                mask[r, : len(encodings[p].ids)] = 1
+        targets: list[int] = []  # input index of each output row, in length order
+        for positions, ids, mask in self._token_batches([texts[i] for i in live]):
             binding.bind_cpu_input("input_ids", ids)
             binding.bind_cpu_input("attention_mask", mask)
             binding.bind_output(
@@ -281,12 +279,13 @@ class Encoder:
                 self._device_id,
                 np.float32,
                 [len(positions), self.dim],
-                base + start * self.dim * 4,
+                base + len(targets) * self.dim * 4,
             )
             self._session.run_with_iobinding(binding)
             binding.clear_binding_inputs()
             binding.clear_binding_outputs()
-        return _device_rows(sorted_out, n, [live[p] for p in order], self.dim)
+            targets.extend(live[p] for p in positions)
+        return _device_rows(sorted_out, n, targets, self.dim)
 
 
 def _device_rows(sorted_out: Any, n: int, targets: list[int], dim: int) -> Any:

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .._atomic import write_json_atomic
 from ..embed._model_files import cache_root, file_sha256
 from ..errors import InvalidArgumentError
 
@@ -185,11 +186,7 @@ def _write_manifest(folder: Path, gguf_path: Path, gguf_hash: str) -> None:
         "converter_version": CONVERTER_VERSION,
         "files": files,
     }
-    data = json.dumps(manifest, indent=1).encode()
-    with open(folder / MANIFEST, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    write_json_atomic(folder / MANIFEST, manifest)
 
 
 def _convert(gguf_path: Path, out: Path) -> None:
