@@ -32,7 +32,7 @@ FORBIDDEN = [
 PKG_SRC = Path(__file__).resolve().parents[1] / "python" / "toporoute"
 INSTALLED = Path(toporoute.__file__).resolve().parent
 CORE_FILES = ["ops.py", "_validate.py", "results.py", "errors.py"]
-UPPER_LAYERS = ("embed", "llm", "methods", "runtime")
+UPPER_LAYERS = ("embed", "llm", "methods", "runtime", "tasks", "trace", "cli")
 
 
 def run_python(code: str, tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess:
@@ -278,3 +278,24 @@ def test_env_simd_bogus(tmp_path: Path) -> None:
     assert name == "InvalidArgumentError"
     assert arg == "TOPOROUTE_SIMD"
     assert "TOPOROUTE_SIMD" in msg and "bogus" in msg
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        # tasks and traces sit beside the LLM layer: scoring and reporting need no engine, model or torch
+        ("toporoute.tasks", ["vllm", "torch", "httpx", "onnxruntime", "toporoute.llm", "toporoute.methods"]),
+        (
+            "toporoute.trace.report",
+            ["vllm", "torch", "httpx", "onnxruntime", "toporoute.llm", "toporoute.methods"],
+        ),
+    ],
+)
+def test_tasks_and_report_do_not_load_llm_layers(package: str, forbidden: list[str], tmp_path: Path) -> None:
+    code = (
+        "import json, sys\n"
+        f"import {package}\n"
+        f"bad = {forbidden!r}\n"
+        "print(json.dumps(sorted(m for m in sys.modules if any(m == b or m.startswith(b + '.') for b in bad))))"
+    )
+    assert run_json(code, tmp_path) == []

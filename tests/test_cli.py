@@ -1,0 +1,139 @@
+"""The ``toporoute`` command end to end without a model: ``run`` on a replayed transcript (recorded here from the
+scripted engine), the per-method table, resume, ``report``, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_methods import MATH, TASK, team_engine
+
+from toporoute.llm import ReplayEngine, Structured
+from toporoute.methods import LoopConfig, make_method
+from toporoute.methods.harness import dytopo_edge_counts, run_method
+from toporoute.tasks import load_tasks, write_tasks_jsonl
+
+
+def toporoute(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "toporoute", *args],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A task file and a transcript of dytopo + single + random on it, recorded from the scripted engine with
+    the settings the CLI uses by default (so a replayed CLI run sends exactly the recorded requests)."""
+    root = tmp_path_factory.mktemp("cli")
+    tasks_file, transcript = root / "tasks.jsonl", root / "transcript.jsonl"
+    write_tasks_jsonl([TASK, MATH], tasks_file)
+    tasks = load_tasks(str(tasks_file))
+
+    async def record() -> None:
+        engine = Structured(ReplayEngine(transcript, team_engine(done_at=2)))
+        scratch = root / "scratch"
+        config = LoopConfig()
+        for name in ("dytopo", "single", "random"):
+            counts = dytopo_edge_counts(scratch / "dytopo") if name == "random" else None
+            method = make_method(name, config, edge_counts=counts)
+            await run_method(method, tasks, engine, scratch / name, progress=False)
+        await engine.aclose()
+
+    asyncio.run(record())
+    return tasks_file, transcript
+
+
+def test_run_report_and_resume_from_a_replayed_transcript(recorded, tmp_path: Path) -> None:
+    tasks_file, transcript = recorded
+    out = tmp_path / "run"
+    args = [
+        "run",
+        "dytopo",
+        "single",
+        "random",
+        "--tasks",
+        str(tasks_file),
+        "--engine",
+        "replay",
+        "--replay",
+        str(transcript),
+        "--out",
+        str(out),
+        "--report",
+        "--no-progress",
+    ]
+    p = toporoute(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    table = p.stdout
+    for name in ("dytopo", "single", "random"):
+        assert name in table
+        summary = json.loads((out / name / "summary.json").read_text())
+        assert summary["episodes"] == 2 and summary["accuracy"] == 1.0, summary
+        assert (out / name / "run.json").is_file()
+    assert "routing share" in table and "accuracy" in table
+    dy = json.loads((out / "dytopo" / "summary.json").read_text())
+    assert dy["rounds_per_task"] == 2.0 and 0 < dy["routing_share"] < 1
+    # the random baseline drew DyTopo's per-round edge counts (its 5 rounds reuse DyTopo's last count)
+    dy_counts = dytopo_edge_counts(out / "dytopo")
+    assert dytopo_edge_counts(out / "random") == {e: c + [c[-1]] * (5 - len(c)) for e, c in dy_counts.items()}
+    assert (out / "report.html").is_file() and any((out / "figures").glob("*.png"))
+    # rerun: every episode is finished and skipped, so no record is rewritten
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/episodes/*.json")}
+    again = toporoute(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/episodes/*.json")} == stamps and len(stamps) == 6
+    rep = toporoute("report", str(out), cwd=tmp_path)
+    assert rep.returncode == 0 and "report.html" in rep.stdout
+
+
+def test_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
+    p = toporoute("run", "dytopology", "--out", str(tmp_path / "x"), cwd=tmp_path)
+    assert p.returncode == 2 and "dytopology" in p.stderr and "dytopo" in p.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"id": "a", "kind": "code", "prompt": "x", "entry_point": "f", '
+        '"test": "def check(candidate):\\n    pass"}\n{"id": "b"}\n'
+    )
+    p = toporoute(
+        "run",
+        "single",
+        "--tasks",
+        str(bad),
+        "--engine",
+        "replay",
+        "--replay",
+        str(bad),
+        "--out",
+        str(tmp_path / "y"),
+        cwd=tmp_path,
+    )
+    assert p.returncode == 2 and "line 2" in p.stderr, p.stderr
+    p = toporoute(
+        "run",
+        "single",
+        "--tasks",
+        "humaneval",
+        "--limit",
+        "1",
+        "--engine",
+        "replay",
+        "--out",
+        str(tmp_path / "z"),
+        cwd=tmp_path,
+    )
+    assert p.returncode == 2 and "--replay" in p.stderr
+    p = toporoute("report", str(tmp_path / "nothing-here"), cwd=tmp_path)
+    assert p.returncode == 2 and "nothing-here" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -1,0 +1,418 @@
+"""The run-directory reader and the HTML report: numbers from hand-computed fixtures, error messages, the files
+written, and the page rendered by a real headless Chromium (graphs drawn, model text inert, a screenshot that is
+not blank)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from _checks import check
+from _runs import PAYLOADS, XSS_SCRIPT, make_run
+
+from toporoute.errors import InvalidArgumentError
+from toporoute.trace import report as report_mod
+from toporoute.trace.reader import episode_rows, load_run, natural_key, round_stats, summarize
+from toporoute.trace.report import EXCERPT_CHARS, ReportPaths, write_report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FIGURES = ["accuracy", "tokens", "edges_per_round", "wall_time"]
+
+# What the fixture's traces hold (counted by hand from tests/_runs.py): dytopo 3+2+2+1+1 rounds of 4 workers,
+# chain 2+2 rounds of 4, single 1+1 rounds of 1; edges dytopo 5+4+3+1+1, chain 4 x 3, single none.
+ROUND_GRAPHS = 15
+NODES = 9 * 4 + 4 * 4 + 2 * 1
+EDGES = 14 + 12
+REMOVED_EDGES = 2
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_run(tmp_path_factory.mktemp("run") / "RUN")
+
+
+@pytest.fixture(scope="module")
+def report(run_dir: Path) -> ReportPaths:
+    return write_report(run_dir)
+
+
+# ----------------------------------------------------------------------------------------------------- reader
+
+
+def test_load_run_orders_methods_episodes_and_rounds(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    assert run.root == run_dir
+    assert [m.name for m in run.methods] == ["dytopo", "chain", "single"]  # dytopo first, then by name
+    dytopo = run.methods[0]
+    assert dytopo.config["params"] == {"tau": 0.3, "k_in": 2, "max_rounds": 3}
+    # natural order of ids; the half-written HumanEval-99.json is skipped
+    assert [e["episode"] for e in dytopo.episodes] == [
+        "HumanEval-0",
+        "HumanEval-1",
+        "HumanEval-2",
+        "HumanEval-10",
+    ]
+    assert {k: [r["round"] for r in v] for k, v in dytopo.traces.items()} == {
+        "HumanEval-0": [0, 1, 2],
+        "HumanEval-1": [0, 1],
+        "HumanEval-2": [0],  # its torn round 1 is dropped
+        "HumanEval-3": [0],  # in flight: a trace and no record
+        "HumanEval-10": [0, 1],
+    }
+    assert dytopo.summary_file is None and run.methods[1].summary_file is not None
+    assert len(dytopo.problems) == 2
+    assert any("HumanEval-99.json" in p and "skipped" in p for p in dytopo.problems)
+    assert any("HumanEval-2.jsonl" in p and "torn" in p for p in dytopo.problems)
+    assert run.methods[1].problems == run.methods[2].problems == []
+    assert run.problems == [f"dytopo: {p}" for p in dytopo.problems]
+
+
+def test_summarize_matches_hand_computed_values(run_dir: Path) -> None:
+    dytopo, chain, single = load_run(run_dir).methods
+    s = summarize(dytopo)
+    # 3 ok (1500, 1000, 1100 tokens; 12, 8, 9 calls; 3, 2, 2 rounds) + 1 error; no summary.json: wall is the
+    # sum of the four episodes' wall times, 10 + 6 + 4 + 1
+    assert s == {
+        "method": "dytopo",
+        "tasks": "humaneval",
+        "model": "HuggingFaceTB/SmolLM2-360M-Instruct",
+        "episodes": 4,
+        "ok": 3,
+        "errors": 1,
+        "passed": 2,
+        "accuracy": pytest.approx(2 / 3),
+        "tokens_per_task": pytest.approx(1200.0),
+        "prompt_tokens_per_task": pytest.approx(1000.0),
+        "completion_tokens_per_task": pytest.approx(200.0),
+        "calls_per_task": pytest.approx(29 / 3),
+        "rounds_per_task": pytest.approx(7 / 3),
+        "wall_s": pytest.approx(21.0),
+        "llm_s": pytest.approx(16.0),
+        "routing_s": pytest.approx(1.0),
+        "episode_wall_s": pytest.approx(21.0),
+        "routing_share": pytest.approx(1 / 21),
+    }
+    s = summarize(chain)  # wall time from its summary.json
+    assert (s["accuracy"], s["tokens_per_task"], s["calls_per_task"], s["rounds_per_task"]) == (
+        0.5,
+        1000,
+        8,
+        2,
+    )
+    assert (s["wall_s"], s["llm_s"], s["routing_s"], s["routing_share"]) == (12.5, pytest.approx(10.5), 0, 0)
+    s = summarize(single)
+    assert (s["episodes"], s["passed"], s["accuracy"], s["tokens_per_task"], s["calls_per_task"]) == (
+        2,
+        2,
+        1,
+        400,
+        1,
+    )
+    assert s["wall_s"] == pytest.approx(5.0) and s["routing_share"] == 0
+    # the caller's own wall time wins; the routing share stays a share of the episodes' own time
+    s = summarize(dytopo, wall_s=4.0)
+    assert (s["wall_s"], s["routing_share"]) == (4.0, pytest.approx(1 / 21))
+
+
+def test_episode_rows_and_round_stats(run_dir: Path) -> None:
+    dytopo = load_run(run_dir).methods[0]
+    rows = {r.episode: r for r in episode_rows(dytopo)}
+    assert list(rows) == ["HumanEval-0", "HumanEval-1", "HumanEval-2", "HumanEval-3", "HumanEval-10"]
+    r = rows["HumanEval-0"]
+    assert (r.task, r.status, r.passed, r.rounds, r.halted, r.tokens, r.calls, r.wall_s) == (
+        "HumanEval/0", "ok", True, 3, True, 1500, 12, 10.0
+    )  # fmt: skip
+    r = rows["HumanEval-2"]
+    assert (r.status, r.passed, r.rounds, r.tokens, r.calls) == ("error", None, 1, 120, 2)
+    assert "engine died" in r.error
+    r = rows["HumanEval-3"]
+    # no record: rounds and tokens from its trace (4 workers 460 + 86, manager 150 + 30)
+    assert (r.status, r.task, r.rounds, r.tokens, r.calls) == ("partial", "HumanEval/3", 1, 726, None)
+
+    stats = round_stats(dytopo)
+    assert [s.round for s in stats] == [0, 1, 2]
+    assert [s.episodes for s in stats] == [5, 3, 1]
+    assert [s.edges for s in stats] == pytest.approx([(3 + 1 + 1 + 1 + 1) / 5, (0 + 3 + 2) / 3, 2.0])
+    assert [s.density for s in stats] == pytest.approx([7 / 5 / 12, 5 / 3 / 12, 2 / 12])
+    assert [s.tokens for s in stats] == pytest.approx([726.0] * 3)
+    assert [s.round_s for s in stats] == pytest.approx([1.0, 2.0, 3.0])
+    assert round_stats(load_run(run_dir).methods[2])[0].edges == 0
+
+
+def test_single_method_folder(run_dir: Path) -> None:
+    run = load_run(run_dir / "chain")
+    assert run.root == run_dir / "chain"
+    assert [m.name for m in run.methods] == ["chain"]
+    assert len(run.methods[0].episodes) == 2
+
+
+def test_natural_key() -> None:
+    assert sorted(["a-10", "a-2", "b-1", "a-1"], key=natural_key) == ["a-1", "a-2", "a-10", "b-1"]
+
+
+def test_reader_survives_odd_files(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    (folder / "episodes").mkdir(parents=True)
+    (folder / "traces").mkdir()
+    (folder / "run.json").write_text("[1, 2]")  # not an object: an empty config and a problem
+    (folder / "episodes" / "a.json").write_text('{"episode": "a", "status": "ok", "record": null}')
+    (folder / "episodes" / "b.json").write_text('{"episode": "b"}')  # no status
+    (folder / "episodes" / "c.json").write_bytes(b"\xff\xfe")  # not UTF-8
+    lines = [{"round": 1}, "not json", {"no": "round"}, {"round": 0}, {"round": 0}, {"round": 1, "v": 9}]
+    text = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n"
+    (folder / "traces" / "a.jsonl").write_text(text)
+    m = load_run(folder).methods[0]
+    assert m.name == "m" and m.config == {}
+    assert [e["episode"] for e in m.episodes] == ["a"]
+    # the last attempt (rounds 0, 1 after a restart) is kept
+    assert [r["round"] for r in m.traces["a"]] == [0, 1]
+    text = "\n".join(m.problems)
+    for fragment in ("run.json", "b.json", "c.json", "line 2", "line 3", "newer", "more than one attempt"):
+        assert fragment in text
+    s = summarize(m)  # an ok episode without record or usage counts, with zeros
+    assert (s["ok"], s["passed"], s["accuracy"], s["tokens_per_task"], s["wall_s"]) == (1, 0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "empty", "no-run-json"])
+def test_bad_run_dir_names_the_path(case: str, tmp_path: Path) -> None:
+    path = tmp_path / "RUN"
+    if case == "file":
+        path.write_text("x")
+    elif case in ("empty", "no-run-json"):
+        path.mkdir()
+        if case == "no-run-json":
+            (path / "dytopo" / "episodes").mkdir(parents=True)
+    with pytest.raises(InvalidArgumentError) as excinfo:
+        load_run(path)
+    check(excinfo, InvalidArgumentError, "run_dir", str(path), "run.json")
+    with pytest.raises(InvalidArgumentError) as excinfo:
+        write_report(path)
+    check(excinfo, InvalidArgumentError, "run_dir", str(path))
+    assert not (tmp_path / "RUN" / "report.html").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- report
+
+
+def _is_png(path: Path) -> bool:
+    return path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_write_report_writes_page_and_pngs(run_dir: Path, report: ReportPaths) -> None:
+    import matplotlib.image as mpimg
+
+    assert report.html == run_dir / "report.html"
+    assert report.figures == [run_dir / "figures" / f"{name}.png" for name in FIGURES]
+    for png in report.figures:
+        assert _is_png(png) and png.stat().st_size > 5000, png
+        image = mpimg.imread(png)
+        assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 400
+        assert image.std() > 0.05  # something is drawn
+    # atomic writes leave no temporary files behind
+    assert not [p for p in run_dir.rglob("*.tmp")]
+    page = report.html.read_text(encoding="utf-8")
+    # the PNGs are inline too, so the page stands alone
+    assert page.count('src="data:image/png;base64,') == len(FIGURES)
+    assert not re.search(r"""(?:src|href)=["']?(?:https?:)?//""", page)  # nothing fetched
+
+
+def test_write_report_writes_through_the_atomic_helper(run_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    written: list[Path] = []
+    real = report_mod.write_bytes_atomic
+
+    def spy(path: Path, data: bytes) -> None:
+        written.append(Path(path))
+        real(path, data)
+
+    monkeypatch.setattr(report_mod, "write_bytes_atomic", spy)
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    paths = write_report(run_dir, out)  # an existing folder: out/report.html, figures next to it
+    assert paths.html == out / "report.html"
+    assert sorted(written) == sorted([paths.html, *paths.figures])
+    assert all(p.parent == out / "figures" for p in paths.figures)
+    paths = write_report(run_dir, tmp_path / "custom.html")
+    assert paths.html == tmp_path / "custom.html" and paths.html.is_file()
+
+
+def test_report_without_matplotlib_still_writes_the_page(run_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    paths = write_report(run_dir, tmp_path / "r.html")
+    assert paths.figures == []
+    page = paths.html.read_text(encoding="utf-8")
+    assert "Charts need matplotlib" in page and 'id="run-data"' in page
+
+
+def _blob(page: str) -> tuple[str, dict]:
+    m = re.search(r'<script type="application/json" id="run-data">(.*?)</script>', page, re.DOTALL)
+    assert m is not None
+    return m.group(1), json.loads(m.group(1))
+
+
+def test_page_content_is_escaped_and_bounded(report: ReportPaths) -> None:
+    page = report.html.read_text(encoding="utf-8")
+    for payload in PAYLOADS:
+        assert payload not in page
+    assert page.lower().count("<script") == 2  # the data blob and the page's own script
+    raw, data = _blob(page)
+    assert "<" not in raw and ">" not in raw  # model text cannot end the script element
+    # static parts: the error traceback (with a payload) is HTML-escaped
+    assert "RuntimeError: engine died &lt;/script&gt;&lt;script&gt;" in page
+    methods = data["methods"]
+    assert [m["name"] for m in methods] == ["dytopo", "chain", "single"]
+    assert [e["id"] for e in methods[0]["episodes"]] == [
+        "HumanEval-0", "HumanEval-1", "HumanEval-2", "HumanEval-3", "HumanEval-10"
+    ]  # fmt: skip
+    r0 = methods[0]["episodes"][0]["rounds"][0]
+    assert XSS_SCRIPT in r0["messages"]["Developer"]["public"]  # intact in the data, inert in the page
+    assert r0["scored"] is True and "scores" not in r0
+    assert methods[1]["episodes"][0]["rounds"][0]["scored"] is False
+    private = r0["messages"]["Researcher"]["private"]  # 3,600 characters in the trace
+    assert private.startswith("private notes of Researcher") and len(private) < EXCERPT_CHARS + 80
+    assert "more characters in the trace file" in private
+    # header from run.json
+    for text in ("humaneval", "HuggingFaceTB/SmolLM2-360M-Instruct", "vllm", "2025-03-01T12:00:00", "0.32.0"):
+        assert text in page
+    # comparison table: routing share as a percentage, wall time summed from episodes marked
+    assert "4.76%" in page and "21.0 s<sup>*</sup>" in page and "12.5 s" in page
+
+
+def test_report_layer_imports_no_llm_or_method_layers(run_dir: Path, tmp_path: Path) -> None:
+    code = (
+        "import json, sys\n"
+        "from toporoute.trace.report import write_report\n"
+        f"write_report({str(run_dir)!r}, {str(tmp_path / 'r.html')!r})\n"
+        "bad = ('toporoute.llm', 'toporoute.methods', 'toporoute.runtime', 'vllm', 'torch', 'matplotlib.pyplot')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(bad))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+# ---------------------------------------------------------------------------------------- real browser (Chromium)
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+
+
+def _run_chromium(html: Path, profile: Path, *args: str, fragment: str = "") -> subprocess.CompletedProcess:
+    cmd = [
+        _chromium(),
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=5000",
+        *args,
+        html.as_uri() + fragment,
+    ]
+    # stderr carries DBus/GPU chatter on machines without them: only the exit status and stdout matter
+    proc = subprocess.run(cmd, capture_output=True, timeout=90, check=False)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    return proc
+
+
+class _Elements(HTMLParser):
+    """Every start tag of a serialized DOM with its attributes."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def _classes(attrs: dict[str, str | None]) -> set[str]:
+    return set((attrs.get("class") or "").split())
+
+
+def _expected_graph(run_dir: Path) -> tuple[int, int, Counter]:
+    """Rounds, nodes and (src, dst) edges that the trace files imply, read straight from the JSONL files."""
+    rounds = nodes = 0
+    edges: Counter = Counter()
+    for path in run_dir.glob("*/traces/*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # the torn line
+            rounds += 1
+            nodes += len(rec["agents"])
+            pairs = {(e["src"], e["dst"]) for e in rec["edges"] + rec["removed"] if e["src"] != e["dst"]}
+            edges.update(pairs)
+    return rounds, nodes, edges
+
+
+def test_browser_renders_every_round_and_keeps_model_text_inert(
+    run_dir: Path, report: ReportPaths, tmp_path: Path
+) -> None:
+    dom = _run_chromium(report.html, tmp_path / "profile", "--dump-dom").stdout.decode("utf-8")
+    parser = _Elements()
+    parser.feed(dom)
+    tags = parser.tags
+    html_attrs = next(a for t, a in tags if t == "html")
+    body = next(a for t, a in tags if t == "body")
+
+    rounds, nodes, edges = _expected_graph(run_dir)
+    assert (rounds, nodes, sum(edges.values())) == (ROUND_GRAPHS, NODES, EDGES)  # the hand count agrees
+    assert body.get("data-rendered") == str(ROUND_GRAPHS), "the page script did not finish drawing"
+    assert body.get("data-render-errors") == "0"
+    graphs = [a for t, a in tags if t == "svg" and "round-graph" in _classes(a)]
+    assert len(graphs) == ROUND_GRAPHS
+    circles = [a for t, a in tags if t == "circle" and "node" in _classes(a)]
+    assert len(circles) == NODES
+    drawn = [a for t, a in tags if t in ("path", "line") and "edge" in _classes(a)]
+    assert Counter((a["data-src"], a["data-dst"]) for a in drawn) == edges
+    assert sum("removed" in _classes(a) for a in drawn) == REMOVED_EDGES
+    labels = [t for t, a in tags if t == "text" and "edge-label" in _classes(a)]
+    assert len(labels) == 14  # DyTopo's scored edges; the chain's have no score
+
+    # model text arrives as text: escaped in the serialization, no element or script of its own
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    assert "data-pwned" not in html_attrs
+    assert sum(t == "script" for t, _ in tags) == 2
+    assert not [a for _, a in tags if (a.get("id") or "").startswith("pwned")]
+    # every round view, the error episode's and the single-agent method's included, is in the DOM
+    assert len([a for t, a in tags if t == "div" and "round" in _classes(a)]) == ROUND_GRAPHS
+
+
+def test_browser_screenshot_is_not_blank(report: ReportPaths, tmp_path: Path) -> None:
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    shot = tmp_path / "report.png"
+    _run_chromium(report.html, tmp_path / "profile", "--window-size=1400,2000", f"--screenshot={shot}")
+    assert _is_png(shot)
+    image = mpimg.imread(shot)[..., :3]
+    assert image.shape[:2] == (2000, 1400)
+    background = np.all(image > 0.98, axis=-1)
+    assert background.mean() < 0.9, "the page is (almost) blank"
+    rgb = (image * 255).astype(np.uint32)
+    colours = np.unique(rgb[..., 0] << 16 | rgb[..., 1] << 8 | rgb[..., 2])
+    assert colours.size > 200  # charts, graphs and text, not a flat fill
+
+
+def test_browser_opens_the_episode_named_in_the_url(report: ReportPaths, tmp_path: Path) -> None:
+    page = report.html.read_text(encoding="utf-8")
+    assert re.search(r'<tr class="episode-view" id="ev-1-1" hidden>', page)  # closed as written
+    dom = _run_chromium(report.html, tmp_path / "profile", "--dump-dom", fragment="#ev-1-1").stdout.decode()
+    assert re.search(r'<tr class="episode-view" id="ev-1-1">', dom)
+    assert re.search(r'aria-controls="ev-1-1" aria-expanded="true"', dom)
