@@ -12,11 +12,14 @@ from typing import Any
 __all__ = ["write_bytes_atomic", "write_json_atomic"]
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Writes ``data`` to ``path`` atomically; the file gets ``mode`` (mkstemp alone would leave it 0600, so a
+    report or a run record could not be read by anyone else)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
