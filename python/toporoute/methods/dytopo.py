@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -243,8 +243,6 @@ class WorkerLoop:
 
     def params(self) -> dict[str, Any]:
         """The settings that determine this method's results (recorded in run.json)."""
-        from dataclasses import asdict
-
         return {"method": self.name, **asdict(self.config)}
 
     def router(self, domain: str) -> Router:
