@@ -323,7 +323,9 @@ def test_harness_writes_the_run_folder_and_resumes(tmp_path: Path, encoder) -> N
     )
     assert summary["episodes"] == 2 and summary["passed"] == 2 and summary["accuracy"] == 1.0
     assert (out / "run.json").is_file() and (out / "summary.json").is_file()
-    assert (out / "run.json").stat().st_mode & 0o777 == 0o644  # readable by others, as a plain open() would do
+    assert (
+        out / "run.json"
+    ).stat().st_mode & 0o777 == 0o644  # readable by others, as a plain open() would do
     for t in tasks:
         rec = json.loads((out / "episodes" / f"{t.episode_id}.json").read_text())
         assert rec["status"] == "ok" and rec["record"]["score"]["passed"] is True

@@ -63,19 +63,14 @@ def _check_config(path: Path, config: dict[str, Any]) -> None:
 
 
 def dytopo_edge_counts(method_dir: str | Path) -> dict[str, list[int]]:
-    """Per-episode, per-round edge counts of a DyTopo method folder (for the random baseline)."""
-    counts: dict[str, list[int]] = {}
-    for path in sorted(Path(method_dir, "traces").glob("*.jsonl")):
-        rounds: dict[int, int] = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a torn last line
-            rounds[int(rec["round"])] = len(rec.get("edges", []))
-        if rounds:
-            counts[path.stem] = [rounds[r] for r in sorted(rounds)]
-    return counts
+    """Per-episode, per-round edge counts of a DyTopo method folder (for the random baseline); empty when the
+    folder holds no run."""
+    from ..trace.reader import load_run
+
+    if not (Path(method_dir) / "run.json").is_file():
+        return {}
+    traces = load_run(method_dir).methods[0].traces  # sorted by round; a torn last line is skipped
+    return {ep: [len(r.get("edges", [])) for r in rounds] for ep, rounds in traces.items() if rounds}
 
 
 async def run_method(
@@ -124,7 +119,6 @@ async def run_method(
         "task_ids": [t.id for t in tasks],
     }
     _check_config(out / "run.json", config)
-    previous = _previous_wall(out / "summary.json")
     config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
     config["argv"] = sys.argv[1:]
     write_json_atomic(out / "run.json", config)
@@ -159,8 +153,9 @@ async def run_method(
     runtime = Runtime(engine, concurrency=concurrency, max_wait=max_wait, out_dir=out, progress=progress)
     summary: RunSummary = await runtime.run([(t.episode_id, episode_fn(t)) for t in tasks])
     ran = sum(o.status != "skipped" for o in summary.outcomes)
+    run = load_run(out).methods[0]  # summary_file: still the previous run's, rewritten below
+    previous = float((run.summary_file or {}).get("wall_s") or 0.0)
     wall = summary.wall_s + (previous if ran < len(summary.outcomes) else 0.0)
-    run = load_run(out).methods[0]
     totals = summarize(run, wall_s=round(wall, 3))
     totals.update(
         engine_calls=len(summary.batches),
@@ -168,10 +163,3 @@ async def run_method(
     )
     write_json_atomic(out / "summary.json", totals)
     return totals
-
-
-def _previous_wall(path: Path) -> float:
-    try:
-        return float(json.loads(path.read_text(encoding="utf-8")).get("wall_s", 0.0))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return 0.0
