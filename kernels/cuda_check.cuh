@@ -50,6 +50,10 @@ __device__ __forceinline__ int warp_sum(int x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFullMask, x, o);
   return x;
 }
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFullMask, x, o);
+  return x;
+}
 #endif
 
 }  // namespace toporoute::cuda::detail

@@ -382,4 +382,308 @@ Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int devic
   return status_from_cuda(cudaStreamSynchronize(st), "toposort kernel");
 }
 
+// ------------------------------------------------------------------------------------------------ Q-Mix
+
+namespace {
+
+// Transposes a Linear (out x K, row-major) and copies its bias into the staging buffer.
+void put_linear(std::vector<float>& buf, const QMixDeviceLinear& d, const float* weight, const float* bias) {
+  for (std::int64_t o = 0; o < d.out; ++o) {
+    for (std::int64_t k = 0; k < d.K; ++k) buf[d.w + static_cast<std::size_t>(k * d.out + o)] = weight[o * d.K + k];
+    buf[d.b + static_cast<std::size_t>(o)] = bias[o];
+  }
+}
+
+// A GRUCell's weight_ih (3H x Kx) and weight_hh (3H x H) transposed, biases copied.
+void put_gru(std::vector<float>& buf, const QMixDeviceGru& g, std::int64_t Kx, std::int64_t H, const float* const* t) {
+  const std::int64_t G = 3 * H;
+  for (std::int64_t row = 0; row < G; ++row) {
+    for (std::int64_t k = 0; k < Kx; ++k) buf[g.wih + static_cast<std::size_t>(k * G + row)] = t[0][row * Kx + k];
+    for (std::int64_t k = 0; k < H; ++k) buf[g.whh + static_cast<std::size_t>(k * G + row)] = t[1][row * H + k];
+    buf[g.bih + static_cast<std::size_t>(row)] = t[2][row];
+    buf[g.bhh + static_cast<std::size_t>(row)] = t[3][row];
+  }
+}
+
+// Device buffer offsets (floats), each piece 256-byte aligned.
+class FloatLayout {
+ public:
+  std::size_t take(std::int64_t floats) {
+    const std::size_t at = size;
+    size += (static_cast<std::size_t>(floats) + 63) / 64 * 64;
+    return at;
+  }
+  QMixDeviceLinear linear(std::int64_t K, std::int64_t out) {
+    QMixDeviceLinear d;
+    d.K = K;
+    d.out = out;
+    d.w = take(K * out);
+    d.b = take(out);
+    return d;
+  }
+  QMixDeviceGru gru(std::int64_t Kx, std::int64_t H) {
+    QMixDeviceGru g;
+    g.wih = take(Kx * 3 * H);
+    g.whh = take(H * 3 * H);
+    g.bih = take(3 * H);
+    g.bhh = take(3 * H);
+    return g;
+  }
+  std::size_t size = 0;
+};
+
+QMixDeviceLayout qmix_layout(const QMixConfig& c, bool mixer) {
+  const std::int64_t H = c.hidden, S = c.state_dim, Hh = c.hyper_hidden, M = c.mix_hidden;
+  FloatLayout l;
+  QMixDeviceLayout L;
+  L.input = l.linear(c.obs_dim, H);
+  FloatLayout layer;  // one message-passing layer, offsets relative to its start
+  L.message = layer.linear(H, H);
+  L.update = layer.gru(H, H);
+  L.layer_stride = layer.size;
+  L.layer0 = l.take(static_cast<std::int64_t>(layer.size) * c.gnn_layers);
+  L.gamma = l.take(H);
+  L.beta = l.take(H);
+  L.rnn = l.gru(H, H);
+  L.head0 = l.linear(H, c.head_hidden);
+  L.head2 = l.linear(c.head_hidden, c.n_actions);
+  if (mixer) {
+    L.w1a = l.linear(S, Hh);
+    L.w1b = l.linear(Hh, c.n_agents * M);
+    L.b1a = l.linear(S, c.b1_hidden ? Hh : M);
+    if (c.b1_hidden) L.b1b = l.linear(Hh, M);
+    L.w2a = l.linear(S, Hh);
+    L.w2b = l.linear(Hh, M);
+    L.b2a = l.linear(S, Hh);
+    L.b2b = l.linear(Hh, 1);
+  }
+  L.floats = l.size;
+  return L;
+}
+
+Status qmix_non_finite(const char* name, std::int64_t b, std::int64_t n) {
+  std::string msg = std::string(name) + " must be finite; got NaN or infinity at episode " + std::to_string(b);
+  if (n >= 0) msg += ", agent " + std::to_string(n);
+  return Status::error(StatusCode::non_finite, name, msg);
+}
+
+}  // namespace
+
+Status QMixDeviceWeights::create(const QMixConfig& c, const std::vector<const float*>& agent,
+                                 const std::vector<const float*>& mixer, int device,
+                                 std::shared_ptr<const QMixDeviceWeights>* out) {
+  const auto n_agent = static_cast<std::size_t>(12 + 6 * c.gnn_layers);
+  const std::size_t n_mixer = c.b1_hidden ? 16 : 14;
+  if (agent.size() != n_agent || (!mixer.empty() && mixer.size() != n_mixer)) {
+    return invalid("params", "qmix: wrong number of weight tensors for this config");
+  }
+  std::shared_ptr<QMixDeviceWeights> w(new QMixDeviceWeights());
+  w->config_ = c;
+  w->has_mixer_ = !mixer.empty();
+  w->device_ = device;
+  const QMixDeviceLayout& L = w->layout_ = qmix_layout(c, w->has_mixer_);
+
+  std::vector<float> buf(L.floats, 0.0f);
+  const std::int64_t H = c.hidden;
+  std::size_t t = 0;
+  put_linear(buf, L.input, agent[0], agent[1]);
+  t = 2;
+  for (std::int64_t l = 0; l < c.gnn_layers; ++l) {
+    const std::size_t base = L.layer0 + static_cast<std::size_t>(l) * L.layer_stride;
+    QMixDeviceLinear msg = L.message;
+    msg.w += base;
+    msg.b += base;
+    QMixDeviceGru upd = L.update;
+    upd.wih += base;
+    upd.whh += base;
+    upd.bih += base;
+    upd.bhh += base;
+    put_linear(buf, msg, agent[t], agent[t + 1]);
+    put_gru(buf, upd, H, H, &agent[t + 2]);
+    t += 6;
+  }
+  std::copy(agent[t], agent[t] + H, buf.begin() + static_cast<std::ptrdiff_t>(L.gamma));
+  std::copy(agent[t + 1], agent[t + 1] + H, buf.begin() + static_cast<std::ptrdiff_t>(L.beta));
+  put_gru(buf, L.rnn, H, H, &agent[t + 2]);
+  put_linear(buf, L.head0, agent[t + 6], agent[t + 7]);
+  put_linear(buf, L.head2, agent[t + 8], agent[t + 9]);
+  if (w->has_mixer_) {
+    std::size_t u = 0;
+    const QMixDeviceLinear* order[] = {&L.w1a, &L.w1b, &L.b1a, &L.b1b, &L.w2a, &L.w2b, &L.b2a, &L.b2b};
+    for (const QMixDeviceLinear* d : order) {
+      if (d == &L.b1b && !c.b1_hidden) continue;
+      put_linear(buf, *d, mixer[u], mixer[u + 1]);
+      u += 2;
+    }
+  }
+
+  DeviceScope scope;
+  Status s = scope.enter(device);
+  if (!s.ok()) return s;
+  void* data = nullptr;
+  if (!(s = status_from_cuda(cudaMalloc(&data, buf.size() * sizeof(float)), "cudaMalloc")).ok()) return s;
+  w->data_ = static_cast<float*>(data);
+  s = status_from_cuda(cudaMemcpy(data, buf.data(), buf.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (!s.ok()) return s;
+  *out = std::move(w);
+  return Status::success();
+}
+
+QMixDeviceWeights::~QMixDeviceWeights() {
+  if (data_ == nullptr) return;
+  DeviceScope scope;
+  if (scope.enter(device_).ok()) cudaFree(data_);
+}
+
+Status launch_qmix_forward_on(const QMixDeviceWeights& w, const QMixForwardArgs& args, const QMixForwardOut& out,
+                              unsigned long long* err, void* stream) {
+  DeviceScope scope;
+  Status s = scope.enter(w.device());
+  if (!s.ok()) return s;
+  return launch_qmix_forward(w, args, out, err, stream);
+}
+
+Status launch_qmix_mix_on(const QMixDeviceWeights& w, const QMixMixArgs& args, float* q_tot,
+                          unsigned long long* err, void* stream) {
+  DeviceScope scope;
+  Status s = scope.enter(w.device());
+  if (!s.ok()) return s;
+  return launch_qmix_mix(w, args, q_tot, err, stream);
+}
+
+Status qmix_forward_host(const QMixDeviceWeights& w, const QMixForwardArgs& a, const QMixForwardOut& out) {
+  const QMixConfig& c = w.config();
+  const std::int64_t B = a.B, N = a.N, H = c.hidden, A = c.n_actions;
+  if (B < 0 || N < 0) return invalid("obs", "qmix: B and N must be >= 0");
+  if (!c_contiguous({{B, a.obs_sb}, {N, a.obs_sn}, {c.obs_dim, a.obs_sd}})) return invalid("obs", "obs must be C-contiguous");
+  if (!c_contiguous({{B, a.adj_sb}, {N, a.adj_sr}, {N, a.adj_sc}})) return invalid("adj", "adj must be C-contiguous");
+  if (a.hidden != nullptr && !c_contiguous({{B, a.hid_sb}, {N, a.hid_sn}, {H, a.hid_sd}})) {
+    return invalid("hidden", "hidden must be C-contiguous");
+  }
+  if (a.active != nullptr && !c_contiguous({{B, a.act_sb}, {N, a.act_sn}})) {
+    return invalid("active", "active must be C-contiguous");
+  }
+  if (N > kQMixMaxAgents || B == 0 || N == 0) return launch_qmix_forward(w, a, out, nullptr, nullptr);
+
+  DeviceScope scope;
+  Status s = scope.enter(w.device());
+  if (!s.ok()) return s;
+  const auto n = static_cast<std::size_t>(N);
+  const std::size_t obs_row = n * static_cast<std::size_t>(c.obs_dim) * sizeof(float), adj_row = n * n;
+  const std::size_t hid_row = a.hidden != nullptr ? n * static_cast<std::size_t>(H) * sizeof(float) : 0;
+  const std::size_t act_row = a.active != nullptr ? n : 0;
+  const std::size_t q_row = n * static_cast<std::size_t>(A) * sizeof(float);
+  const std::size_t h_row = n * static_cast<std::size_t>(H) * sizeof(float);
+  const std::int64_t chunk = chunk_episodes(B, obs_row + adj_row + hid_row + act_row + q_row + h_row);
+  const auto e_max = static_cast<std::size_t>(chunk);
+  DeviceArena arena;
+  const std::size_t obs_at = arena.reserve(e_max * obs_row), adj_at = arena.reserve(e_max * adj_row);
+  const std::size_t hid_at = arena.reserve(e_max * hid_row), act_at = arena.reserve(e_max * act_row);
+  const std::size_t q_at = arena.reserve(e_max * q_row), h_at = arena.reserve(e_max * h_row);
+  const std::size_t err_at = arena.reserve(sizeof(unsigned long long));
+  if (!(s = arena.allocate()).ok()) return s;
+
+  QMixForwardArgs dev = a;
+  dev.obs = arena.at<const float>(obs_at);
+  dev.adj = arena.at<const std::uint8_t>(adj_at);
+  dev.hidden = a.hidden != nullptr ? arena.at<const float>(hid_at) : nullptr;
+  dev.active = a.active != nullptr ? arena.at<const std::uint8_t>(act_at) : nullptr;
+  dev.obs_sb = N * c.obs_dim;
+  dev.obs_sn = c.obs_dim;
+  dev.adj_sb = N * N;
+  dev.adj_sr = N;
+  dev.hid_sb = N * H;
+  dev.hid_sn = H;
+  dev.obs_sd = dev.adj_sc = dev.hid_sd = dev.act_sn = 1;
+  dev.act_sb = N;
+  const QMixForwardOut dout{arena.at<float>(q_at), arena.at<float>(h_at)};
+  auto* err = arena.at<unsigned long long>(err_at);
+
+  const cudaStream_t st = cudaStreamPerThread;
+  const auto* obs_host = reinterpret_cast<const char*>(a.obs);
+  const auto* hid_host = reinterpret_cast<const char*>(a.hidden);
+  std::int64_t hidden_b = -1, hidden_n = -1;  // the first non-finite hidden row seen (reported if obs is fine)
+  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+    dev.B = std::min(chunk, B - b0);
+    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
+    if (!(s = copy_in(arena.at<void>(obs_at), obs_host + at * obs_row, e * obs_row, st)).ok()) return s;
+    if (!(s = copy_in(arena.at<void>(adj_at), a.adj + at * adj_row, e * adj_row, st)).ok()) return s;
+    if (hid_row != 0 && !(s = copy_in(arena.at<void>(hid_at), hid_host + at * hid_row, e * hid_row, st)).ok()) {
+      return s;
+    }
+    if (act_row != 0 && !(s = copy_in(arena.at<void>(act_at), a.active + at * act_row, e * act_row, st)).ok()) {
+      return s;
+    }
+    s = status_from_cuda(cudaMemsetAsync(err, 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync");
+    if (!s.ok()) return s;
+    if (!(s = launch_qmix_forward(w, dev, dout, err, st)).ok()) return s;
+    unsigned long long code = 0;
+    if (!(s = copy_out(reinterpret_cast<char*>(out.q) + at * q_row, dout.q, e * q_row, st)).ok()) return s;
+    if (!(s = copy_out(reinterpret_cast<char*>(out.hidden) + at * h_row, dout.hidden, e * h_row, st)).ok()) return s;
+    if (!(s = copy_out(&code, err, sizeof(code), st)).ok()) return s;
+    if (!(s = status_from_cuda(cudaStreamSynchronize(st), "qmix_forward_kernel")).ok()) return s;
+    if (code == ~0ull) continue;
+    const auto rows = static_cast<unsigned long long>(dev.B * N);
+    const auto b = b0 + static_cast<std::int64_t>(code % rows / n);
+    const auto agent = static_cast<std::int64_t>(code % n);
+    // obs is checked over the whole batch first (the reference's order): an obs row ends the search
+    if (code < rows) return qmix_non_finite("obs", b, agent);
+    if (hidden_b < 0) {
+      hidden_b = b;
+      hidden_n = agent;
+    }
+  }
+  if (hidden_b >= 0) return qmix_non_finite("hidden", hidden_b, hidden_n);
+  return Status::success();
+}
+
+Status qmix_mix_host(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_tot) {
+  const QMixConfig& c = w.config();
+  const std::int64_t B = a.B;
+  if (B < 0) return invalid("q_taken", "qmix_mix: B must be >= 0");
+  if (!c_contiguous({{B, a.q_sb}, {c.n_agents, a.q_sa}})) return invalid("q_taken", "q_taken must be C-contiguous");
+  if (!c_contiguous({{B, a.s_sb}, {c.state_dim, a.s_sd}})) return invalid("state", "state must be C-contiguous");
+  if (!w.has_mixer() || B == 0) return launch_qmix_mix(w, a, q_tot, nullptr, nullptr);
+
+  DeviceScope scope;
+  Status s = scope.enter(w.device());
+  if (!s.ok()) return s;
+  const std::size_t q_row = static_cast<std::size_t>(c.n_agents) * sizeof(float);
+  const std::size_t s_row = static_cast<std::size_t>(c.state_dim) * sizeof(float);
+  const std::int64_t chunk = chunk_episodes(B, q_row + s_row + sizeof(float));
+  const auto e_max = static_cast<std::size_t>(chunk);
+  DeviceArena arena;
+  const std::size_t q_at = arena.reserve(e_max * q_row), s_at = arena.reserve(e_max * s_row);
+  const std::size_t out_at = arena.reserve(e_max * sizeof(float)), err_at = arena.reserve(sizeof(unsigned long long));
+  if (!(s = arena.allocate()).ok()) return s;
+  QMixMixArgs dev = a;
+  dev.q_taken = arena.at<const float>(q_at);
+  dev.state = arena.at<const float>(s_at);
+  dev.q_sb = c.n_agents;
+  dev.s_sb = c.state_dim;
+  dev.q_sa = dev.s_sd = 1;
+  auto* err = arena.at<unsigned long long>(err_at);
+  const cudaStream_t st = cudaStreamPerThread;
+  std::int64_t state_b = -1;
+  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+    dev.B = std::min(chunk, B - b0);
+    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
+    if (!(s = copy_in(arena.at<void>(q_at), a.q_taken + at * c.n_agents, e * q_row, st)).ok()) return s;
+    if (!(s = copy_in(arena.at<void>(s_at), a.state + at * c.state_dim, e * s_row, st)).ok()) return s;
+    s = status_from_cuda(cudaMemsetAsync(err, 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync");
+    if (!s.ok()) return s;
+    if (!(s = launch_qmix_mix(w, dev, arena.at<float>(out_at), err, st)).ok()) return s;
+    unsigned long long code = 0;
+    if (!(s = copy_out(q_tot + at, arena.at<float>(out_at), e * sizeof(float), st)).ok()) return s;
+    if (!(s = copy_out(&code, err, sizeof(code), st)).ok()) return s;
+    if (!(s = status_from_cuda(cudaStreamSynchronize(st), "qmix_mix_kernel")).ok()) return s;
+    if (code == ~0ull) continue;
+    const auto b = b0 + static_cast<std::int64_t>(code % static_cast<unsigned long long>(dev.B));
+    if (code < static_cast<unsigned long long>(dev.B)) return qmix_non_finite("q_taken", b, -1);
+    if (state_b < 0) state_b = b;
+  }
+  if (state_b >= 0) return qmix_non_finite("state", state_b, -1);
+  return Status::success();
+}
+
 }  // namespace toporoute::cuda

@@ -4,9 +4,11 @@
 /// include it without the CUDA toolkit; streams are passed as opaque pointers (cudaStream_t).
 /// Semantics are identical to the CPU ops in toporoute/ops.hpp (the reference backend is the oracle).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "toporoute/qmix.hpp"
 #include "toporoute/status.hpp"
 #include "toporoute/views.hpp"
 
@@ -40,5 +42,86 @@ Status launch_toposort_on(int device, const ToposortArgs& args, const ToposortOu
 /// Inputs must be C-contiguous here. Synchronous. Non-finite input gives StatusCode::non_finite.
 Status route_host(const RouteArgs& args, const RouteOut& out, int device);
 Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int device);
+
+// ------------------------------------------------------------------------------------------------ Q-Mix
+
+/// A Linear of the device weights: w is K x out (transposed, row-major: threads reading consecutive outputs of
+/// one k are coalesced), b has out floats. Offsets in floats.
+struct QMixDeviceLinear {
+  std::size_t w = 0, b = 0;
+  std::int64_t K = 0, out = 0;
+};
+
+/// A GRUCell: wih Kx x 3H and whh H x 3H (transposed, gates r, z, n), bih and bhh 3H floats.
+struct QMixDeviceGru {
+  std::size_t wih = 0, whh = 0, bih = 0, bhh = 0;
+};
+
+/// Where each tensor lives in the device buffer. Message-passing layer l is at layer0 + l * layer_stride, with
+/// `message` and `update` offsets relative to that. Mixer: hyper_w1 (w1a, w1b), hyper_b1 (b1a, and b1b when
+/// b1_hidden; otherwise b1a is the single Linear), hyper_w2 (w2a, w2b), hyper_b2 (b2a, b2b).
+struct QMixDeviceLayout {
+  QMixDeviceLinear input, head0, head2;
+  std::size_t layer0 = 0, layer_stride = 0;
+  QMixDeviceLinear message;
+  QMixDeviceGru update;
+  std::size_t gamma = 0, beta = 0;
+  QMixDeviceGru rnn;
+  QMixDeviceLinear w1a, w1b, b1a, b1b, w2a, w2b, b2a, b2b;
+  std::size_t floats = 0;
+};
+
+/// Agent Q-Mix weights copied to one device in the QMixDeviceLayout. Immutable; the memory is freed (on its
+/// device) with the object.
+class QMixDeviceWeights {
+ public:
+  /// Raw float32 C-contiguous host tensors in qmix_agent_specs / qmix_mixer_specs order (mixer may be empty),
+  /// checked by the caller. Synchronous.
+  static Status create(const QMixConfig& config, const std::vector<const float*>& agent,
+                       const std::vector<const float*>& mixer, int device,
+                       std::shared_ptr<const QMixDeviceWeights>* out);
+  ~QMixDeviceWeights();
+  QMixDeviceWeights(const QMixDeviceWeights&) = delete;
+  QMixDeviceWeights& operator=(const QMixDeviceWeights&) = delete;
+
+  const QMixConfig& config() const noexcept { return config_; }
+  const QMixDeviceLayout& layout() const noexcept { return layout_; }
+  bool has_mixer() const noexcept { return has_mixer_; }
+  int device() const noexcept { return device_; }
+  /// Device memory.
+  const float* data() const noexcept { return data_; }
+
+ private:
+  QMixDeviceWeights() = default;
+  QMixConfig config_;
+  QMixDeviceLayout layout_;
+  bool has_mixer_ = false;
+  int device_ = 0;
+  float* data_ = nullptr;
+};
+
+/// Most agents per episode the CUDA Q-Mix kernels take (the neighbour sets are 64-bit masks).
+constexpr std::int64_t kQMixMaxAgents = 64;
+
+/// qmix_forward() on device memory (args / out pointers on w.device(), outputs C-contiguous). `err` is a device
+/// uint64 set by the caller to UINT64_MAX; the kernel lowers it to (which * B + b) * N + n for every non-finite
+/// input row (which: 0 = obs, 1 = hidden), so its final value names the reference's row. Asynchronous.
+Status launch_qmix_forward(const QMixDeviceWeights& w, const QMixForwardArgs& args, const QMixForwardOut& out,
+                           unsigned long long* err, void* stream);
+
+/// qmix_mix() on device memory; `err` is lowered to which * B + b (which: 0 = q_taken, 1 = state). Asynchronous.
+Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& args, float* q_tot, unsigned long long* err,
+                       void* stream);
+
+/// The launchers with w.device() made current for the launch (and the caller's device restored).
+Status launch_qmix_forward_on(const QMixDeviceWeights& w, const QMixForwardArgs& args, const QMixForwardOut& out,
+                              unsigned long long* err, void* stream);
+Status launch_qmix_mix_on(const QMixDeviceWeights& w, const QMixMixArgs& args, float* q_tot,
+                          unsigned long long* err, void* stream);
+
+/// Host (numpy) memory: C-contiguous inputs are copied to w.device() in chunks of episodes, outputs copied back.
+/// Synchronous; non-finite input gives StatusCode::non_finite naming the reference's row.
+Status qmix_forward_host(const QMixDeviceWeights& w, const QMixForwardArgs& args, const QMixForwardOut& out);
+Status qmix_mix_host(const QMixDeviceWeights& w, const QMixMixArgs& args, float* q_tot);
 
 }  // namespace toporoute::cuda

@@ -394,3 +394,124 @@ def test_dlpack_errors(framework: str) -> None:
     w[1, 0, 2] = -1.0
     with pytest.raises(errors.OutOfRangeError, match=r"weights must be >= 0; got -1.0 at \[1, 0, 2\]"):
         cuda.toposort(dev.put(adj), weights=dev.put(w), active=None)
+
+
+# ------------------------------------------------------------------------------------------------------ Q-Mix
+
+QMIX_ATOL = 1e-5
+
+
+def _qmix_inputs(rng: np.random.Generator, c: Any, B: int, N: int) -> tuple[np.ndarray, ...]:
+    obs = rng.standard_normal((B, N, c.obs_dim), dtype=np.float32)
+    adj = rng.random((B, N, N)) < 0.4
+    hidden = rng.standard_normal((B, N, c.hidden), dtype=np.float32)
+    return obs, adj, hidden, rng.random((B, N)) < 0.75
+
+
+def _assert_qmix(got: Any, want: Any, context: str) -> None:
+    for name, g, w in zip(("q", "hidden"), got, want):
+        assert g.dtype == np.float32 and g.shape == w.shape, f"{name}, {context}"
+        np.testing.assert_allclose(g, w, rtol=0, atol=QMIX_ATOL, err_msg=f"{name}, {context}")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("adj_mode", ["in", "out_rows", "sym"])
+@pytest.mark.parametrize("self_loops", [True, False])
+def test_qmix_forward_matches_reference(adj_mode: str, self_loops: bool) -> None:
+    from toporoute.qmix_params import QMixConfig, QMixParams
+
+    p = QMixParams.random(QMixConfig(adj_mode=adj_mode, self_loops=self_loops), seed=31)
+    rng = np.random.default_rng(32)
+    for B, N in ((1, 1), (1, 3), (3, 4), (64, 3), (257, 16), (5, 64)):
+        obs, adj, hidden, active = _qmix_inputs(rng, p.config, B, N)
+        for h, act in ((hidden, active), (None, None)):
+            got = cuda.qmix_forward(p, obs, adj, h, active=act)
+            want = reference.qmix_forward(p, obs, adj, h, active=act)
+            _assert_qmix(got, want, f"{adj_mode} self_loops={self_loops} B={B} N={N} hidden={h is not None}")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("b1_hidden", [False, True])
+def test_qmix_other_shapes_and_mixer_match_reference(b1_hidden: bool) -> None:
+    from toporoute.qmix_params import QMixConfig, QMixParams
+
+    rng = np.random.default_rng(33)
+    for cfg in (
+        QMixConfig(b1_hidden=b1_hidden),
+        QMixConfig(obs_dim=403, hidden=64, gnn_layers=3, b1_hidden=b1_hidden),
+        QMixConfig(
+            obs_dim=7,
+            hidden=40,
+            n_actions=5,
+            head_hidden=20,
+            gnn_layers=0,
+            n_agents=5,
+            mix_hidden=24,
+            hyper_hidden=40,
+            b1_hidden=b1_hidden,
+        ),
+    ):
+        p = QMixParams.random(cfg, seed=34)
+        obs, adj, hidden, active = _qmix_inputs(rng, cfg, 20, 5)
+        got = cuda.qmix_forward(p, obs, adj, hidden, active=active)
+        _assert_qmix(got, reference.qmix_forward(p, obs, adj, hidden, active=active), f"{cfg}")
+        for B in (1, 17, 1000):
+            q_taken = rng.standard_normal((B, cfg.n_agents), dtype=np.float32)
+            state = rng.standard_normal((B, cfg.state_dim), dtype=np.float32)
+            np.testing.assert_allclose(
+                cuda.qmix_mix(p, q_taken, state),
+                reference.qmix_mix(p, q_taken, state),
+                rtol=0,
+                atol=QMIX_ATOL,
+            )
+
+
+@pytest.mark.cuda
+def test_qmix_errors_match_the_reference() -> None:
+    from toporoute import ops
+    from toporoute.qmix_params import QMixConfig, QMixParams
+
+    p = QMixParams.random(QMixConfig(), seed=35)
+    obs, adj, hidden, _ = _qmix_inputs(np.random.default_rng(36), p.config, 6, 3)
+    obs[4, 2, 0] = np.nan
+    hidden[1, 0, 3] = np.inf  # obs is checked over the whole batch first
+    with pytest.raises(
+        errors.NonFiniteError, match="obs must be finite; got NaN or infinity at episode 4, agent 2"
+    ):
+        cuda.qmix_forward(p, obs, adj, hidden, active=None)
+    obs[4, 2, 0] = 0.0
+    with pytest.raises(
+        errors.NonFiniteError, match="hidden must be finite; got NaN or infinity at episode 1, agent 0"
+    ):
+        cuda.qmix_forward(p, obs, adj, hidden, active=None)
+    with pytest.raises(errors.BackendUnavailableError, match="at most 64 agents"):
+        cuda.qmix_forward(
+            p, np.zeros((1, 65, 51), np.float32), np.zeros((1, 65, 65), bool), None, active=None
+        )
+    no_mixer = QMixParams.random(QMixConfig(), seed=35, mixer=False)
+    with pytest.raises(errors.InvalidArgumentError, match="no mixer"):
+        ops.qmix_mix(no_mixer, np.zeros((2, 3), np.float32), np.zeros((2, 156), np.float32), backend="cuda")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("framework", ["torch", "cupy"])
+def test_dlpack_qmix_stays_on_device_and_matches(framework: str) -> None:
+    from toporoute import ops
+    from toporoute.qmix_params import QMixConfig, QMixParams
+
+    dev = _Device(framework)
+    p = QMixParams.random(QMixConfig(), seed=37)
+    rng = np.random.default_rng(38)
+    obs, adj, hidden, active = _qmix_inputs(rng, p.config, 40, 4)
+    step = ops.qmix_forward(p, dev.put(obs), dev.put(adj), dev.put(hidden), active=dev.put(active))
+    assert dev.on_device(step.q) and dev.on_device(step.hidden)
+    want = reference.qmix_forward(p, obs, adj, hidden, active=active)
+    _assert_qmix((dev.get(step.q), dev.get(step.hidden)), want, framework)
+    q_taken = rng.standard_normal((40, 3), dtype=np.float32)
+    state = rng.standard_normal((40, 156), dtype=np.float32)
+    got = ops.qmix_mix(p, dev.put(q_taken), dev.put(state))
+    assert dev.on_device(got)
+    np.testing.assert_allclose(dev.get(got), reference.qmix_mix(p, q_taken, state), rtol=0, atol=QMIX_ATOL)
+    state[7, 3] = np.nan
+    with pytest.raises(errors.NonFiniteError, match="state must be finite; got NaN or infinity at episode 7"):
+        ops.qmix_mix(p, dev.put(q_taken), dev.put(state))

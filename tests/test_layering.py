@@ -31,7 +31,15 @@ FORBIDDEN = [
 
 PKG_SRC = Path(__file__).resolve().parents[1] / "python" / "toporoute"
 INSTALLED = Path(toporoute.__file__).resolve().parent
-CORE_FILES = ["ops.py", "_validate.py", "results.py", "errors.py"]
+CORE_FILES = [
+    "ops.py",
+    "_validate.py",
+    "results.py",
+    "errors.py",
+    "qmix_params.py",
+    "_safetensors.py",
+    "_atomic.py",
+]
 UPPER_LAYERS = ("embed", "llm", "methods", "runtime", "tasks", "trace", "cli")
 
 
@@ -79,6 +87,8 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden))
             "r = ops.route(q, q)\n"
             "ops.toposort(r.adjacency); ops.graph_stats(r.adjacency, prev=r.adjacency)\n"
             "ops.conductor_density(3, 2, 2, 4)\n"
+            "p = ops.QMixParams.random(); ops.qmix_forward(p, np.zeros((2, 3, 51), np.float32), r.adjacency)\n"
+            "ops.qmix_mix(p, np.zeros((2, 3), np.float32), np.zeros((2, 156), np.float32))\n"
             "ops.route(q, q, backend='reference'); ops.toposort(r.adjacency, backend='reference')"
         ),
     ],
@@ -100,6 +110,22 @@ def test_embedding_layer_needs_no_torch_or_llm_packages(tmp_path: Path) -> None:
     forbidden = [m for m in FORBIDDEN if m not in ("onnxruntime", "tokenizers")]
     loaded = run_json(_LOADED.format(body=body, forbidden=forbidden), tmp_path, TOPOROUTE_CACHE=str(tmp_path))
     assert loaded == [], f"text routing imported {loaded}"
+
+
+def test_qmix_policy_acts_without_torch(tmp_path: Path) -> None:
+    # a trained checkpoint drives the method loop through the compiled forward: torch is for training only
+    body = (
+        "import numpy as np\n"
+        "from toporoute.qmix_params import QMixParams\n"
+        "from toporoute.methods.qmix import QMixPolicy, actions_to_graph, schedule\n"
+        f"QMixParams.random().save({str(tmp_path / 'p.safetensors')!r})\n"
+        f"policy = QMixPolicy.load({str(tmp_path / 'p.safetensors')!r})\n"
+        "a, q, h, _ = policy.act(np.zeros((3, 51), np.float32), np.eye(3, dtype=bool), np.zeros((3, 128), "
+        "np.float32), epsilon=0.0, rng=np.random.default_rng(0))\n"
+        "schedule(*actions_to_graph(a))"
+    )
+    loaded = run_json(_LOADED.format(body=body, forbidden=["torch", "vllm", "transformers"]), tmp_path)
+    assert loaded == [], f"acting with a Q-Mix policy imported {loaded}"
 
 
 def test_forbidden_module_check_has_teeth(tmp_path: Path) -> None:

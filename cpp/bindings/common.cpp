@@ -129,11 +129,14 @@ IntHostView int_host_view(const py::handle& obj, const char* name, int ndim, boo
   return v;
 }
 
+void raise_shape(const char* name, const std::vector<std::int64_t>& expected, const std::vector<std::int64_t>& got,
+                 const char* arg) {
+  raise_error("ShapeError", arg != nullptr ? arg : name,
+              std::string(name) + " must have shape " + shape_str(expected) + "; got " + shape_str(got));
+}
+
 void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected, const char* arg) {
-  if (v.shape != expected) {
-    raise_error("ShapeError", arg != nullptr ? arg : name,
-                std::string(name) + " must have shape " + shape_str(expected) + "; got " + shape_str(v.shape));
-  }
+  if (v.shape != expected) raise_shape(name, expected, v.shape, arg);
 }
 
 void require_unit_last_stride(const HostView& v, const char* name, const char* arg) {

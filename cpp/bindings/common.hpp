@@ -53,6 +53,58 @@ struct IntHostView {
 IntHostView int_host_view(const py::handle& obj, const char* name, int ndim, bool allow_bool,
                           const char* arg = nullptr);
 
+/// Raises ShapeError: "`name` must have shape `expected`; got `got`".
+[[noreturn]] void raise_shape(const char* name, const std::vector<std::int64_t>& expected,
+                              const std::vector<std::int64_t>& got, const char* arg = nullptr);
+
+/// A fixed-rank view for per-call hot paths (microsecond ops): no allocation and no reference taken (the
+/// call's arguments keep the array alive). Same checks and messages as host_view, which it falls back to for
+/// anything but a native-order array of exactly dtype T and rank ND. `given` is false for None when optional.
+template <int ND>
+struct FastView {
+  void* data = nullptr;
+  std::int64_t shape[ND] = {};
+  std::int64_t strides[ND] = {};  // in elements
+  bool given = false;
+  bool present() const { return given; }
+};
+
+template <typename T, int ND>
+FastView<ND> fast_view(const py::handle& obj, const char* name, bool is_bool = false) {
+  const auto& api = py::detail::npy_api::get();
+  PyObject* p = obj.ptr();
+  FastView<ND> v;
+  if (api.PyArray_Check_(p)) {
+    const auto* a = py::detail::array_proxy(p);
+    const auto* d = py::detail::array_descriptor_proxy(a->descr);
+    const int want = is_bool ? py::detail::npy_api::NPY_BOOL_ : py::detail::npy_format_descriptor<T>::value;
+    if (a->nd == ND && d->type_num == want && d->byteorder != '>') {
+      v.data = a->data;
+      v.given = true;
+      for (int i = 0; i < ND; ++i) {
+        v.shape[i] = static_cast<std::int64_t>(a->dimensions[i]);
+        if (a->strides[i] % static_cast<py::ssize_t>(sizeof(T)) != 0) v.given = false;
+        v.strides[i] = static_cast<std::int64_t>(a->strides[i]) / static_cast<std::int64_t>(sizeof(T));
+      }
+      if (v.given) return v;
+    }
+  }
+  const HostView h = host_view<T>(obj, name, ND, is_bool);  // raises with the full message, or accepts
+  v.data = h.data;
+  v.given = true;
+  for (int i = 0; i < ND; ++i) {
+    v.shape[i] = h.shape[static_cast<std::size_t>(i)];
+    v.strides[i] = h.strides[static_cast<std::size_t>(i)];
+  }
+  return v;
+}
+
+template <typename T, int ND>
+FastView<ND> optional_fast_view(const py::handle& obj, const char* name, bool is_bool = false) {
+  if (obj.is_none()) return {};
+  return fast_view<T, ND>(obj, name, is_bool);
+}
+
 /// Raises ShapeError unless view.shape == expected.
 void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected,
                   const char* arg = nullptr);

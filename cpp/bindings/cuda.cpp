@@ -6,10 +6,13 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
+#include "qmix_common.hpp"
 
 #ifdef TOPOROUTE_WITH_CUDA
 #include <algorithm>
@@ -39,6 +42,31 @@ constexpr const char* kToposortDlpackDoc =
     "toposort on CUDA arrays passed as DLPack capsules; outputs caller-allocated and C-contiguous: order i32\n"
     "(B,N), level i32 (B,N), removed bool (B,N,N), is_dag bool (B,). weights must already be validated\n"
     "(finite, >= 0). Enqueued on `stream`; does not synchronise.";
+
+constexpr const char* kQMixWeightsDoc =
+    "QMixWeightsCuda(config, agent, mixer=None, device=0): Agent Q-Mix weights copied to a GPU (the float32 C\n"
+    "arrays of qmix_params.agent_keys / mixer_keys order; mixer None: no mixer).";
+constexpr const char* kQMixForwardHostDoc =
+    "qmix_forward on the GPU for C-contiguous numpy inputs: obs float32 (B,N,obs_dim), adj bool (B,N,N), hidden\n"
+    "float32 (B,N,H) or None, active bool (B,N) or None. Returns (q f32 (B,N,A), hidden f32 (B,N,H)) as numpy\n"
+    "arrays. Synchronous; releases the GIL.";
+constexpr const char* kQMixMixHostDoc =
+    "qmix_mix on the GPU for C-contiguous numpy inputs q_taken float32 (B,n_agents) and state float32 (B,S);\n"
+    "returns q_tot f32 (B,). Synchronous; releases the GIL.";
+constexpr const char* kQMixForwardDlpackDoc =
+    "qmix_forward on CUDA arrays passed as DLPack capsules (on the weights' device); outputs caller-allocated and\n"
+    "C-contiguous: q f32 (B,N,A), hidden_out f32 (B,N,H), err uint64 (1,) filled with 2**64-1 (lowered to\n"
+    "(which * B + b) * N + n for the first non-finite row, which 0 = obs, 1 = hidden). Enqueued on `stream`.";
+constexpr const char* kQMixMixDlpackDoc =
+    "qmix_mix on CUDA arrays passed as DLPack capsules; q_tot f32 (B,) and err uint64 (1,) caller-allocated\n"
+    "(err lowered to which * B + b, which 0 = q_taken, 1 = state). Enqueued on `stream`.";
+
+/// Python handle of Agent Q-Mix weights on a GPU (empty in a build without CUDA).
+struct QMixCudaHandle {
+#ifdef TOPOROUTE_WITH_CUDA
+  std::shared_ptr<const cuda::QMixDeviceWeights> weights;
+#endif
+};
 
 #ifdef TOPOROUTE_WITH_CUDA
 
@@ -296,6 +324,128 @@ void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_o
   raise_status(s);
 }
 
+// ------------------------------------------------------------------------------------------------ Q-Mix
+
+QMixCudaHandle make_qmix_cuda(const py::handle& config, const py::handle& agent, const py::handle& mixer,
+                              int device) {
+  const QMixConfig c = qmix_config(config);
+  const QMixTensors t = qmix_tensors(c, agent, mixer);
+  QMixCudaHandle h;
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::QMixDeviceWeights::create(c, t.agent, t.mixer, device, &h.weights);
+  }
+  raise_status(s);
+  return h;
+}
+
+template <class View>
+void require_c_contiguous(const View& v, const char* name) {
+  if (v.present()) require_c_contiguous(v.shape, v.strides, name);
+}
+
+py::tuple qmix_forward_cuda_host(const QMixCudaHandle& h, const py::object& obs, const py::object& adj,
+                                 const py::object& hidden, const py::object& active) {
+  const cuda::QMixDeviceWeights& w = *h.weights;
+  const HostView o = host_view<float>(obs, "obs", 3), a = host_view<std::uint8_t>(adj, "adj", 3, true);
+  const HostView hid = optional_host_view<float>(hidden, "hidden", 3);
+  const HostView act = optional_host_view<std::uint8_t>(active, "active", 2, true);
+  const QMixForwardArgs args = qmix_forward_args(w.config(), o, a, hid, act);
+  for (const auto& [view, name] : {std::pair{&o, "obs"}, {&a, "adj"}, {&hid, "hidden"}, {&act, "active"}}) {
+    require_c_contiguous(*view, name);
+  }
+  auto q = empty_array<float>({args.B, args.N, w.config().n_actions});
+  auto h_out = empty_array<float>({args.B, args.N, w.config().hidden});
+  const QMixForwardOut out{q.mutable_data(), h_out.mutable_data()};
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::qmix_forward_host(w, args, out);
+  }
+  raise_status(s);
+  return py::make_tuple(std::move(q), std::move(h_out));
+}
+
+py::array_t<float> qmix_mix_cuda_host(const QMixCudaHandle& h, const py::object& q_taken, const py::object& state) {
+  const cuda::QMixDeviceWeights& w = *h.weights;
+  if (!w.has_mixer()) raise_no_mixer();
+  const HostView q = host_view<float>(q_taken, "q_taken", 2), st = host_view<float>(state, "state", 2);
+  const QMixMixArgs args = qmix_mix_args(w.config(), q, st);
+  require_c_contiguous(q, "q_taken");
+  require_c_contiguous(st, "state");
+  auto out = empty_array<float>({args.B});
+  float* dst = out.mutable_data();
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::qmix_mix_host(w, args, dst);
+  }
+  raise_status(s);
+  return out;
+}
+
+void qmix_forward_cuda_dlpack(const QMixCudaHandle& h, const py::object& obs_obj, const py::object& adj_obj,
+                              const py::object& hidden_obj, const py::object& active_obj, const py::object& q_obj,
+                              const py::object& hidden_out_obj, const py::object& err_obj, std::uintptr_t stream) {
+  const cuda::QMixDeviceWeights& w = *h.weights;
+  const QMixConfig& c = w.config();
+  const DeviceArray obs = device_array(obs_obj, "obs", 3, DType::f32);
+  const DeviceArray adj = device_array(adj_obj, "adj", 3, DType::mask);
+  const DeviceArray hidden = optional_device_array(hidden_obj, "hidden", 3, DType::f32);
+  const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
+  const QMixForwardArgs args = qmix_forward_args(c, obs, adj, hidden, active);
+  const DeviceArray q = device_array(q_obj, "q", 3, DType::f32);
+  const DeviceArray hidden_out = device_array(hidden_out_obj, "hidden_out", 3, DType::f32);
+  const DeviceArray err = device_array(err_obj, "err", 1, DType::u64);
+  expect_device_shape(q, "q", {args.B, args.N, c.n_actions});
+  expect_device_shape(hidden_out, "hidden_out", {args.B, args.N, c.hidden});
+  expect_device_shape(err, "err", {1});
+  require_c_contiguous(q, "q");
+  require_c_contiguous(hidden_out, "hidden_out");
+  expect_same_device({{&obs, "obs"}, {&adj, "adj"}, {&hidden, "hidden"}, {&active, "active"}, {&q, "q"},
+                      {&hidden_out, "hidden_out"}, {&err, "err"}});
+  if (obs.device != w.device()) {
+    raise_error("InvalidArgumentError", "obs",
+                "obs must be on the device of the weights (cuda:" + std::to_string(w.device()) + "); got cuda:" +
+                    std::to_string(obs.device));
+  }
+  const QMixForwardOut out{static_cast<float*>(q.data), static_cast<float*>(hidden_out.data)};
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::launch_qmix_forward_on(w, args, out, static_cast<unsigned long long*>(err.data), stream_handle(stream));
+  }
+  raise_status(s);
+}
+
+void qmix_mix_cuda_dlpack(const QMixCudaHandle& h, const py::object& q_taken_obj, const py::object& state_obj,
+                          const py::object& q_tot_obj, const py::object& err_obj, std::uintptr_t stream) {
+  const cuda::QMixDeviceWeights& w = *h.weights;
+  if (!w.has_mixer()) raise_no_mixer();
+  const DeviceArray q_taken = device_array(q_taken_obj, "q_taken", 2, DType::f32);
+  const DeviceArray state = device_array(state_obj, "state", 2, DType::f32);
+  const QMixMixArgs args = qmix_mix_args(w.config(), q_taken, state);
+  const DeviceArray q_tot = device_array(q_tot_obj, "q_tot", 1, DType::f32);
+  const DeviceArray err = device_array(err_obj, "err", 1, DType::u64);
+  expect_device_shape(q_tot, "q_tot", {args.B});
+  expect_device_shape(err, "err", {1});
+  require_c_contiguous(q_tot, "q_tot");
+  expect_same_device({{&q_taken, "q_taken"}, {&state, "state"}, {&q_tot, "q_tot"}, {&err, "err"}});
+  if (q_taken.device != w.device()) {
+    raise_error("InvalidArgumentError", "q_taken",
+                "q_taken must be on the device of the weights (cuda:" + std::to_string(w.device()) + "); got cuda:" +
+                    std::to_string(q_taken.device));
+  }
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = cuda::launch_qmix_mix_on(w, args, static_cast<float*>(q_tot.data), static_cast<unsigned long long*>(err.data),
+                                 stream_handle(stream));
+  }
+  raise_status(s);
+}
+
 #else  // built without CUDA
 
 [[noreturn]] void unavailable() {
@@ -318,6 +468,26 @@ void route_cuda_dlpack(const py::object&, const py::object&, const py::object&, 
 
 void toposort_cuda_dlpack(const py::object&, const py::object&, const py::object&, const py::object&,
                           const py::object&, const py::object&, const py::object&, std::uintptr_t) {
+  unavailable();
+}
+
+QMixCudaHandle make_qmix_cuda(const py::handle&, const py::handle&, const py::handle&, int) { unavailable(); }
+
+py::tuple qmix_forward_cuda_host(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
+                                 const py::object&) {
+  unavailable();
+}
+
+py::array_t<float> qmix_mix_cuda_host(const QMixCudaHandle&, const py::object&, const py::object&) { unavailable(); }
+
+void qmix_forward_cuda_dlpack(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
+                              const py::object&, const py::object&, const py::object&, const py::object&,
+                              std::uintptr_t) {
+  unavailable();
+}
+
+void qmix_mix_cuda_dlpack(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
+                          const py::object&, std::uintptr_t) {
   unavailable();
 }
 
@@ -356,6 +526,15 @@ void bind_cuda(py::module_& m) {
         arg("adjacency"), arg("inbox"), arg("in_degree"), arg("err"), arg("tau"), arg("k_in"), arg("stream"));
   m.def("toposort_cuda_dlpack", &toposort_cuda_dlpack, kToposortDlpackDoc, arg("adj"), arg("weights"),
         arg("active"), arg("order"), arg("level"), arg("removed"), arg("is_dag"), arg("stream"));
+  py::class_<QMixCudaHandle>(m, "QMixWeightsCuda", kQMixWeightsDoc)
+      .def(py::init(&make_qmix_cuda), arg("config"), arg("agent"), arg("mixer") = py::none(), arg("device") = 0);
+  m.def("qmix_forward_cuda_host", &qmix_forward_cuda_host, kQMixForwardHostDoc, arg("weights"), arg("obs"), arg("adj"),
+        arg("hidden"), arg("active"));
+  m.def("qmix_mix_cuda_host", &qmix_mix_cuda_host, kQMixMixHostDoc, arg("weights"), arg("q_taken"), arg("state"));
+  m.def("qmix_forward_cuda_dlpack", &qmix_forward_cuda_dlpack, kQMixForwardDlpackDoc, arg("weights"), arg("obs"),
+        arg("adj"), arg("hidden"), arg("active"), arg("q"), arg("hidden_out"), arg("err"), arg("stream"));
+  m.def("qmix_mix_cuda_dlpack", &qmix_mix_cuda_dlpack, kQMixMixDlpackDoc, arg("weights"), arg("q_taken"),
+        arg("state"), arg("q_tot"), arg("err"), arg("stream"));
   m.def("cuda_info", &cuda_info,
         "How the CUDA backend was built and what it sees: {'compiled', 'runtime_version', 'architectures', "
         "'device_count', 'devices'}.");

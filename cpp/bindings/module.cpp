@@ -11,6 +11,7 @@ void bind_route(pybind11::module_& m);
 void bind_toposort(pybind11::module_& m);
 void bind_stats(pybind11::module_& m);
 void bind_pool(pybind11::module_& m);
+void bind_qmix(pybind11::module_& m);
 }  // namespace toporoute::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -20,5 +21,6 @@ PYBIND11_MODULE(_core, m) {
   toporoute::bindings::bind_toposort(m);
   toporoute::bindings::bind_stats(m);
   toporoute::bindings::bind_pool(m);
+  toporoute::bindings::bind_qmix(m);
   toporoute::bindings::bind_cuda(m);
 }

@@ -11,6 +11,18 @@ _I32: TypeAlias = npt.NDArray[np.int32]
 _I64: TypeAlias = npt.NDArray[np.int64]
 _F64: TypeAlias = npt.NDArray[np.float64]
 
+class QMixWeights:
+    def __init__(self, config: Any, agent: list[_F32], mixer: list[_F32] | None = None) -> None: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def has_mixer(self) -> bool: ...
+
+class QMixWeightsCuda:
+    def __init__(
+        self, config: Any, agent: list[_F32], mixer: list[_F32] | None = None, device: int = 0
+    ) -> None: ...
+
 def build_info() -> dict[str, Any]: ...
 def cuda_info() -> dict[str, Any]: ...
 def route(
@@ -40,6 +52,10 @@ def pool_route(
     k_in: int,
     isa: str = "",
 ) -> tuple[_F32, _Bool, _I32, _I32]: ...
+def qmix_forward(
+    weights: QMixWeights, obs: _F32, adj: _Bool, hidden: _F32 | None, active: _Bool | None, isa: str = ""
+) -> tuple[_F32, _F32]: ...
+def qmix_mix(weights: QMixWeights, q_taken: _F32, state: _F32, isa: str = "") -> _F32: ...
 def toposort(adj: _Bool, weights: _F32 | None, active: _Bool | None) -> tuple[_I32, _I32, _Bool, _Bool]: ...
 def graph_stats(
     adj: _Bool, active: _Bool | None, prev: _Bool | None
@@ -75,4 +91,22 @@ def toposort_cuda_dlpack(
     removed: Any,
     is_dag: Any,
     stream: int,
+) -> None: ...
+def qmix_forward_cuda_host(
+    weights: QMixWeightsCuda, obs: _F32, adj: _Bool, hidden: _F32 | None, active: _Bool | None
+) -> tuple[_F32, _F32]: ...
+def qmix_mix_cuda_host(weights: QMixWeightsCuda, q_taken: _F32, state: _F32) -> _F32: ...
+def qmix_forward_cuda_dlpack(
+    weights: QMixWeightsCuda,
+    obs: Any,
+    adj: Any,
+    hidden: Any | None,
+    active: Any | None,
+    q: Any,
+    hidden_out: Any,
+    err: Any,
+    stream: int,
+) -> None: ...
+def qmix_mix_cuda_dlpack(
+    weights: QMixWeightsCuda, q_taken: Any, state: Any, q_tot: Any, err: Any, stream: int
 ) -> None: ...

@@ -20,16 +20,21 @@ import numpy as np
 
 from . import _validate as _v
 from . import backends
-from .results import Density, GraphStats, Order, Routes
+from .qmix_params import QMixParams
+from .results import Density, GraphStats, Order, QMixStep, Routes
 
 __all__ = [
     "Density",
     "GraphStats",
     "Order",
+    "QMixParams",
+    "QMixStep",
     "Routes",
     "conductor_density",
     "graph_stats",
     "mean_pool",
+    "qmix_forward",
+    "qmix_mix",
     "route",
     "route_indexed",
     "toposort",
@@ -297,6 +302,105 @@ def conductor_density(
         )
     impl = backends.select(backend, nodes)
     return impl.conductor_density(nodes, edges, steps, n_max)
+
+
+def qmix_forward(
+    params: QMixParams,
+    obs: Any,
+    adj: Any,
+    hidden: Any = None,
+    *,
+    active: Any = None,
+    backend: str | None = None,
+) -> QMixStep:
+    """One round of the Agent Q-Mix agent network for B episodes of N agents (inference: no dropout).
+
+    Input projection + ReLU, ``gnn_layers`` message-passing layers over the round graph (message Linear + ReLU,
+    mean over the neighbours chosen by ``params.config.adj_mode`` / ``self_loops``, GRUCell update, shared
+    LayerNorm), the GRUCell memory, and the Q-head. Exact semantics: ``backends/reference.py``.
+
+    Parameters
+    ----------
+    params : QMixParams
+        Weights, e.g. ``QMixParams.load("policy.safetensors")``.
+    obs : (B, N, obs_dim) or (N, obs_dim) float32
+    adj : (B, N, N) or (N, N) bool
+        ``adj[b, src, dst]``: the previous round's graph (round 0: the identity or no edges).
+    hidden : (B, N, H) or (N, H) float32, optional
+        GRU memory from the previous round; None means zeros (round 0).
+    active : (B, N) or (N,) bool, optional
+        Padding agents: they send no message and get ``q = 0``, ``hidden = 0``.
+    backend : {"reference", "cpu", "cuda"}, optional
+
+    Returns
+    -------
+    QMixStep
+        ``q (B, N, n_actions) float32`` and the new ``hidden (B, N, H) float32`` (a named tuple).
+    """
+    if not isinstance(params, QMixParams):
+        raise _v.InvalidArgumentError(
+            f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
+        )
+    c = params.config
+    shape = _v.array(obs, "obs", "float32", (2, 3), "(B, N, obs_dim) or (N, obs_dim)")
+    if shape[-1] != c.obs_dim:
+        raise _v.ShapeError(
+            f"obs must have {c.obs_dim} features (params.config.obs_dim); got {shape[-1]}", "obs"
+        )
+    if shape[-2] < 1:
+        raise _v.ShapeError(f"obs must hold at least one agent; got shape {shape}", arg="obs")
+    batch = shape[:-1]
+    ashape = _square(adj, "adj")
+    _v.same_shape(ashape, "adj", (*batch, batch[-1]), "(B, N, N) matching obs")
+    if hidden is not None:
+        hs = _v.array(hidden, "hidden", "float32", (2, 3), "(B, N, H) or (N, H)")
+        _v.same_shape(hs, "hidden", (*batch, c.hidden), f"(B, N, {c.hidden}) matching obs")
+    _v.active_mask(active, batch)
+    impl = backends.select(backend, obs)
+    single = len(shape) == 2
+    if single:
+        obs, adj = obs[None], adj[None]
+        hidden = None if hidden is None else hidden[None]
+        active = None if active is None else active[None]
+    q, h = impl.qmix_forward(params, obs, adj, hidden, active=active)
+    return QMixStep(q[0], h[0]) if single else QMixStep(q, h)
+
+
+def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | None = None) -> Any:
+    """The monotonic QMIX mixer: ``Q_tot`` from each agent's chosen-action value and the global state.
+
+    Parameters
+    ----------
+    params : QMixParams
+        Must hold the mixer (training checkpoints do).
+    q_taken : (B, n_agents) or (n_agents,) float32
+    state : (B, state_dim) or (state_dim,) float32
+    backend : {"reference", "cpu", "cuda"}, optional
+
+    Returns
+    -------
+    (B,) float32, or a 0-d array for a single sample. ``dQ_tot/dq_i >= 0`` (absolute hypernetwork weights).
+    """
+    if not isinstance(params, QMixParams):
+        raise _v.InvalidArgumentError(
+            f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
+        )
+    if not params.has_mixer:
+        params.mixer_arrays()  # raises the error
+    c = params.config
+    qs = _v.array(q_taken, "q_taken", "float32", (1, 2), "(B, n_agents) or (n_agents,)")
+    if qs[-1] != c.n_agents:
+        raise _v.ShapeError(
+            f"q_taken must have {c.n_agents} agents (params.config.n_agents); got {qs[-1]}", "q_taken"
+        )
+    ss = _v.array(state, "state", "float32", (1, 2), "(B, state_dim) or (state_dim,)")
+    _v.same_shape(ss, "state", (*qs[:-1], c.state_dim), f"(B, {c.state_dim}) matching q_taken")
+    impl = backends.select(backend, q_taken)
+    single = len(qs) == 1
+    if single:
+        q_taken, state = q_taken[None], state[None]
+    out = impl.qmix_mix(params, q_taken, state)
+    return out[0] if single else out
 
 
 def _square(adj: Any, name: str) -> tuple[int, ...]:

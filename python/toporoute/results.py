@@ -4,9 +4,9 @@ inputs; a single-graph call returns arrays without the batch axis."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Density", "GraphStats", "Order", "Routes"]
+__all__ = ["Density", "GraphStats", "Order", "QMixStep", "Routes"]
 
 Array = Any  # numpy.ndarray, or a CuPy / PyTorch device array for CUDA inputs
 
@@ -89,3 +89,18 @@ class GraphStats:
     out_degree: Array
     reciprocity: Array
     jaccard: Array | None
+
+
+class QMixStep(NamedTuple):
+    """Result of :func:`toporoute.ops.qmix_forward` (unpacks as ``q, hidden``).
+
+    Attributes
+    ----------
+    q : (B, N, n_actions) float32
+        Each agent's action values; 0 for inactive agents.
+    hidden : (B, N, H) float32
+        The new GRU memory; 0 for inactive agents.
+    """
+
+    q: Array
+    hidden: Array

@@ -5,10 +5,14 @@ the core re-checks dtypes and shapes, never copies its inputs, releases the GIL 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..results import Density, GraphStats, Order, Routes
+
+if TYPE_CHECKING:
+    from ..qmix_params import QMixParams
 
 try:
     from .. import _core
@@ -23,6 +27,9 @@ __all__ = [
     "conductor_density",
     "graph_stats",
     "mean_pool",
+    "qmix_forward",
+    "qmix_mix",
+    "qmix_weights",
     "route",
     "route_indexed",
     "toposort",
@@ -77,3 +84,30 @@ def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n
     shape = nodes.shape
     flat = [np.ascontiguousarray(a.reshape(-1)) for a in (nodes, edges, steps, n_max)]
     return Density(*(r.reshape(shape) for r in _core.conductor_density(*flat)))
+
+
+def qmix_weights(params: QMixParams) -> Any:
+    """The params' weights packed for the core (``_core.QMixWeights``), built once and cached on the params."""
+    packed = params._packed.get("cpu")
+    if packed is None:
+        mixer = params.mixer_arrays() if params.has_mixer else None
+        packed = params._packed.setdefault(
+            "cpu", _core.QMixWeights(params.config, params.agent_arrays(), mixer)
+        )
+    return packed
+
+
+def qmix_forward(
+    params: QMixParams,
+    obs: np.ndarray,
+    adj: np.ndarray,
+    hidden: np.ndarray | None,
+    *,
+    active: np.ndarray | None,
+    isa: str = "",
+) -> tuple[np.ndarray, np.ndarray]:
+    return _core.qmix_forward(qmix_weights(params), obs, adj, hidden, active, isa)
+
+
+def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray, *, isa: str = "") -> np.ndarray:
+    return _core.qmix_mix(qmix_weights(params), q_taken, state, isa)

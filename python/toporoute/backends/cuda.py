@@ -6,15 +6,17 @@ what needs a pass over the data (non-finite values, negative weights) and where 
 - numpy inputs are copied to the GPU (``device``, default 0), and the results come back as numpy arrays.
 - CuPy arrays and PyTorch CUDA tensors are handed to the kernels without a copy through DLPack. Outputs are
   allocated with the same framework on the same device and stay there; the kernels run on the framework's
-  current stream. ``route`` reads one error word back afterwards (a synchronisation) to report NaN or
-  infinity in ``q``/``k``; ``toposort`` on device arrays validates ``weights`` with the framework first.
+  current stream. ``route`` and the Q-Mix ops read one error word back afterwards (a synchronisation) to
+  report NaN or infinity in their inputs; ``toposort`` on device arrays validates ``weights`` with the
+  framework first.
+- Q-Mix weights are copied to each device once and cached on the :class:`~toporoute.qmix_params.QMixParams`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,11 +24,16 @@ from .. import errors
 from ..results import Density, GraphStats, Order, Routes
 from .reference import inbox_width
 
+if TYPE_CHECKING:
+    from ..qmix_params import QMixParams
+
 __all__ = [
     "available",
     "conductor_density",
     "graph_stats",
     "mean_pool",
+    "qmix_forward",
+    "qmix_mix",
     "route",
     "route_indexed",
     "toposort",
@@ -406,3 +413,101 @@ def route_indexed(
 def mean_pool(hidden: Any, mask: Any, *, out: Any | None, rows: Any | None) -> Any:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("mean_pool has no CUDA kernel; use backend='cpu'")
+
+
+# ---------------------------------------------------------------------------------------------------- Q-Mix
+
+
+def _qmix_weights(core: ModuleType, params: QMixParams, device: int) -> Any:
+    """The params' weights on ``device`` (``_core.QMixWeightsCuda``), copied once and cached on the params."""
+    key = f"cuda:{device}"
+    packed = params._packed.get(key)
+    if packed is None:
+        mixer = params.mixer_arrays() if params.has_mixer else None
+        packed = params._packed.setdefault(
+            key, core.QMixWeightsCuda(params.config, params.agent_arrays(), mixer, device)
+        )
+    return packed
+
+
+def _host(x: Any | None) -> np.ndarray | None:
+    return None if x is None else np.ascontiguousarray(x)
+
+
+def qmix_forward(
+    params: QMixParams, obs: Any, adj: Any, hidden: Any | None, *, active: Any | None, device: int = 0
+) -> tuple[Any, Any]:
+    """The Agent Q-Mix agent network on the GPU (semantics: :func:`toporoute.backends.reference.qmix_forward`).
+
+    Parameters
+    ----------
+    obs : (B, N, obs_dim) float32
+    adj : (B, N, N) bool
+    hidden : (B, N, H) float32, optional
+    active : (B, N) bool, optional
+        numpy arrays, CuPy arrays or CUDA PyTorch tensors, all of one kind and on one device (N <= 64).
+    device : int
+        GPU used for numpy inputs (device arrays run where they live).
+
+    Returns
+    -------
+    (q (B, N, n_actions) float32, hidden (B, N, H) float32): numpy for numpy inputs, else the inputs' framework.
+    """
+    core = _require_core()
+    where = _placement({"obs": obs, "adj": adj, "hidden": hidden, "active": active})
+    if where[0] == "numpy":
+        weights = _qmix_weights(core, params, device)
+        return core.qmix_forward_cuda_host(weights, *(_host(x) for x in (obs, adj, hidden, active)))
+
+    fw = _framework(where)
+    c = params.config
+    with fw.context():
+        weights = _qmix_weights(core, params, fw.device)
+        obs, adj, hidden, active = (fw.borrow(x) for x in (obs, adj, hidden, active))
+        B, N = int(obs.shape[0]), int(obs.shape[1])
+        q = fw.empty((B, N, c.n_actions), "float32")
+        h = fw.empty((B, N, c.hidden), "float32")
+        err = fw.err_word()
+        stream = fw.stream()
+        core.qmix_forward_cuda_dlpack(
+            weights, *(fw.capsule(x, stream) for x in (obs, adj, hidden, active, q, h, err)), stream
+        )
+        code = fw.read_err(err)
+        if code != _NO_ERROR:
+            which, rest = divmod(code, B * N)
+            b, n = divmod(rest, N)
+            name = "hidden" if which else "obs"
+            raise errors.NonFiniteError(
+                f"{name} must be finite; got NaN or infinity at episode {b}, agent {n}", arg=name
+            )
+    return q, h
+
+
+def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, device: int = 0) -> Any:
+    """The monotonic QMIX mixer on the GPU (semantics: :func:`toporoute.backends.reference.qmix_mix`):
+    ``q_taken (B, n_agents)`` and ``state (B, S)`` float32 -> ``(B,)`` float32, numpy for numpy inputs, else
+    the inputs' framework on their device."""
+    core = _require_core()
+    where = _placement({"q_taken": q_taken, "state": state})
+    if where[0] == "numpy":
+        return core.qmix_mix_cuda_host(_qmix_weights(core, params, device), _host(q_taken), _host(state))
+
+    fw = _framework(where)
+    with fw.context():
+        weights = _qmix_weights(core, params, fw.device)
+        q_taken, state = fw.borrow(q_taken), fw.borrow(state)
+        B = int(q_taken.shape[0])
+        out = fw.empty((B,), "float32")
+        err = fw.err_word()
+        stream = fw.stream()
+        core.qmix_mix_cuda_dlpack(
+            weights, *(fw.capsule(x, stream) for x in (q_taken, state, out, err)), stream
+        )
+        code = fw.read_err(err)
+        if code != _NO_ERROR:
+            which, b = divmod(code, B)
+            name = "state" if which else "q_taken"
+            raise errors.NonFiniteError(
+                f"{name} must be finite; got NaN or infinity at episode {b}", arg=name
+            )
+    return out

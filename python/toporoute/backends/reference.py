@@ -12,11 +12,15 @@ agree exactly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..results import Density, GraphStats, Order, Routes
+
+if TYPE_CHECKING:
+    from ..qmix_params import QMixParams
 
 __all__ = [
     "available",
@@ -24,6 +28,8 @@ __all__ = [
     "graph_stats",
     "inbox_width",
     "mean_pool",
+    "qmix_forward",
+    "qmix_mix",
     "route",
     "route_indexed",
     "toposort",
@@ -340,6 +346,113 @@ def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n
     s_complex = np.exp(s_node + 2.0 * s_edge + s_depth)
     reward = np.where(nodes <= n_max, s_complex, np.tanh((n_max - v) / n_max))
     return Density(s_node, s_edge, s_depth, s_complex, reward)
+
+
+def _gru(x: np.ndarray, h: np.ndarray, w: dict[str, np.ndarray], prefix: str) -> np.ndarray:
+    """PyTorch GRUCell (gates r, z, n): h' = (1 - z) n + z h."""
+    gi = x @ w[f"{prefix}.weight_ih"].T + w[f"{prefix}.bias_ih"]
+    gh = h @ w[f"{prefix}.weight_hh"].T + w[f"{prefix}.bias_hh"]
+    H = h.shape[-1]
+    r = 1.0 / (1.0 + np.exp(-(gi[..., :H] + gh[..., :H])))
+    z = 1.0 / (1.0 + np.exp(-(gi[..., H : 2 * H] + gh[..., H : 2 * H])))
+    n = np.tanh(gi[..., 2 * H :] + r * gh[..., 2 * H :])
+    return (1.0 - z) * n + z * h
+
+
+def qmix_neighbours(adj: np.ndarray, active: np.ndarray, adj_mode: str, self_loops: bool) -> np.ndarray:
+    """(B, N, N) float64 ``E[b, i, j] = 1`` iff node i averages node j's message (both active)."""
+    a = adj.astype(bool)
+    if adj_mode == "in":
+        e = np.swapaxes(a, 1, 2)
+    elif adj_mode == "out_rows":
+        e = a
+    else:
+        e = a | np.swapaxes(a, 1, 2)
+    if self_loops:
+        e = e | np.eye(a.shape[-1], dtype=bool)[None]
+    e = e & active[:, :, None] & active[:, None, :]
+    return e.astype(np.float64)
+
+
+def qmix_forward(
+    params: QMixParams,
+    obs: np.ndarray,
+    adj: np.ndarray,
+    hidden: np.ndarray | None,
+    *,
+    active: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The Agent Q-Mix agent network over (B, N) agents, in float64, results rounded to float32.
+
+    ``obs (B, N, obs_dim)``, ``adj (B, N, N)`` bool (``adj[b, src, dst]``), ``hidden (B, N, H)`` (None: zeros)
+    -> ``q (B, N, A)``, ``hidden (B, N, H)``. Per layer: ``m = relu(h Wm + bm)``; ``agg_i`` = mean of ``m_j``
+    over ``E[i, j]`` (see :func:`qmix_neighbours`; 0 when i has none); ``h = LN(GRUCell(agg, h))`` (one
+    LayerNorm shared by the layers; no dropout: inference). Then ``z' = GRUCell(h, z)`` and
+    ``q = relu(z' W1 + b1) W2 + b2``. Inactive agents send nothing and get ``q = 0``, ``hidden = 0``.
+    """
+    c = params.config
+    w = {k: v.astype(np.float64) for k, v in params.tensors.items() if k.startswith("agent.")}
+    B, N, _ = obs.shape
+    act = np.ones((B, N), bool) if active is None else active.astype(bool)
+    x = obs.astype(np.float64)
+    if not np.isfinite(x).all():
+        b, n = np.argwhere(~np.isfinite(x).all(axis=-1))[0]
+        raise NonFiniteError(f"obs must be finite; got NaN or infinity at episode {b}, agent {n}", arg="obs")
+    z = np.zeros((B, N, c.hidden)) if hidden is None else hidden.astype(np.float64)
+    if hidden is not None and not np.isfinite(z).all():
+        b, n = np.argwhere(~np.isfinite(z).all(axis=-1))[0]
+        raise NonFiniteError(
+            f"hidden must be finite; got NaN or infinity at episode {b}, agent {n}", arg="hidden"
+        )
+    e = qmix_neighbours(adj, act, c.adj_mode, c.self_loops)
+    deg = np.maximum(e.sum(axis=-1, keepdims=True), 1.0)
+    h = np.maximum(x @ w["agent.input.weight"].T + w["agent.input.bias"], 0.0)
+    for layer in range(c.gnn_layers):
+        p = f"agent.gnn.{layer}"
+        m = np.maximum(h @ w[f"{p}.message.weight"].T + w[f"{p}.message.bias"], 0.0)
+        agg = (e @ m) / deg
+        h = _gru(agg, h, w, f"{p}.update")
+        mu = h.mean(axis=-1, keepdims=True)
+        var = ((h - mu) ** 2).mean(axis=-1, keepdims=True)
+        h = (h - mu) / np.sqrt(var + c.ln_eps) * w["agent.norm.weight"] + w["agent.norm.bias"]
+    z = _gru(h, z, w, "agent.rnn")
+    q = np.maximum(z @ w["agent.head.0.weight"].T + w["agent.head.0.bias"], 0.0)
+    q = q @ w["agent.head.2.weight"].T + w["agent.head.2.bias"]
+    q[~act] = 0.0
+    z[~act] = 0.0
+    return q.astype(np.float32), z.astype(np.float32)
+
+
+def _mlp(x: np.ndarray, w: dict[str, np.ndarray], prefix: str) -> np.ndarray:
+    """Linear -> ReLU -> Linear (the hypernetworks), or a single Linear when ``prefix.weight`` exists."""
+    if f"{prefix}.weight" in w:
+        return x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
+    h = np.maximum(x @ w[f"{prefix}.0.weight"].T + w[f"{prefix}.0.bias"], 0.0)
+    return h @ w[f"{prefix}.2.weight"].T + w[f"{prefix}.2.bias"]
+
+
+def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """The monotonic QMIX mixer: ``(B, n_agents)`` chosen-action values and ``(B, S)`` states -> ``(B,)``.
+
+    ``w1 = |hyper_w1(s)|`` as (n, M), ``b1 = hyper_b1(s)``, ``hid = elu(q w1 + b1)``, ``w2 = |hyper_w2(s)|``,
+    ``b2 = hyper_b2(s)``, ``q_tot = hid . w2 + b2``; float64, rounded to float32.
+    """
+    c = params.config
+    w = {k: v.astype(np.float64) for k, v in params.tensors.items() if k.startswith("mixer.")}
+    q = q_taken.astype(np.float64)
+    s = state.astype(np.float64)
+    for name, arr in (("q_taken", q), ("state", s)):
+        if not np.isfinite(arr).all():
+            b = int(np.argwhere(~np.isfinite(arr).all(axis=-1))[0][0])
+            raise NonFiniteError(f"{name} must be finite; got NaN or infinity at episode {b}", arg=name)
+    B = q.shape[0]
+    w1 = np.abs(_mlp(s, w, "mixer.hyper_w1")).reshape(B, c.n_agents, c.mix_hidden)
+    b1 = _mlp(s, w, "mixer.hyper_b1")
+    pre = np.einsum("bn,bnm->bm", q, w1) + b1
+    hid = np.where(pre > 0, pre, np.expm1(np.minimum(pre, 0.0)))
+    w2 = np.abs(_mlp(s, w, "mixer.hyper_w2"))
+    b2 = _mlp(s, w, "mixer.hyper_b2")[:, 0]
+    return ((hid * w2).sum(axis=-1) + b2).astype(np.float32)
 
 
 def available() -> tuple[bool, str]:

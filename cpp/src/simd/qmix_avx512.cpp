@@ -1,0 +1,54 @@
+// AVX-512 qmix kernels (compiled with -mavx512f -mavx512dq -mavx512vl): a panel is one 16-float register.
+// Linear blocks of 6 rows x 2 panels (12 accumulators; broadcasts fold into the FMA's memory operand), GRU
+// blocks of 6 rows x 4 gates (24 accumulators + 3 weight registers of the 32).
+// GCC 12 flags its own _mm512_max_ps, _mm512_roundscale_ps, ... (an intentionally undefined register in
+// avx512fintrin.h) as (maybe-)uninitialized once inlined; the warnings are about the header, not this code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include "simd/qmix_kernels.hpp"
+
+namespace toporoute::simd {
+namespace {
+
+struct Avx512 {
+  using V = __m512;
+  static constexpr int W = 16;
+  static constexpr int kDenseMR = 6, kDenseNP = 2, kGruMR = 6;
+
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V a) { _mm512_storeu_ps(p, a); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V abs(V a) { return _mm512_abs_ps(a); }
+  static V floor(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+  static V pow2i(V n) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  }
+  static float hsum(V a) { return _mm512_reduce_add_ps(a); }
+};
+
+}  // namespace
+}  // namespace toporoute::simd
+
+#include "simd/qmix_kernels.inl"
+
+namespace toporoute::simd {
+
+const QmixKernels& qmix_kernels_avx512() {
+  static constexpr QmixKernels kernels = kernel_table<Avx512>();
+  return kernels;
+}
+
+}  // namespace toporoute::simd

@@ -1,0 +1,104 @@
+#pragma once
+// Per-ISA kernels of qmix_forward / qmix_mix (float32). The kernels are one template (qmix_kernels.inl) over a
+// small vector-traits type, instantiated in one translation unit per ISA with that unit's flags; everything in
+// those units has internal linkage except the qmix_kernels_* entry points, so no code compiled for a wider ISA
+// can leak into shared code. They must only be called after the dispatcher checked the CPU.
+//
+// Weight layout (shared by all ISAs, built by QMixWeights): a Linear with K inputs is a sequence of column
+// panels of kPanel outputs, each K x kPanel floats (panel p at w + p K kPanel, element (k, c) at k kPanel + c),
+// zero-padded past the real outputs; a GRUCell is panels of K x (3 kPanel) floats holding the r, z and n
+// gates' columns side by side. Activation buffers have a row stride that is a multiple of kPanel and keep their
+// padding columns at zero, so kernels always work on whole panels.
+#include <cstdint>
+
+#include "toporoute/dispatch.hpp"
+
+namespace toporoute::simd {
+
+constexpr std::int64_t kPanel = 16;
+
+/// y[r, 0 : panels kPanel) = act(x[r, 0:K) W + bias) for r < rows; panels p < relu_panels get ReLU.
+struct DenseCall {
+  const float* x;
+  std::int64_t ldx;
+  std::int64_t rows, K;
+  const float* w;
+  const float* bias;  ///< panels * kPanel floats
+  std::int64_t panels, relu_panels;
+  float* y;
+  std::int64_t ldy;
+};
+
+/// PyTorch GRUCell on whole panels: out = (1 - z) n + z h with r, z = sigmoid(x W_x{r,z} + h W_h{r,z} + b),
+/// n = tanh(x W_xn + b_in + r (h W_hn + b_hn)). wx: panels of Kx x 3 kPanel; wh: panels of H x 3 kPanel, or null
+/// when h is null (a zero state: its products are skipped). bias: per panel 4 kPanel floats (b_r and b_z with
+/// the ih and hh biases summed, b_in, b_hn). h rows must hold panels kPanel columns; out must not alias x or h.
+struct GruCall {
+  const float* x;
+  std::int64_t ldx, Kx;
+  const float* h;
+  std::int64_t ldh, H;
+  std::int64_t rows;
+  const float* wx;
+  const float* wh;
+  const float* bias;
+  std::int64_t panels;
+  float* out;
+  std::int64_t ldo;
+};
+
+/// In-place LayerNorm over the first H columns of each row: (x - mean) / sqrt(var + eps) gamma + beta.
+struct NormCall {
+  float* x;
+  std::int64_t ld, rows, H;
+  const float* gamma;
+  const float* beta;
+  float eps;
+};
+
+/// Neighbour mean of one episode: out[i] = (sum over t < cnt[i] of m[nbr[i N + t]]) / cnt[i], or 0 when
+/// cnt[i] = 0, over `cols` columns (a multiple of kPanel).
+struct AggregateCall {
+  const float* m;
+  std::int64_t ldm, N, cols;
+  const std::int32_t* nbr;
+  const std::int32_t* cnt;
+  float* out;
+  std::int64_t ldo;
+};
+
+/// The mixer's last step per row: hid = elu(b1 + sum_a q_a |w1[a Mp : a Mp + Mp)|), q_tot = hid . |w2| + b2[0].
+/// Mp (a multiple of kPanel) columns per agent block; padding columns are zero in w1, b1 and w2.
+struct MixCombineCall {
+  std::int64_t rows, n_agents, Mp;
+  const float* q;  ///< rows x n_agents, row stride ldq
+  std::int64_t ldq;
+  const float* w1;
+  std::int64_t ldw1;
+  const float* b1;
+  std::int64_t ldb1;
+  const float* w2;
+  std::int64_t ldw2;
+  const float* b2;
+  std::int64_t ldb2;
+  float* out;  ///< rows floats
+};
+
+struct QmixKernels {
+  void (*dense)(const DenseCall&);
+  void (*gru)(const GruCall&);
+  void (*layer_norm)(const NormCall&);
+  void (*aggregate)(const AggregateCall&);
+  void (*mix_combine)(const MixCombineCall&);
+};
+
+const QmixKernels& qmix_kernels_generic();
+#if defined(TOPOROUTE_HAVE_X86_SIMD)
+const QmixKernels& qmix_kernels_avx2();
+const QmixKernels& qmix_kernels_avx512();
+#endif
+
+/// The kernels for an ISA the dispatcher has validated.
+const QmixKernels& qmix_kernels_for(Isa isa);
+
+}  // namespace toporoute::simd
