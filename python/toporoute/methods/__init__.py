@@ -1,13 +1,15 @@
 """Topology methods as async episode loops over the shared runtime (see :mod:`toporoute.methods.harness`).
 
 ``make_method(name, config)`` builds one of :data:`METHODS`: ``dytopo`` and its baselines ``single``,
-``parallel``, ``random``, ``chain``, ``star``, ``full``.
+``parallel``, ``random``, ``chain``, ``star``, ``full``; and ``qmix`` (Agent Q-Mix, from a trained checkpoint;
+see :mod:`toporoute.methods.qmix`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import InvalidArgumentError
@@ -32,7 +34,7 @@ __all__ = [
     "make_method",
 ]
 
-METHODS = ("dytopo", "single", "parallel", "random", "chain", "star", "full")
+METHODS = ("dytopo", "qmix", "single", "parallel", "random", "chain", "star", "full")
 
 
 class Method(Protocol):
@@ -52,12 +54,33 @@ def make_method(
     rounds: int | None = None,
     encoder: Encoder | None = None,
     edge_counts: Mapping[str, Sequence[int]] | None = None,
+    checkpoint: str | Path | None = None,
+    qmix: Mapping[str, Any] | None = None,
 ) -> Method:
     """The method ``name`` with ``config``; ``rounds`` overrides the number of rounds (DyTopo: T_max, default 10;
-    the multi-round baselines: a fixed count, default 5)."""
+    the multi-round baselines: a fixed count, default 5; qmix: T, default code 2, math 3).
+
+    ``qmix`` needs ``checkpoint`` (a policy written by ``toporoute train qmix``); ``qmix`` holds
+    :class:`~toporoute.methods.qmix.QMixSettings` overrides (sampling comes from ``config``)."""
     if name not in METHODS:
         raise InvalidArgumentError(f"method must be one of {METHODS}; got {name!r}", "method")
     config = config or LoopConfig()
+    if name == "qmix":
+        from .qmix import QMix, QMixPolicy, QMixSettings
+
+        if checkpoint is None:
+            raise InvalidArgumentError(
+                "method qmix needs a checkpoint (toporoute train qmix writes one)", "checkpoint"
+            )
+        base = {
+            "rounds": rounds,
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "max_tokens": config.max_tokens,
+            "seed": config.seed,
+        }
+        settings = QMixSettings(**(base | dict(qmix or {})))
+        return QMix(QMixPolicy.load(checkpoint, encoder=encoder), settings)
     if name == "dytopo":
         return DyTopo(config if rounds is None else replace(config, max_rounds=rounds), encoder=encoder)
     if name in ("random", "chain", "star", "full"):

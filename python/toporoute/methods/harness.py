@@ -12,7 +12,7 @@ import json
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
 from importlib import metadata
@@ -28,7 +28,7 @@ from ..tasks import score as score_answer
 from ..trace.writer import TraceWriter
 from . import Method
 
-__all__ = ["dytopo_edge_counts", "run_method", "versions"]
+__all__ = ["dytopo_edge_counts", "episode_fn", "run_method", "versions"]
 
 _CONFIG_KEYS = ("method", "params", "tasks", "model", "engine")
 
@@ -71,6 +71,43 @@ def dytopo_edge_counts(method_dir: str | Path) -> dict[str, list[int]]:
         return {}
     traces = load_run(method_dir).methods[0].traces  # sorted by round; a torn last line is skipped
     return {ep: [len(r.get("edges", [])) for r in rounds] for ep, rounds in traces.items() if rounds}
+
+
+def episode_fn(
+    method: Method,
+    task: Task,
+    out: Path,
+    eval_gate: asyncio.Semaphore,
+    *,
+    timeout_s: float = 10.0,
+    memory_mb: int = 1024,
+) -> Callable[[EpisodeContext], Awaitable[dict[str, Any]]]:
+    """The runtime's episode function for ``task``: run the method (trace to ``out/traces``), then score the
+    answer (code in the sandbox, in a worker thread, at most as many at once as ``eval_gate`` allows)."""
+
+    async def fn(ctx: EpisodeContext) -> dict[str, Any]:
+        with TraceWriter(out / "traces" / f"{ctx.episode}.jsonl") as trace:
+            result = await method.episode(ctx, task, trace.write)
+        t0 = time.perf_counter()
+        async with eval_gate:
+            verdict = await asyncio.to_thread(
+                score_answer, task, result.answer, timeout_s=timeout_s, memory_mb=memory_mb
+            )
+        return {
+            "method": method.name,
+            "task": task.id,
+            "kind": task.kind,
+            "rounds": result.rounds,
+            "halted": result.halted,
+            "answer": result.answer,
+            "score": asdict(verdict),
+            "llm_s": round(result.llm_s, 4),
+            "routing_s": round(result.routing_s, 6),
+            "eval_s": round(time.perf_counter() - t0, 4),
+            **dict(result.extra),
+        }
+
+    return fn
 
 
 async def run_method(
@@ -124,34 +161,15 @@ async def run_method(
     write_json_atomic(out / "run.json", config)
 
     eval_gate = asyncio.Semaphore(max(1, eval_workers))
-
-    def episode_fn(task: Task) -> Any:
-        async def fn(ctx: EpisodeContext) -> dict[str, Any]:
-            with TraceWriter(out / "traces" / f"{ctx.episode}.jsonl") as trace:
-                result = await method.episode(ctx, task, trace.write)
-            t0 = time.perf_counter()
-            async with eval_gate:
-                verdict = await asyncio.to_thread(
-                    score_answer, task, result.answer, timeout_s=eval_timeout_s, memory_mb=eval_memory_mb
-                )
-            return {
-                "method": method.name,
-                "task": task.id,
-                "kind": task.kind,
-                "rounds": result.rounds,
-                "halted": result.halted,
-                "answer": result.answer,
-                "score": asdict(verdict),
-                "llm_s": round(result.llm_s, 4),
-                "routing_s": round(result.routing_s, 6),
-                "eval_s": round(time.perf_counter() - t0, 4),
-                **dict(result.extra),
-            }
-
-        return fn
-
+    fns = [
+        (
+            t.episode_id,
+            episode_fn(method, t, out, eval_gate, timeout_s=eval_timeout_s, memory_mb=eval_memory_mb),
+        )
+        for t in tasks
+    ]
     runtime = Runtime(engine, concurrency=concurrency, max_wait=max_wait, out_dir=out, progress=progress)
-    summary: RunSummary = await runtime.run([(t.episode_id, episode_fn(t)) for t in tasks])
+    summary: RunSummary = await runtime.run(fns)
     ran = sum(o.status != "skipped" for o in summary.outcomes)
     run = load_run(out).methods[0]  # summary_file: still the previous run's, rewritten below
     previous = float((run.summary_file or {}).get("wall_s") or 0.0)

@@ -39,6 +39,21 @@ Round record (``traces/<episode>.jsonl``, one line per round; ``v`` is the forma
                "jaccard_prev": float | null},        # Jaccard distance to the previous round's edge set
      "timing": {"round_s": float, "llm_s": float, "routing_s": float}}
 
+Agent Q-Mix rounds (``method: "qmix"``) use the same record with ``goal``, ``descriptors`` and ``scores`` absent
+or null and ``manager: null``, plus::
+
+     "actions": {"CodeWriter_0": "broadcast_all", ...},   # each agent's communication action this round
+     "q": {"CodeWriter_0": [float] * 6} | null,           # its Q-values (null when actions were not reselected)
+     "explored": ["AnalyzeAgent_2"],                      # agents whose action was epsilon-random
+     "waves": [["CodeWriter_0"], ["CodeWriter_1", ...]],  # execution waves (each wave's calls run together)
+     "skipped": [...],                                    # agents that did not run (legacy_repo_exec only)
+     "final": {"text": str, "answer": str, "usage": {...}, "error": str | null}   # last round: FinalRefer
+
+There ``edges`` are the round graph phi(u), ``inbox`` the agents whose output of this round each agent read, and
+``removed`` the edges that delivered nothing (a debate pair's edge into its lower index, which runs first). The
+episode record adds ``"qmix": {"steps": [{"obs", "adj", "actions", "state"}], "actions": [[int] * n]}``: what
+the policy saw and chose each round (the trainer's replay entries).
+
 Episode record (``episodes/<episode>.json``; the runtime's wrapper around the method's own record)::
 
     {"episode": "HumanEval-0", "status": "ok" | "error", "error": str | null, "wall_s": float,

@@ -1,0 +1,146 @@
+"""Agent Q-Mix: communication actions -> the round graph (phi) -> execution waves (spec §2.2-2.5). Pure functions.
+
+Actions (index order of the paper and the original code): 0 solo_process, 1 broadcast_all, 2 selective_query,
+3 aggregate_refine, 4 execute_verify, 5 debate_check. ``adj[src, dst]`` (row = sender).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import ops
+from ...errors import InvalidArgumentError
+
+__all__ = ["ACTIONS", "Schedule", "actions_to_graph", "schedule"]
+
+ACTIONS = (
+    "solo_process",
+    "broadcast_all",
+    "selective_query",
+    "aggregate_refine",
+    "execute_verify",
+    "debate_check",
+)
+
+
+def _reaches(adj: np.ndarray, start: int, goal: int) -> bool:
+    """Whether ``goal`` is reachable from ``start`` along the accepted edges (iterative DFS)."""
+    seen = np.zeros(len(adj), dtype=bool)
+    stack = [start]
+    while stack:
+        v = stack.pop()
+        if v == goal:
+            return True
+        if seen[v]:
+            continue
+        seen[v] = True
+        stack.extend(int(w) for w in np.flatnonzero(adj[v] & ~seen))
+    return False
+
+
+def actions_to_graph(actions: Sequence[int]) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """phi(u): the round graph of a joint action, and its debate pairs.
+
+    Agents are visited in index order, and inside an action partners in increasing order. An edge ``s -> d``
+    is accepted unless it is a self-loop, a duplicate, or ``s`` is already reachable from ``d`` (the greedy
+    acyclicity guard: the lower index wins the direction). ``debate_check`` tests only ``d -> ... -> s`` and
+    then adds both directions (a deliberate 2-cycle; later edges that would close a longer cycle through the
+    pair are refused by the guard).
+
+    Returns
+    -------
+    adj : (n, n) bool
+    debates : list of (i, partner) pairs whose 2-cycle was added, in the order they were added.
+    """
+    acts = [int(a) for a in actions]
+    n = len(acts)
+    bad = [a for a in acts if not 0 <= a < len(ACTIONS)]
+    if bad:
+        raise InvalidArgumentError(f"actions must be in 0..{len(ACTIONS) - 1}; got {bad[0]}", "actions")
+    adj = np.zeros((n, n), dtype=bool)
+    debates: list[tuple[int, int]] = []
+
+    def add(s: int, d: int) -> None:
+        if s == d or adj[s, d] or _reaches(adj, d, s):
+            return
+        adj[s, d] = True
+
+    for i, a in enumerate(acts):
+        if a == 1:
+            for j in range(n):
+                add(i, j)
+        elif a == 2:
+            add(i, (i + 1) % n)
+        elif a == 3:
+            for j in range(n):
+                add(j, i)
+        elif a == 4:
+            if i + 1 < n:
+                add(i, i + 1)
+        elif a == 5:
+            p = (i + n // 2) % n
+            if p != i and not _reaches(adj, p, i):
+                adj[i, p] = adj[p, i] = True
+                debates.append((i, p))
+    return adj, debates
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How one round runs.
+
+    Attributes
+    ----------
+    waves : list of lists of agent indices
+        Run in this order; the agents of a wave run concurrently.
+    inbound : list of lists
+        ``inbound[i]``: the agents whose output of this round agent i reads (its in-neighbours in the executed
+        graph), in increasing index order.
+    removed : list of (src, dst)
+        Edges of the round graph that deliver nothing this round: the debate tie-break (the lower index of a
+        pair runs first, so its partner's edge into it is dropped), and any edge ``ops.toposort`` had to break.
+    order : list of int
+        The execution order (``ops.toposort``).
+    skipped : list of int
+        Agents that do not run this round (only with ``legacy_repo_exec``).
+    """
+
+    waves: list[list[int]]
+    inbound: list[list[int]]
+    removed: list[tuple[int, int]]
+    order: list[int]
+    skipped: list[int]
+
+
+def schedule(
+    adj: np.ndarray, debates: Sequence[tuple[int, int]], *, legacy_repo_exec: bool = False
+) -> Schedule:
+    """Execution waves of a round graph (spec §2.4): Kahn levels after the debate tie-break.
+
+    With ``legacy_repo_exec`` it reproduces the original code's scheduler bug (§2.5): only agents with no
+    incoming edge run, all in one wave and with no message from anyone; the others are skipped.
+    """
+    n = len(adj)
+    if legacy_repo_exec:
+        run = [i for i in range(n) if not adj[:, i].any()]
+        return Schedule(
+            [run] if run else [], [[] for _ in range(n)], [], run, [i for i in range(n) if i not in run]
+        )
+    executed = adj.copy()
+    removed: list[tuple[int, int]] = []
+    for i, p in debates:
+        lo, hi = min(i, p), max(i, p)
+        if executed[hi, lo]:
+            executed[hi, lo] = False
+            removed.append((hi, lo))
+    order = ops.toposort(executed)
+    for s, d in zip(*np.nonzero(order.removed)):
+        executed[s, d] = False
+        removed.append((int(s), int(d)))
+    levels = [int(v) for v in order.level]
+    waves = [[i for i in range(n) if levels[i] == lv] for lv in range(max(levels, default=-1) + 1)]
+    inbound = [[int(j) for j in np.flatnonzero(executed[:, i])] for i in range(n)]
+    return Schedule(waves, inbound, removed, [int(v) for v in order.order], [])

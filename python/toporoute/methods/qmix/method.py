@@ -1,0 +1,433 @@
+"""The Agent Q-Mix episode loop (spec §2, §5 "Inference", §7), as the paper describes it rather than as the
+original code runs it (spec §10; each original behaviour stays reachable through a flag).
+
+One round t: build the observations over the previous round's graph (round 0: the identity, ``initial_adj``),
+advance the policy (``ops.qmix_forward`` in the compiled core: GNN, GRU memory, Q-head), take each agent's
+greedy (or epsilon-greedy) action, map the joint action to the round graph (phi), and run the agents in
+waves of ``ops.toposort`` levels after the debate tie-break: every agent of a wave is called at once, and
+each reads its in-neighbours' outputs of this round and its own output of the previous round. After T rounds
+the FinalRefer node writes the answer from every agent's latest output.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import ops
+from ...errors import InvalidArgumentError
+from ...llm.types import Request, Result, Sampling, Tags
+from ...qmix_params import QMixParams
+from ...tasks import Task, extract_code, extract_math_answer
+from .._qmix_team import load_qmix_team, role_offset_for
+from ..dytopo import EpisodeOutput, _clip, _usage, domain_of, request_seed
+from ._features import Features, global_state, observations
+from ._graph import ACTIONS, actions_to_graph, schedule
+
+if TYPE_CHECKING:
+    from ...embed import Encoder
+    from ...runtime import EpisodeContext
+
+__all__ = ["ROUNDS", "QMix", "QMixPolicy", "QMixSettings"]
+
+ROUNDS = {"code": 2, "math": 3}
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class QMixSettings:
+    """Settings of the Q-Mix episode loop (defaults: the paper's intent, spec §6 [R]).
+
+    Parameters
+    ----------
+    rounds : int, optional
+        T; None takes the domain's (code 2, math 3).
+    reselect_each_round : bool
+        Choose actions every round (the paper); False chooses once from the initial observation and reuses
+        them (the original evaluation code).
+    initial_adj : {"identity", "zeros"}
+        The graph the GNN reads in round 0 (the paper's A0 = I; the original code used zeros).
+    legacy_repo_exec : bool
+        Reproduce the original scheduler bug: only agents without incoming edges run, and no message is ever
+        delivered (spec §2.5).
+    epsilon : float
+        Per-agent probability of a uniformly random action (training; 0 = greedy).
+    temperature, top_p, max_tokens : sampling of every call (the original: 0.2, 1.0, >= 4096).
+    adversarial_agent_index : int, optional
+        Replace that agent's prompt with the misleading one (robustness experiments).
+    seed : int
+        Root of request seeds, role rotation and exploration.
+    backend : str, optional
+        Core backend of ``ops.qmix_forward`` (default: the compiled CPU core).
+    """
+
+    rounds: int | None = None
+    reselect_each_round: bool = True
+    initial_adj: str = "identity"
+    legacy_repo_exec: bool = False
+    epsilon: float = 0.0
+    temperature: float = 0.2
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    adversarial_agent_index: int | None = None
+    seed: int = 0
+    backend: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.rounds is not None and self.rounds < 1:
+            raise InvalidArgumentError(f"rounds must be >= 1; got {self.rounds}", "rounds")
+        if self.initial_adj not in ("identity", "zeros"):
+            raise InvalidArgumentError(
+                f"initial_adj must be 'identity' or 'zeros'; got {self.initial_adj!r}", "initial_adj"
+            )
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise InvalidArgumentError(f"epsilon must be in [0, 1]; got {self.epsilon}", "epsilon")
+        if self.max_tokens < 1:
+            raise InvalidArgumentError(f"max_tokens must be >= 1; got {self.max_tokens}", "max_tokens")
+
+    def rounds_for(self, domain: str) -> int:
+        return ROUNDS[domain] if self.rounds is None else self.rounds
+
+
+class QMixPolicy:
+    """A Q-Mix policy for acting: weights (compiled forward) plus the feature settings they were trained on.
+
+    Parameters
+    ----------
+    params : QMixParams
+    features : Features, optional
+        Default: read from the checkpoint's metadata, else the hash featuriser.
+    encoder : Encoder, optional
+        Needed when ``features.task_feature == "encoder"`` (default ``Encoder.default()``).
+    """
+
+    def __init__(self, params: QMixParams, features: Features | None = None, encoder: Encoder | None = None):
+        if features is None:
+            meta = params.metadata.get("features")
+            features = Features.from_json(meta) if meta else Features()
+        self.params = params
+        self.features = features
+        self._encoder = encoder
+        c = params.config
+        if features.task_feature == "hash" and c.obs_dim != features.obs_dim():
+            raise InvalidArgumentError(
+                f"the policy's obs_dim is {c.obs_dim}, but its features ({features}) give {features.obs_dim()}",
+                "checkpoint",
+            )
+        n = c.n_agents
+        self.n_agents = n
+
+    @classmethod
+    def load(cls, path: str | Path, encoder: Encoder | None = None) -> QMixPolicy:
+        """A policy from a checkpoint written by ``toporoute train qmix``."""
+        return cls(QMixParams.load(path), encoder=encoder)
+
+    def task_vector(self, text: str) -> np.ndarray:
+        if self.features.task_feature == "encoder" and self._encoder is None:
+            from ...embed import Encoder
+
+            self._encoder = Encoder.default()
+        return self.features.task_vector(text, self._encoder)
+
+    def act(
+        self,
+        obs: np.ndarray,
+        adj: np.ndarray,
+        hidden: np.ndarray,
+        *,
+        epsilon: float,
+        rng: np.random.Generator,
+        backend: str | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(actions (n,) int, q (n, A), new hidden (n, H), explored (n,) bool)`` for one episode's round."""
+        q, new_hidden = ops.qmix_forward(self.params, obs, adj, hidden, backend=backend)
+        q = np.asarray(q)
+        actions = q.argmax(axis=-1)
+        explored = rng.random(len(actions)) < epsilon
+        if explored.any():
+            actions = np.where(explored, rng.integers(0, q.shape[-1], size=len(actions)), actions)
+        return actions.astype(np.int64), q, np.asarray(new_hidden), explored
+
+
+class QMix:
+    """The Agent Q-Mix method for the harness (``toporoute run qmix --checkpoint ...``)."""
+
+    def __init__(
+        self, policy: QMixPolicy, settings: QMixSettings | None = None, *, name: str = "qmix"
+    ) -> None:
+        self.policy = policy
+        self.settings = settings or QMixSettings()
+        self.name = name
+        if self.settings.adversarial_agent_index is not None and not (
+            0 <= self.settings.adversarial_agent_index < policy.n_agents
+        ):
+            raise InvalidArgumentError(
+                f"adversarial_agent_index must be in 0..{policy.n_agents - 1}; "
+                f"got {self.settings.adversarial_agent_index}",
+                "adversarial_agent_index",
+            )
+
+    def params(self) -> dict[str, Any]:
+        meta = self.policy.params.metadata
+        return {
+            "method": self.name,
+            **asdict(self.settings),
+            "features": asdict(self.policy.features),
+            "net": asdict(self.policy.params.config),
+            "checkpoint": {k: meta[k] for k in ("checkpoint_id", "domains", "episodes") if k in meta},
+        }
+
+    def with_settings(self, **changes: Any) -> QMix:
+        return QMix(self.policy, replace(self.settings, **changes), name=self.name)
+
+    def _sampling(self, episode: str, t: int, agent: str) -> Sampling:
+        s = self.settings
+        return Sampling(
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            seed=request_seed(s.seed, episode, t, agent),
+        )
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
+        """Runs one task; ``emit`` gets one trace record per round (the last one also holds FinalRefer)."""
+        s, policy = self.settings, self.policy
+        domain = domain_of(task)
+        n = policy.n_agents
+        team = load_qmix_team(
+            domain,
+            n_agents=n,
+            role_offset=role_offset_for(s.seed, ctx.episode),
+            adversarial_agent_index=s.adversarial_agent_index,
+        )
+        names = team.names
+        rounds = s.rounds_for(domain)
+        rng = np.random.Generator(np.random.Philox(key=request_seed(s.seed, ctx.episode, "explore")))
+        t0 = time.perf_counter()
+        task_vec = policy.task_vector(task.prompt)
+        routing_s = time.perf_counter() - t0
+        llm_s = 0.0
+        adj_prev = np.eye(n, dtype=bool) if s.initial_adj == "identity" else np.zeros((n, n), dtype=bool)
+        hidden = np.zeros((n, policy.params.config.hidden), dtype=np.float32)
+        outputs = [""] * n
+        tokens = np.zeros(n, dtype=np.int64)
+        steps: list[dict[str, Any]] = []
+        actions: np.ndarray | None = None
+        prev_graph: np.ndarray | None = None
+        records: list[dict[str, Any]] = []
+        for t in range(rounds):
+            start = time.perf_counter()
+            obs = observations(
+                policy.features,
+                task_vec,
+                adj_prev,
+                np.array([bool(o) for o in outputs]),
+                tokens,
+                after_round=t > 0,
+            )
+            explored = np.zeros(n, dtype=bool)
+            q = None
+            if actions is None or s.reselect_each_round:
+                actions, q, hidden, explored = policy.act(
+                    obs, adj_prev, hidden, epsilon=s.epsilon, rng=rng, backend=s.backend
+                )
+            adj, debates = actions_to_graph(actions)
+            sched = schedule(adj, debates, legacy_repo_exec=s.legacy_repo_exec)
+            t_route = time.perf_counter() - start
+
+            this_round = [""] * n
+            results: dict[int, Result] = {}
+            t_llm = 0.0
+            for wave in sched.waves:
+                requests = [
+                    Request.chat(
+                        team.agents[i].system,
+                        _worker_user(team, i, task, sched.inbound[i], this_round, outputs[i]),
+                        sampling=self._sampling(ctx.episode, t, names[i]),
+                        tags=Tags(round=t, agent=names[i], role=team.agents[i].role),
+                    )
+                    for i in wave
+                ]
+                w0 = time.perf_counter()
+                got = await ctx.generate(requests)
+                t_llm += time.perf_counter() - w0
+                for i, r in zip(wave, got):
+                    results[i] = r
+                    this_round[i] = r.text.strip() if r.ok else ""
+                    tokens[i] += r.usage.total_tokens
+            for i in range(n):
+                for j in sched.inbound[i]:
+                    if this_round[j]:
+                        ctx.ledger.add_edge(t, names[j], names[i], results[j].usage.completion_tokens)
+            for i in results:  # agents that did not run keep their previous output (legacy mode)
+                if this_round[i]:
+                    outputs[i] = this_round[i]
+            t1 = time.perf_counter()
+            post_obs = observations(
+                policy.features, task_vec, adj, np.array([bool(o) for o in outputs]), tokens, after_round=True
+            )
+            state = global_state(policy.features, post_obs, adj)
+            stats = ops.graph_stats(adj, prev=prev_graph)
+            t_route += time.perf_counter() - t1
+            steps.append(
+                {
+                    "obs": obs.round(6).tolist(),
+                    "adj": adj_prev.astype(int).tolist(),
+                    "actions": [int(a) for a in actions],
+                    "state": state.round(6).tolist(),
+                }
+            )
+            llm_s += t_llm
+            routing_s += t_route
+            record = self._record(
+                ctx.episode, task, team, t, actions, q, explored, adj, sched, stats, results, this_round
+            )
+            record["timing"] = {
+                "round_s": round(time.perf_counter() - start, 4),
+                "llm_s": round(t_llm, 4),
+                "routing_s": round(t_route, 6),
+            }
+            records.append(record)
+            if t < rounds - 1:
+                emit(record)
+            adj_prev, prev_graph = adj, adj
+
+        final = Request.chat(
+            team.final_system,
+            _final_user(team, task, outputs),
+            sampling=self._sampling(ctx.episode, rounds, "FinalRefer"),
+            tags=Tags(round=rounds - 1, agent="FinalRefer", role="Decision"),
+        )
+        f0 = time.perf_counter()
+        final_result = (await ctx.generate([final]))[0]
+        llm_s += time.perf_counter() - f0
+        answer = _answer(task, final_result.text if final_result.ok else "", outputs)
+        last = records[-1]
+        last["final"] = {
+            "text": _clip(final_result.text),
+            "answer": answer,
+            "usage": _usage(final_result),
+            "error": None if final_result.error is None else final_result.error.message,
+        }
+        last["usage"]["agents"]["FinalRefer"] = _usage(final_result)
+        emit(last)
+        return EpisodeOutput(
+            answer,
+            rounds,
+            False,
+            llm_s,
+            routing_s,
+            extra={"qmix": {"steps": steps, "actions": [st["actions"] for st in steps]}},
+        )
+
+    def _record(
+        self,
+        episode: str,
+        task: Task,
+        team: Any,
+        t: int,
+        actions: np.ndarray,
+        q: np.ndarray | None,
+        explored: np.ndarray,
+        adj: np.ndarray,
+        sched: Any,
+        stats: Any,
+        results: dict[int, Result],
+        this_round: list[str],
+    ) -> dict[str, Any]:
+        names = team.names
+        n = len(names)
+        levels = [-1] * n
+        for lv, wave in enumerate(sched.waves):
+            for i in wave:
+                levels[i] = lv
+        removed = set(sched.removed)
+        return {
+            "v": 1,
+            "method": self.name,
+            "episode": episode,
+            "task": task.id,
+            "round": t,
+            "agents": names,
+            "roles": [a.role for a in team.agents],
+            "actions": {names[i]: ACTIONS[int(a)] for i, a in enumerate(actions)},
+            "q": None
+            if q is None
+            else {names[i]: np.round(q[i].astype(np.float64), 4).tolist() for i in range(n)},
+            "explored": [names[i] for i in np.flatnonzero(explored)],
+            "scores": None,
+            "edges": [{"src": names[s], "dst": names[d], "score": None} for s, d in zip(*np.nonzero(adj))],
+            "order": [names[i] for i in sched.order],
+            "levels": levels,
+            "waves": [[names[i] for i in w] for w in sched.waves],
+            "removed": [{"src": names[s], "dst": names[d]} for s, d in sorted(removed)],
+            "is_dag": not removed,
+            "inbox": {names[i]: [names[j] for j in sched.inbound[i]] for i in range(n)},
+            "skipped": [names[i] for i in sched.skipped],
+            "messages": {
+                names[i]: {
+                    "public": _clip(this_round[i]),
+                    "private": "",
+                    "answer": None,
+                    "parse_error": None
+                    if i not in results or results[i].ok
+                    else (results[i].error.message if results[i].error else "failed"),
+                }
+                for i in range(n)
+            },
+            "usage": {
+                "agents": {names[i]: _usage(r) for i, r in sorted(results.items())},
+                "edges": [
+                    {"src": names[j], "dst": names[i], "tokens": results[j].usage.completion_tokens}
+                    for i in range(n)
+                    for j in sched.inbound[i]
+                    if this_round[j]
+                ],
+            },
+            "manager": None,
+            "stats": {
+                "edges": int(stats.edges),
+                "density": round(float(stats.density), 4),
+                "reciprocity": round(float(stats.reciprocity), 4),
+                "jaccard_prev": None if stats.jaccard is None else round(float(stats.jaccard), 4),
+            },
+        }
+
+
+def _worker_user(
+    team: Any, i: int, task: Task, inbound: list[int], this_round: list[str], previous: str
+) -> str:
+    from .._qmix_team import worker_prompt
+
+    agents = team.agents
+    msgs = [(agents[j].name, agents[j].role, this_round[j]) for j in inbound]
+    return worker_prompt(team, i, task.prompt.strip(), msgs, previous or None)
+
+
+def _final_user(team: Any, task: Task, outputs: list[str]) -> str:
+    from .._qmix_team import final_prompt
+
+    return final_prompt(
+        team, task.prompt.strip(), [(a.name, a.role, outputs[i]) for i, a in enumerate(team.agents)]
+    )
+
+
+def _answer(task: Task, final_text: str, outputs: list[str]) -> str:
+    """FinalRefer's answer; when it has none, the agents' latest outputs from the last agent back."""
+    for text in [final_text, *reversed(outputs)]:
+        if not text:
+            continue
+        if task.kind == "code":
+            code = extract_code(text, task.entry_point)
+            if code:
+                return code
+        else:
+            found = extract_math_answer(text)
+            if found:
+                return found
+    return ""
