@@ -25,7 +25,7 @@ The mixer is optional (inference needs the agent network only).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -199,6 +199,17 @@ class QMixParams:
     def has_mixer(self) -> bool:
         # mixer_keys(...)[0][0] for every config; a constant because ops checks it on every call
         return "mixer.hyper_w1.0.weight" in self.tensors
+
+    def packed(
+        self, key: str, build: Callable[[QMixConfig, list[np.ndarray], list[np.ndarray] | None], Any]
+    ) -> Any:
+        """A backend's packed copy of the weights under ``key``: ``build(config, agent_arrays, mixer_arrays or
+        None)`` on first use, then cached on these params."""
+        value = self._packed.get(key)
+        if value is None:
+            mixer = self.mixer_arrays() if self.has_mixer else None
+            value = self._packed.setdefault(key, build(self.config, self.agent_arrays(), mixer))
+        return value
 
     def agent_arrays(self) -> list[np.ndarray]:
         """The agent network's arrays in :func:`agent_keys` order."""

@@ -88,13 +88,7 @@ def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n
 
 def qmix_weights(params: QMixParams) -> Any:
     """The params' weights packed for the core (``_core.QMixWeights``), built once and cached on the params."""
-    packed = params._packed.get("cpu")
-    if packed is None:
-        mixer = params.mixer_arrays() if params.has_mixer else None
-        packed = params._packed.setdefault(
-            "cpu", _core.QMixWeights(params.config, params.agent_arrays(), mixer)
-        )
-    return packed
+    return params.packed("cpu", _core.QMixWeights)
 
 
 def qmix_forward(

@@ -420,14 +420,9 @@ def mean_pool(hidden: Any, mask: Any, *, out: Any | None, rows: Any | None) -> A
 
 def _qmix_weights(core: ModuleType, params: QMixParams, device: int) -> Any:
     """The params' weights on ``device`` (``_core.QMixWeightsCuda``), copied once and cached on the params."""
-    key = f"cuda:{device}"
-    packed = params._packed.get(key)
-    if packed is None:
-        mixer = params.mixer_arrays() if params.has_mixer else None
-        packed = params._packed.setdefault(
-            key, core.QMixWeightsCuda(params.config, params.agent_arrays(), mixer, device)
-        )
-    return packed
+    return params.packed(
+        f"cuda:{device}", lambda config, agent, mixer: core.QMixWeightsCuda(config, agent, mixer, device)
+    )
 
 
 def _host(x: Any | None) -> np.ndarray | None:

@@ -28,7 +28,7 @@ from ..tasks import score as score_answer
 from ..trace.writer import TraceWriter
 from . import Method
 
-__all__ = ["dytopo_edge_counts", "episode_fn", "run_method", "versions"]
+__all__ = ["check_resume", "dytopo_edge_counts", "episode_fn", "run_method", "versions"]
 
 _CONFIG_KEYS = ("method", "params", "tasks", "model", "engine")
 
@@ -44,19 +44,22 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _check_config(path: Path, config: dict[str, Any]) -> None:
-    """A method folder is resumed only by a run with the same settings: mixing them would corrupt results."""
+def check_resume(
+    path: Path, config: dict[str, Any], keys: Sequence[str] = _CONFIG_KEYS, *, what: str = "a run"
+) -> None:
+    """A folder is resumed only with the same settings (``keys`` of the config file at ``path``): mixing them
+    would corrupt results. ``what`` names the folder's content in the error."""
     if not path.is_file():
         return
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # unreadable: rewritten below
-    diff = [k for k in _CONFIG_KEYS if old.get(k) != config.get(k)]
+    diff = [k for k in keys if old.get(k) != config.get(k)]
     if diff:
         detail = "; ".join(f"{k}: {old.get(k)!r} before, {config.get(k)!r} now" for k in diff)
         raise InvalidArgumentError(
-            f"{path.parent} holds a run with other settings ({detail}); resume it with the same settings, "
+            f"{path.parent} holds {what} with other settings ({detail}); resume it with the same settings, "
             "or choose another --out",
             "out",
         )
@@ -155,7 +158,7 @@ async def run_method(
         **info,
         "task_ids": [t.id for t in tasks],
     }
-    _check_config(out / "run.json", config)
+    check_resume(out / "run.json", config)
     config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
     config["argv"] = sys.argv[1:]
     write_json_atomic(out / "run.json", config)

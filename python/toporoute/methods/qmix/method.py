@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from ...errors import InvalidArgumentError
 from ...llm.types import Request, Result, Sampling, Tags
 from ...qmix_params import QMixParams
 from ...tasks import Task, extract_code, extract_math_answer
-from .._qmix_team import load_qmix_team, role_offset_for
+from .._qmix_team import final_prompt, load_qmix_team, role_offset_for, worker_prompt
 from ..dytopo import EpisodeOutput, _clip, _usage, domain_of, request_seed
 from ._features import Features, global_state, observations
 from ._graph import ACTIONS, actions_to_graph, schedule
@@ -182,9 +182,6 @@ class QMix:
             "checkpoint": {k: meta[k] for k in ("checkpoint_id", "domains", "episodes") if k in meta},
         }
 
-    def with_settings(self, **changes: Any) -> QMix:
-        return QMix(self.policy, replace(self.settings, **changes), name=self.name)
-
     def _sampling(self, episode: str, t: int, agent: str) -> Sampling:
         s = self.settings
         return Sampling(
@@ -218,8 +215,7 @@ class QMix:
         tokens = np.zeros(n, dtype=np.int64)
         steps: list[dict[str, Any]] = []
         actions: np.ndarray | None = None
-        prev_graph: np.ndarray | None = None
-        records: list[dict[str, Any]] = []
+        record: dict[str, Any] = {}
         for t in range(rounds):
             start = time.perf_counter()
             obs = observations(
@@ -260,10 +256,14 @@ class QMix:
                     results[i] = r
                     this_round[i] = r.text.strip() if r.ok else ""
                     tokens[i] += r.usage.total_tokens
-            for i in range(n):
-                for j in sched.inbound[i]:
-                    if this_round[j]:
-                        ctx.ledger.add_edge(t, names[j], names[i], results[j].usage.completion_tokens)
+            edge_usage = [
+                {"src": names[j], "dst": names[i], "tokens": results[j].usage.completion_tokens}
+                for i in range(n)
+                for j in sched.inbound[i]
+                if this_round[j]
+            ]
+            for e in edge_usage:
+                ctx.ledger.add_edge(t, e["src"], e["dst"], e["tokens"])
             for i in results:  # agents that did not run keep their previous output (legacy mode)
                 if this_round[i]:
                     outputs[i] = this_round[i]
@@ -272,7 +272,7 @@ class QMix:
                 policy.features, task_vec, adj, np.array([bool(o) for o in outputs]), tokens, after_round=True
             )
             state = global_state(policy.features, post_obs, adj)
-            stats = ops.graph_stats(adj, prev=prev_graph)
+            stats = ops.graph_stats(adj, prev=adj_prev if t > 0 else None)
             t_route += time.perf_counter() - t1
             steps.append(
                 {
@@ -285,17 +285,28 @@ class QMix:
             llm_s += t_llm
             routing_s += t_route
             record = self._record(
-                ctx.episode, task, team, t, actions, q, explored, adj, sched, stats, results, this_round
+                ctx.episode,
+                task,
+                team,
+                t,
+                actions,
+                q,
+                explored,
+                adj,
+                sched,
+                stats,
+                results,
+                this_round,
+                edge_usage,
             )
             record["timing"] = {
                 "round_s": round(time.perf_counter() - start, 4),
                 "llm_s": round(t_llm, 4),
                 "routing_s": round(t_route, 6),
             }
-            records.append(record)
             if t < rounds - 1:
                 emit(record)
-            adj_prev, prev_graph = adj, adj
+            adj_prev = adj
 
         final = Request.chat(
             team.final_system,
@@ -307,15 +318,14 @@ class QMix:
         final_result = (await ctx.generate([final]))[0]
         llm_s += time.perf_counter() - f0
         answer = _answer(task, final_result.text if final_result.ok else "", outputs)
-        last = records[-1]
-        last["final"] = {
+        record["final"] = {
             "text": _clip(final_result.text),
             "answer": answer,
             "usage": _usage(final_result),
             "error": None if final_result.error is None else final_result.error.message,
         }
-        last["usage"]["agents"]["FinalRefer"] = _usage(final_result)
-        emit(last)
+        record["usage"]["agents"]["FinalRefer"] = _usage(final_result)
+        emit(record)
         return EpisodeOutput(
             answer,
             rounds,
@@ -339,6 +349,7 @@ class QMix:
         stats: Any,
         results: dict[int, Result],
         this_round: list[str],
+        edge_usage: list[dict[str, Any]],
     ) -> dict[str, Any]:
         names = team.names
         n = len(names)
@@ -382,12 +393,7 @@ class QMix:
             },
             "usage": {
                 "agents": {names[i]: _usage(r) for i, r in sorted(results.items())},
-                "edges": [
-                    {"src": names[j], "dst": names[i], "tokens": results[j].usage.completion_tokens}
-                    for i in range(n)
-                    for j in sched.inbound[i]
-                    if this_round[j]
-                ],
+                "edges": edge_usage,
             },
             "manager": None,
             "stats": {
@@ -402,16 +408,12 @@ class QMix:
 def _worker_user(
     team: Any, i: int, task: Task, inbound: list[int], this_round: list[str], previous: str
 ) -> str:
-    from .._qmix_team import worker_prompt
-
     agents = team.agents
     msgs = [(agents[j].name, agents[j].role, this_round[j]) for j in inbound]
     return worker_prompt(team, i, task.prompt.strip(), msgs, previous or None)
 
 
 def _final_user(team: Any, task: Task, outputs: list[str]) -> str:
-    from .._qmix_team import final_prompt
-
     return final_prompt(
         team, task.prompt.strip(), [(a.name, a.role, outputs[i]) for i, a in enumerate(team.agents)]
     )

@@ -46,7 +46,7 @@ from ...llm.base import Engine
 from ...qmix_params import QMixConfig, QMixParams
 from ...runtime import Runtime
 from ...tasks import Task
-from ..harness import episode_fn, versions
+from ..harness import check_resume, episode_fn, versions
 from ._features import Features
 from .method import QMix, QMixPolicy, QMixSettings
 from .model import QMixNets
@@ -204,29 +204,12 @@ class Trainer:
             "net": asdict(self.net_config),
             "features": asdict(self.features),
             "settings": asdict(self.settings),
-            "train": asdict(self.train_config),
+            # more episodes may be asked for when resuming; every other setting must match
+            "train": {k: v for k, v in asdict(self.train_config).items() if k != "episodes"},
+            "episodes": self.train_config.episodes,
             "engine": self.info.get("engine"),
             "model": self.info.get("model", getattr(self.engine, "name", None)),
         }
-
-    def _check_config(self, config: dict[str, Any]) -> None:
-        path = self.out / "train.json"
-        if not path.is_file():
-            return
-        old = json.loads(path.read_text(encoding="utf-8"))
-        # more episodes may be asked for when resuming; everything else must match
-        old_train = {k: v for k, v in (old.get("train") or {}).items() if k != "episodes"}
-        new_train = {k: v for k, v in config["train"].items() if k != "episodes"}
-        diff = [k for k in _KEEP if k != "train" and old.get(k) != config.get(k)]
-        if old_train != new_train:
-            diff.append("train")
-        if diff:
-            detail = "; ".join(f"{k}: {old.get(k)!r} before, {config.get(k)!r} now" for k in diff)
-            raise InvalidArgumentError(
-                f"{self.out} holds a training run with other settings ({detail}); resume it with the same "
-                "settings, or choose another --out",
-                "out",
-            )
 
     def _save_state(self) -> None:
         state = {
@@ -330,8 +313,16 @@ class Trainer:
             else:
                 reward[b, L - 1] = e["reward"]
                 mask[b, :L] = 1.0
-        arrays = {"obs": obs, "adj": adj, "actions": act, "state": state, "reward": reward, "done": done}
-        return {k: torch.from_numpy(v) for k, v in (arrays | {"mask": mask}).items()}
+        arrays = {
+            "obs": obs,
+            "adj": adj,
+            "actions": act,
+            "state": state,
+            "reward": reward,
+            "done": done,
+            "mask": mask,
+        }
+        return {k: torch.from_numpy(v) for k, v in arrays.items()}
 
     @staticmethod
     def _unroll(nets: QMixNets, obs: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
@@ -379,7 +370,7 @@ class Trainer:
         """Trains until ``train.episodes`` episodes are done; returns the last log entry plus totals."""
         c = self.train_config
         config = self._config()
-        self._check_config(config)
+        check_resume(self.out / "train.json", config, _KEEP, what="a training run")
         resumed = self._load_state()
         if not resumed:
             config.update(
