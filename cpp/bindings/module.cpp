@@ -12,6 +12,7 @@ void bind_toposort(pybind11::module_& m);
 void bind_stats(pybind11::module_& m);
 void bind_pool(pybind11::module_& m);
 void bind_qmix(pybind11::module_& m);
+void bind_conductor(pybind11::module_& m);
 }  // namespace toporoute::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -22,5 +23,6 @@ PYBIND11_MODULE(_core, m) {
   toporoute::bindings::bind_stats(m);
   toporoute::bindings::bind_pool(m);
   toporoute::bindings::bind_qmix(m);
+  toporoute::bindings::bind_conductor(m);
   toporoute::bindings::bind_cuda(m);
 }

@@ -63,6 +63,23 @@ def graph_stats(
 def conductor_density(
     nodes: _I64, edges: _I64, steps: _I64, n_max: _I64
 ) -> tuple[_F64, _F64, _F64, _F64, _F64]: ...
+def conductor_check(
+    texts: list[bytes],
+    pool: list[str],
+    ctx_index: _I64,
+    ctx_turn: _I32,
+    ctx_off: _I64,
+    ctx_id: list[str],
+    ctx_role: npt.NDArray[np.int16],
+    ctx_node_turn: _I32,
+    lenient: bool,
+    strict_tester: bool,
+    concise: bool,
+    max_bytes: int,
+    max_depth: int,
+    max_agents: int,
+    max_refs: int,
+) -> dict[str, Any]: ...
 def route_cuda_host(
     q: _F32, k: _F32, active: _Bool | None, tau: float, k_in: int, device: int = 0
 ) -> tuple[_F32, _Bool, _I32, _I32]: ...

@@ -20,16 +20,21 @@ import numpy as np
 
 from . import _validate as _v
 from . import backends
+from .conductor_topology import CheckOptions, Context, TopologyBatch
 from .qmix_params import QMixParams
 from .results import Density, GraphStats, Order, QMixStep, Routes
 
 __all__ = [
+    "CheckOptions",
+    "Context",
     "Density",
     "GraphStats",
     "Order",
     "QMixParams",
     "QMixStep",
     "Routes",
+    "TopologyBatch",
+    "conductor_check",
     "conductor_density",
     "graph_stats",
     "mean_pool",
@@ -408,3 +413,74 @@ def _square(adj: Any, name: str) -> tuple[int, ...]:
     if shape[-1] != shape[-2]:
         raise _v.ShapeError(f"{name} must be square in its last two axes (N, N); got {shape}", arg=name)
     return shape
+
+
+def conductor_check(
+    texts: str | Sequence[str],
+    *,
+    context: Context | Sequence[Context] | None = None,
+    options: CheckOptions | None = None,
+    backend: str | None = None,
+) -> TopologyBatch:
+    """Extracts, parses, validates and decodes AgentConductor YAML plans (methods/agentconductor.md §3.1, §3.2).
+
+    The semantics are those of :func:`toporoute.conductor_topology.check` (PyYAML-based, the reference): the
+    error classes, the checks and their order, ids, ref resolution, cross-turn and self edges. The compiled
+    core parses the plain block layout orchestrators write and checks it in parallel; a plan outside that
+    layout (flow mappings, anchors, escapes, ...) is handed to the reference, so the result never depends on
+    the backend.
+
+    Parameters
+    ----------
+    texts : str or sequence of str (B,)
+        Orchestrator outputs (reasoning around the YAML is allowed).
+    context : Context or sequence of Context (B,), optional
+        The turn each plan is written for and the earlier turns' agents (default: the first turn).
+    options : CheckOptions, optional
+    backend : {"reference", "cpu"}, optional
+
+    Returns
+    -------
+    TopologyBatch
+        ``error (B,) uint8`` (0 valid, else the class), ``nodes, edges, steps, depth (B,)`` (the inputs of
+        :func:`conductor_density`), the decoded graphs in CSR arrays, and ``item(b)`` for one
+        :class:`~toporoute.conductor_topology.TopologyCheck`.
+    """
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, Sequence) or isinstance(texts, bytes):
+        raise _v.InvalidArgumentError(
+            f"texts must be a string or a sequence of strings; got {type(texts).__name__}", "texts"
+        )
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise _v.InvalidArgumentError(f"texts[{i}] must be a string; got {type(t).__name__}", "texts")
+    options = options or CheckOptions()
+    if not isinstance(options, CheckOptions):
+        raise _v.InvalidArgumentError(
+            f"options must be a CheckOptions; got {type(options).__name__}", "options"
+        )
+    if context is None or isinstance(context, Context):
+        contexts = [context or Context()] * len(texts)
+    else:
+        contexts = list(context)
+        if len(contexts) != len(texts):
+            raise _v.ShapeError(
+                f"context must be one Context or one per text ({len(texts)}); got {len(contexts)}",
+                arg="context",
+            )
+        for i, c in enumerate(contexts):
+            if not isinstance(c, Context):
+                raise _v.InvalidArgumentError(
+                    f"context[{i}] must be a Context; got {type(c).__name__}", "context"
+                )
+    for c in {id(c): c for c in contexts}.values():
+        for n in c.nodes:
+            if n.role not in options.pool:
+                raise _v.InvalidArgumentError(
+                    f"context node {n.token} has role {n.role!r}, which is not in the pool {options.pool}",
+                    "context",
+                )
+    impl = backends.select(backend, np.empty(0))
+    return impl.conductor_check(texts, contexts, options)

@@ -24,6 +24,7 @@ else:
 
 __all__ = [
     "available",
+    "conductor_check",
     "conductor_density",
     "graph_stats",
     "mean_pool",
@@ -105,3 +106,70 @@ def qmix_forward(
 
 def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray, *, isa: str = "") -> np.ndarray:
     return _core.qmix_mix(qmix_weights(params), q_taken, state, isa)
+
+
+DEFERRED = 255  # the core's code for a plan outside its block layout: checked by the reference
+
+
+def conductor_raw(texts: list[str], contexts: list[Any], options: Any) -> dict[str, Any]:
+    """The core's own output for a batch of plans: :data:`DEFERRED` where it hands a plan back."""
+    shared = list({id(c): c for c in contexts}.values())
+    index = {id(c): k for k, c in enumerate(shared)}
+    pool = {r: i for i, r in enumerate(options.pool)}
+    nodes = [n for c in shared for n in c.nodes]
+    return _core.conductor_check(
+        [t.encode("utf-8", "surrogatepass") for t in texts],
+        list(options.pool),
+        np.asarray([index[id(c)] for c in contexts], np.int64),
+        np.asarray([c.turn for c in shared], np.int32),
+        np.cumsum([0] + [len(c.nodes) for c in shared]).astype(np.int64),
+        [n.id for n in nodes],
+        np.asarray([pool[n.role] for n in nodes], np.int16),
+        np.asarray([n.turn for n in nodes], np.int32),
+        options.lenient,
+        options.strict_tester,
+        options.concise,
+        options.max_bytes,
+        options.max_depth,
+        options.max_agents,
+        options.max_refs,
+    )
+
+
+def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
+    """Plans in the compiled core (OpenMP over the batch); those it hands back go to the reference."""
+    from ..conductor_topology import TopologyBatch, assemble, check
+
+    out = conductor_raw(texts, contexts, options)
+
+    def text(b: bytes | None) -> str | None:
+        return None if b is None else b.decode("utf-8", "surrogatepass")
+
+    batch = TopologyBatch(
+        out["error"],
+        out["nodes"],
+        out["edges"],
+        out["steps"],
+        out["depth"],
+        out["node_off"],
+        out["node_role"],
+        out["node_step"],
+        out["node_layer"],
+        out["node_self"],
+        out["ref_off"],
+        out["ref_src"],
+        out["ref_cross"],
+        tuple(out["node_id"]),
+        tuple(text(m) or "" for m in out["message"]),
+        tuple(text(y) for y in out["yaml"]),
+        tuple(tuple(text(w) or "" for w in ws) for ws in out["warnings"]),
+        tuple(contexts),
+        options,
+    )
+    deferred = np.flatnonzero(batch.error == DEFERRED)
+    if len(deferred) == 0:
+        return batch
+    items = batch.checks_where(batch.error != DEFERRED)
+    for b in deferred:
+        items[int(b)] = check(texts[b], contexts[b], options)
+    return assemble(items, contexts, options)

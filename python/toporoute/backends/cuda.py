@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "available",
+    "conductor_check",
     "conductor_density",
     "graph_stats",
     "mean_pool",
@@ -506,3 +507,8 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, device: int = 0) -
                 f"{name} must be finite; got NaN or infinity at episode {b}", arg=name
             )
     return out
+
+
+def conductor_check(texts: Any, contexts: Any, options: Any) -> Any:
+    """Plans are text: parsed on the host."""
+    raise errors.BackendUnavailableError("conductor_check has no CUDA kernel; use backend='cpu'")

@@ -12,7 +12,7 @@ agree exactly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "available",
+    "conductor_check",
     "conductor_density",
     "graph_stats",
     "inbox_width",
@@ -458,3 +459,10 @@ def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray) -> np.n
 def available() -> tuple[bool, str]:
     """The reference backend needs only numpy."""
     return True, ""
+
+
+def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
+    """AgentConductor plans, one at a time with PyYAML (:func:`toporoute.conductor_topology.check`)."""
+    from ..conductor_topology import check_batch
+
+    return check_batch(texts, contexts, options)
