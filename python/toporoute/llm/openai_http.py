@@ -98,6 +98,9 @@ class OpenAIEngine:
         False, schemas are not sent and only the structured layer validates.
     strict_schema : bool
         ``strict`` flag of the json_schema response format (hosted OpenAI requires strict-mode schemas for it).
+    guided_regex : bool
+        Send ``Request.regex`` as ``structured_outputs: {"regex": ...}`` (a vLLM server's extension; sets
+        :attr:`supports_guided_regex`); off by default because hosted APIs reject unknown fields.
     extra_body : mapping, optional
         Extra JSON fields of every request (e.g. ``{"top_k": 20}`` for vLLM).
     headers : mapping, optional
@@ -128,6 +131,7 @@ class OpenAIEngine:
         seed: int | None = None,
         guided_json: bool = True,
         strict_schema: bool = False,
+        guided_regex: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -149,6 +153,7 @@ class OpenAIEngine:
             )
         self.name = model
         self.supports_guided_json = guided_json
+        self.supports_guided_regex = guided_regex
         self.base_url = base_url.rstrip("/")
         self._strict = strict_schema
         self._max_retries = max_retries
@@ -211,6 +216,8 @@ class OpenAIEngine:
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": request.schema, "strict": self._strict},
             }
+        elif request.regex is not None and self.supports_guided_regex:
+            body["structured_outputs"] = {"regex": request.regex}
         body.update(self._extra)
         return body
 

@@ -49,12 +49,15 @@ class Request:
 
     ``schema`` is a JSON Schema (e.g. ``Model.model_json_schema()`` of a pydantic model): engines that support
     guided decoding constrain the output to it, and the structured layer validates every output against it.
+    ``regex`` constrains a free-text output to a regular expression where the engine supports it (``vllm``;
+    ``openai`` with ``guided_regex=True``); other engines ignore it, so callers still check the output.
     """
 
     messages: tuple[Message, ...]
     sampling: Sampling = Sampling()
     schema: dict[str, Any] | None = None
     tags: Tags = Tags()
+    regex: str | None = None
 
     @staticmethod
     def chat(
@@ -64,19 +67,23 @@ class Request:
         sampling: Sampling | None = None,
         schema: dict[str, Any] | None = None,
         tags: Tags | None = None,
+        regex: str | None = None,
     ) -> Request:
         """A request of an optional system message then one user message (shared text first: prefix caching)."""
         msgs = ((Message("system", system),) if system else ()) + (Message("user", user),)
-        return Request(msgs, sampling or Sampling(), schema, tags or Tags())
+        return Request(msgs, sampling or Sampling(), schema, tags or Tags(), regex)
 
     def key(self, model: str = "") -> str:
-        """Stable SHA-256 of what determines the output (model, messages, sampling, schema; not the tags)."""
+        """Stable SHA-256 of what determines the output (model, messages, sampling, schema, regex; not the
+        tags)."""
         body = {
             "model": model,
             "messages": [[m.role, m.content] for m in self.messages],
             "sampling": asdict(self.sampling),
             "schema": self.schema,
         }
+        if self.regex is not None:  # keys of requests without one stay those recorded before it existed
+            body["regex"] = self.regex
         blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()
 

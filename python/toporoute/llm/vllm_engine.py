@@ -98,6 +98,7 @@ class VLLMEngine:
     """
 
     supports_guided_json: bool = True
+    supports_guided_regex: bool = True
 
     def __init__(
         self,
@@ -249,7 +250,11 @@ class VLLMEngine:
         from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 
         s = request.sampling
-        guided = StructuredOutputsParams(json=request.schema) if request.schema is not None else None
+        guided = None
+        if request.schema is not None:
+            guided = StructuredOutputsParams(json=request.schema)
+        elif request.regex is not None:
+            guided = StructuredOutputsParams(regex=request.regex)
         return SamplingParams(
             max_tokens=s.max_tokens,
             temperature=s.temperature,
