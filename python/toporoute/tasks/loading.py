@@ -128,6 +128,19 @@ def _load_humaneval() -> list[Task]:
 # ------------------------------------------------------------------------------------------------------ JSONL
 
 
+def read_lines(path: Path, what: str, arg: str) -> list[str]:
+    """The lines of a text file (``.gz`` decompressed); errors name ``what`` the file is and the argument."""
+    if not path.is_file():
+        raise InvalidArgumentError(f"{arg} must name an existing {what}; got {str(path)!r} (not found)", arg)
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read().splitlines()
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise InvalidArgumentError(f"{path.name}: cannot read the {what}: {exc}", arg) from exc
+
+
 def read_tasks_jsonl(path: str | os.PathLike[str]) -> list[Task]:
     """Reads a JSONL task file (see the module notes for the format); ``.gz`` files are decompressed.
 
@@ -137,18 +150,7 @@ def read_tasks_jsonl(path: str | os.PathLike[str]) -> list[Task]:
         When the file is missing, or a line is invalid: the message names the file, the line and the field.
     """
     p = Path(path)
-    if not p.is_file():
-        raise InvalidArgumentError(
-            f"spec must name an existing task file; got {str(path)!r} (not found)", "spec"
-        )
-    try:
-        if p.name.endswith(".gz"):
-            with gzip.open(p, "rt", encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        else:
-            lines = p.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InvalidArgumentError(f"{p.name}: cannot read the task file: {exc}", "spec") from exc
+    lines = read_lines(p, "task file", "spec")
     tasks = list(_parse_lines(lines, p.name))
     if not tasks:
         raise InvalidArgumentError(f"{p.name}: the task file holds no tasks", "spec")

