@@ -47,11 +47,41 @@ def _parser() -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         default=None,
-        help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3)",
+        help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3); conductor: K turns (2)",
     )
     run.add_argument("--tau", type=float, default=None, help="edge threshold (default: code 0.3, math 0.4)")
     run.add_argument("--k-in", type=int, default=3, help="most providers per recipient (0: no cap)")
-    _sampling_args(run, "0.3; qmix 0.2")
+    _sampling_args(run, "0.3; qmix and conductor 0.2")
+    c = run.add_argument_group("conductor")
+    c.add_argument(
+        "--level",
+        choices=("easy", "medium", "hard"),
+        default=None,
+        help="conductor: difficulty for the density cap 4/7/10 (default: the task's label, else easy)",
+    )
+    c.add_argument(
+        "--feedback-tests",
+        choices=("public", "hidden"),
+        default="public",
+        help="conductor: tests behind the tester's feedback: docstring examples (default) or the real tests "
+        "(an oracle); the reward always uses the real tests",
+    )
+    c.add_argument("--no-guided", action="store_true", help="conductor: no plan grammar for the orchestrator")
+    c.add_argument(
+        "--density-mode", choices=("paper", "normalized"), default="paper", help="conductor: r_g form (paper)"
+    )
+    c.add_argument(
+        "--return-mode",
+        choices=("sum", "mean", "last"),
+        default="sum",
+        help="conductor: trajectory return (sum)",
+    )
+    c.add_argument(
+        "--strict-tester", action="store_true", help="conductor: reject testers outside the last step"
+    )
+    c.add_argument(
+        "--orchestrator-max-tokens", type=int, default=768, help="conductor: tokens of a plan (default 768)"
+    )
     q = run.add_argument_group("qmix")
     q.add_argument(
         "--checkpoint", type=Path, default=None, help="qmix: the policy (toporoute train qmix writes it)"
@@ -122,6 +152,11 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai: API root")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable of the key")
+    p.add_argument(
+        "--guided-regex",
+        action="store_true",
+        help="openai: the server honours vLLM's structured_outputs regex (conductor plans under a grammar)",
+    )
     p.add_argument("--replay", type=Path, default=None, help="replay: the transcript to replay")
     p.add_argument("--record", type=Path, default=None, help="record every LLM call to this transcript")
     p.add_argument("--reprompts", type=int, default=2, help="re-prompts on invalid JSON (default 2)")
@@ -162,6 +197,19 @@ def _qmix_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _conductor_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "level": args.level,
+        "feedback_tests": args.feedback_tests,
+        "guided": not args.no_guided,
+        "density_mode": args.density_mode,
+        "return_mode": args.return_mode,
+        "strict_tester": args.strict_tester,
+        "orchestrator_max_tokens": args.orchestrator_max_tokens,
+        "test_timeout_s": args.eval_timeout,
+    }
+
+
 async def _engine(args: argparse.Namespace) -> Any:
     from .llm import Structured
 
@@ -179,7 +227,9 @@ async def _engine(args: argparse.Namespace) -> Any:
 
         if not args.model:
             raise ToporouteError("--engine openai needs --model (the server's model id)")
-        inner = OpenAIEngine(args.model, base_url=args.base_url, api_key_env=args.api_key_env)
+        inner = OpenAIEngine(
+            args.model, base_url=args.base_url, api_key_env=args.api_key_env, guided_regex=args.guided_regex
+        )
     else:
         from .llm import ReplayEngine
 
@@ -258,8 +308,9 @@ async def _run(args: argparse.Namespace) -> int:
                 encoder = Encoder.default()
                 encoder.encode(["I need a warm start.", "I provide one."])  # first ONNX run: not routing
             qmix = _qmix_overrides(args)
+            conductor = _conductor_overrides(args)
             if args.temperature is None:
-                qmix["temperature"] = 0.2
+                qmix["temperature"] = conductor["temperature"] = 0.2
             method = make_method(
                 name,
                 config,
@@ -268,6 +319,7 @@ async def _run(args: argparse.Namespace) -> int:
                 edge_counts=edge_counts,
                 checkpoint=args.checkpoint,
                 qmix=qmix,
+                conductor=conductor,
             )
             print(f"== {name}", file=sys.stderr, flush=True)
             summary = await run_method(

@@ -1,8 +1,9 @@
 """Topology methods as async episode loops over the shared runtime (see :mod:`toporoute.methods.harness`).
 
 ``make_method(name, config)`` builds one of :data:`METHODS`: ``dytopo`` and its baselines ``single``,
-``parallel``, ``random``, ``chain``, ``star``, ``full``; and ``qmix`` (Agent Q-Mix, from a trained checkpoint;
-see :mod:`toporoute.methods.qmix`).
+``parallel``, ``random``, ``chain``, ``star``, ``full``; ``qmix`` (Agent Q-Mix, from a trained checkpoint;
+see :mod:`toporoute.methods.qmix`); and ``conductor`` (AgentConductor: an orchestrator LLM writes YAML layered
+DAGs; see :mod:`toporoute.methods.conductor`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ __all__ = [
     "make_method",
 ]
 
-METHODS = ("dytopo", "qmix", "single", "parallel", "random", "chain", "star", "full")
+METHODS = ("dytopo", "qmix", "conductor", "single", "parallel", "random", "chain", "star", "full")
 
 
 class Method(Protocol):
@@ -56,12 +57,14 @@ def make_method(
     edge_counts: Mapping[str, Sequence[int]] | None = None,
     checkpoint: str | Path | None = None,
     qmix: Mapping[str, Any] | None = None,
+    conductor: Mapping[str, Any] | None = None,
 ) -> Method:
     """The method ``name`` with ``config``; ``rounds`` overrides the number of rounds (DyTopo: T_max, default 10;
     the multi-round baselines: a fixed count, default 5; qmix: T, default code 2, math 3).
 
     ``qmix`` needs ``checkpoint`` (a policy written by ``toporoute train qmix``); ``qmix`` holds
-    :class:`~toporoute.methods.qmix.QMixSettings` overrides (sampling comes from ``config``)."""
+    :class:`~toporoute.methods.qmix.QMixSettings` overrides (sampling comes from ``config``). ``conductor``
+    holds :class:`~toporoute.methods.conductor.ConductorSettings` overrides (``rounds``: its K, default 2)."""
     if name not in METHODS:
         raise InvalidArgumentError(f"method must be one of {METHODS}; got {name!r}", "method")
     config = config or LoopConfig()
@@ -81,6 +84,17 @@ def make_method(
         }
         settings = QMixSettings(**(base | dict(qmix or {})))
         return QMix(QMixPolicy.load(checkpoint, encoder=encoder), settings)
+    if name == "conductor":
+        from .conductor import Conductor, ConductorSettings
+
+        base = {
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "max_tokens": config.max_tokens,
+            "seed": config.seed,
+            **({} if rounds is None else {"max_turns": rounds}),
+        }
+        return Conductor(ConductorSettings(**(base | dict(conductor or {}))), encoder=encoder)
     if name == "dytopo":
         return DyTopo(config if rounds is None else replace(config, max_rounds=rounds), encoder=encoder)
     if name in ("random", "chain", "star", "full"):

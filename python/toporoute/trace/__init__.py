@@ -3,7 +3,7 @@
 A run directory holds one or more method runs over the same task set (``toporoute run A B C --out RUN_DIR``)::
 
     RUN_DIR/
-      <method>/                  one folder per method (dytopo, single, parallel, random, chain, star, full)
+      <method>/                  one folder per method (dytopo, qmix, conductor, single, ...)
         run.json                 config: method, params (all settings), tasks, task_ids, engine, model, started,
                                  versions, argv
         episodes/<episode>.json  one per finished episode (written atomically by the runtime)
@@ -53,6 +53,26 @@ There ``edges`` are the round graph phi(u), ``inbox`` the agents whose output of
 ``removed`` the edges that delivered nothing (a debate pair's edge into its lower index, which runs first). The
 episode record adds ``"qmix": {"steps": [{"obs", "adj", "actions", "state"}], "actions": [[int] * n]}``: what
 the policy saw and chose each round (the trainer's replay entries).
+
+AgentConductor turns (``method: "conductor"``, one record per turn; ``round`` is the turn) add::
+
+     "level": "easy", "level_source": "task" | "setting" | "default", "n_max": 4,
+     "orchestrator": {"text": str, "usage": {...}, "error": str | null, "guided": bool,
+                      "prompt": [[role, content], ...]},        # the orchestrator's messages (for training)
+     "yaml": str | null,                                       # the extracted plan
+     "check": {"error": "[YAML LOGIC INVALID]" | null, "message": str, "warnings": [str]},
+     "steps": [int], "layers": [["planner@1", "searcher@1"], ...],   # nodes are "<id>@<step>"; an earlier
+     "edges": [{"src": "t1:coder@2", "dst": "debugger@4", "kind": "intra" | "cross" | "self"}],  # turn's: "t1:"
+     "tester": {"agent", "tested", "code", "verdict", "tests": "public" | "hidden" | "none", "passed", "total",
+                "logs"},
+     "verdict": "PASSED" | "[WRONG ANSWER]" | ...,             # the tester's (feedback, early stop)
+     "reward_verdict": ...,                                    # the real tests' (the reward)
+     "density": {"nodes", "edges", "steps", "depth", "s_complex"},
+     "reward": {"r_e": float, "r_g": float, "r": float}, "return_so_far": float
+
+An invalid plan's record has the orchestrator, yaml, check and reward only. The episode record adds
+``"conductor": {"level", "level_source", "n_max", "turns": [...], "rewards": [float], "return": float,
+"passed_feedback": bool}``.
 
 Episode record (``episodes/<episode>.json``; the runtime's wrapper around the method's own record)::
 

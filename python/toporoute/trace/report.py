@@ -389,7 +389,7 @@ def _slim_round(rec: dict[str, Any], limit: int) -> dict[str, Any]:
     # the score matrix is N x N per round and the edges carry the scores that matter: keep only whether it exists
     keep = (
         "round", "goal", "agents", "roles", "descriptors", "edges", "order", "levels", "removed", "is_dag",
-        "inbox", "messages", "usage", "manager", "stats", "timing",
+        "inbox", "messages", "usage", "manager", "stats", "timing", "yaml", "check", "verdict", "reward",
     )  # fmt: skip
     slim = {k: rec.get(k) for k in keep}
     slim["scored"] = rec.get("scores") is not None

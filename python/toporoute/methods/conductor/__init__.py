@@ -1,0 +1,32 @@
+"""AgentConductor (methods/agentconductor.md): an orchestrator LLM writes each problem's team topology as a YAML
+layered DAG, the layers run in order with the tester's feedback, and a rule-based reward scores every turn.
+
+- :mod:`toporoute.conductor_topology` / ``ops.conductor_check``: the topology language (extraction, parsing,
+  validation, decoding) — in the compiled core, with a PyYAML reference.
+- :mod:`.method`: the episode loop (:class:`Conductor`, :class:`ConductorSettings`).
+- :mod:`.reward`: rewards, returns and GRPO advantages.
+- :mod:`.training`: hooks for RL (a reward function for GRPO trainers, rollout collection) and SFT data.
+"""
+
+from .method import Conductor, ConductorSettings
+from .reward import (
+    CAPS,
+    EXEC_REWARD,
+    YAML_REWARD,
+    RewardConfig,
+    grpo_advantages,
+    trajectory_return,
+    turn_rewards,
+)
+
+__all__ = [
+    "CAPS",
+    "EXEC_REWARD",
+    "YAML_REWARD",
+    "Conductor",
+    "ConductorSettings",
+    "RewardConfig",
+    "grpo_advantages",
+    "trajectory_return",
+    "turn_rewards",
+]

@@ -1,0 +1,690 @@
+"""The AgentConductor episode loop (methods/agentconductor.md §3).
+
+Each turn: the orchestrator writes a YAML plan (under a regular-expression grammar where the engine supports
+it); ``ops.conductor_check`` validates and decodes it into a layered DAG; the layers run in order, every
+agent of a layer at once, each seeing the problem, its role prompt, the previous turn's view (plan, verdict,
+logs), its own earlier outputs and the outputs of its direct refs only; the tester runs the referenced code in
+the sandbox. A failed or invalid turn feeds the next one, up to ``max_turns``. Every turn is scored with the
+paper's reward (``reward.py``), computed from the task's difficulty cap and the verdict of the hidden tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import ops
+from ...conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
+from ...errors import InvalidArgumentError
+from ...llm.types import Request, Result, Sampling, Tags
+from ...tasks import Task, extract_code
+from ...tasks.codetest import TestReport, run_hidden_tests, run_public_tests
+from ..dytopo import EpisodeOutput, _clip, _usage, request_seed
+from . import _prompts
+from .reward import CAPS, RewardConfig, trajectory_return, turn_rewards
+
+if TYPE_CHECKING:
+    from ...embed import Encoder
+    from ...runtime import EpisodeContext
+    from ._retrieval import Retriever
+
+__all__ = ["LEVELS_BY_LABEL", "Conductor", "ConductorSettings"]
+
+Emit = Callable[[dict[str, Any]], None]
+LEVELS_BY_LABEL = {
+    "easy": "easy",
+    "introductory": "easy",
+    "medium": "medium",
+    "interview": "medium",
+    "hard": "hard",
+    "competition": "hard",
+}
+_CODE_ROLES = ("coder", "debugger")
+
+
+@dataclass(frozen=True)
+class ConductorSettings:
+    """Settings of the AgentConductor loop.
+
+    Parameters
+    ----------
+    max_turns : int
+        K, the most plans per problem (the paper: 2).
+    level : {"easy", "medium", "hard"}, optional
+        Difficulty for the density cap (4 / 7 / 10 nodes per turn). None: the task's ``meta["difficulty"]``
+        (easy/medium/hard or APPS's introductory/interview/competition), else ``default_level``. Never the
+        orchestrator's own guess (spec §9.6).
+    default_level : str
+        Level of tasks without a label (HumanEval: easy).
+    temperature, top_p, max_tokens : sampling of the role agents.
+    orchestrator_temperature, orchestrator_max_tokens : sampling of the orchestrator (None: ``temperature``).
+    guided : bool
+        Constrain the orchestrator's output to the plan grammar where the engine supports it.
+    feedback_tests : {"public", "hidden"}
+        Tests the tester runs for the orchestrator's feedback and early stop: the docstring examples
+        (``public``) or the task's real tests (``hidden``, which makes the feedback an oracle; spec §9.11). The
+        reward always uses the hidden tests.
+    pool : tuple of str
+        Role names.
+    lenient, strict_tester, concise : see :class:`~toporoute.conductor_topology.CheckOptions`.
+    retrieval_k : int
+        Documents the searcher retrieves.
+    view_chars : int
+        Characters of tester logs kept in the view and the history (about 2k tokens at most).
+    test_timeout_s, test_memory_mb : limits of the tester's sandbox runs.
+    density_mode, w_e, w_g, return_mode, gamma : see :class:`~toporoute.methods.conductor.reward.RewardConfig`.
+    seed : int
+        Root of the request seeds.
+    """
+
+    max_turns: int = 2
+    level: str | None = None
+    default_level: str = "easy"
+    temperature: float = 0.2
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    orchestrator_temperature: float | None = None
+    orchestrator_max_tokens: int = 768
+    guided: bool = True
+    feedback_tests: str = "public"
+    pool: tuple[str, ...] = ROLES
+    lenient: bool = True
+    strict_tester: bool = False
+    concise: bool = False
+    retrieval_k: int = 3
+    view_chars: int = 6000
+    test_timeout_s: float = 5.0
+    test_memory_mb: int = 1024
+    density_mode: str = "paper"
+    w_e: float = 1.0
+    w_g: float = 1.0
+    return_mode: str = "sum"
+    gamma: float = 1.0
+    seed: int = 0
+    check_options: CheckOptions = field(init=False, repr=False, compare=False)
+    reward: RewardConfig = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pool", tuple(self.pool))
+        if self.max_turns < 1:
+            raise InvalidArgumentError(f"max_turns must be >= 1; got {self.max_turns}", "max_turns")
+        for name in ("level", "default_level"):
+            value = getattr(self, name)
+            if value is not None and value not in CAPS:
+                raise InvalidArgumentError(f"{name} must be one of {tuple(CAPS)}; got {value!r}", name)
+        if self.feedback_tests not in ("public", "hidden"):
+            raise InvalidArgumentError(
+                f"feedback_tests must be 'public' or 'hidden'; got {self.feedback_tests!r}", "feedback_tests"
+            )
+        for name in ("max_tokens", "orchestrator_max_tokens", "retrieval_k", "view_chars", "test_memory_mb"):
+            if getattr(self, name) < 1:
+                raise InvalidArgumentError(f"{name} must be >= 1; got {getattr(self, name)}", name)
+        if self.test_timeout_s <= 0:
+            raise InvalidArgumentError(
+                f"test_timeout_s must be > 0; got {self.test_timeout_s}", "test_timeout_s"
+            )
+        object.__setattr__(
+            self,
+            "check_options",
+            CheckOptions(
+                pool=self.pool, lenient=self.lenient, strict_tester=self.strict_tester, concise=self.concise
+            ),
+        )
+        object.__setattr__(
+            self,
+            "reward",
+            RewardConfig(self.density_mode, self.w_e, self.w_g, self.return_mode, self.gamma),
+        )
+
+    def level_of(self, task: Task) -> tuple[str, str]:
+        """``(level, where it came from)``: ``setting``, ``task`` or ``default``."""
+        if self.level is not None:
+            return self.level, "setting"
+        label = str(task.meta.get("difficulty", "")).strip().lower()
+        if label in LEVELS_BY_LABEL:
+            return LEVELS_BY_LABEL[label], "task"
+        return self.default_level, "default"
+
+    def params(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("check_options", None)
+        d.pop("reward", None)
+        d["pool"] = list(self.pool)
+        return d
+
+
+@dataclass
+class _Turn:
+    """What later turns and the answer need from a finished turn."""
+
+    yaml: str | None
+    tag: str | None = None
+    message: str = ""
+    verdict: str | None = None
+    logs: str = ""
+    code: str = ""
+    last_step: int = 0
+
+
+class Conductor:
+    """AgentConductor for the harness (``toporoute run conductor``).
+
+    Parameters
+    ----------
+    settings : ConductorSettings, optional
+    retriever : Retriever, optional
+        The searcher's retriever (default: HumanEval problems and solutions, embedded with ``encoder``).
+    encoder : Encoder, optional
+        The descriptor encoder of the default retriever (default ``Encoder.default()``, loaded when a plan
+        first uses a searcher).
+    """
+
+    def __init__(
+        self,
+        settings: ConductorSettings | None = None,
+        *,
+        retriever: Retriever | None = None,
+        encoder: Encoder | None = None,
+        name: str = "conductor",
+    ) -> None:
+        self.settings = settings or ConductorSettings()
+        self.name = name
+        self._retriever = retriever
+        self._encoder = encoder
+        self._retriever_lock = threading.Lock()
+
+    def params(self) -> dict[str, Any]:
+        return {"method": self.name, **self.settings.params()}
+
+    # ------------------------------------------------------------------------------------------ the episode
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
+        """Runs one code task; ``emit`` gets one trace record per turn."""
+        if task.kind != "code" or not task.entry_point:
+            raise InvalidArgumentError(
+                f"task {task.id!r}: AgentConductor solves code tasks with an entry point; got kind={task.kind!r}",
+                "task",
+            )
+        s = self.settings
+        level, level_source = s.level_of(task)
+        n_max = CAPS[level]
+        context = Context()
+        outputs: dict[int, str] = {}  # global node index -> output
+        everyone: list[Node] = []
+        memory: dict[str, list[int]] = {}  # id -> global indices of its earlier runs
+        history: list[_Turn] = []
+        rewards: list[float] = []
+        answer = ""
+        llm_s = routing_s = 0.0
+        passed = False
+        for k in range(s.max_turns):
+            start = time.perf_counter()
+            request = self._orchestrator_request(ctx.episode, task, k, history, first=not context.nodes)
+            got = (await ctx.generate([request]))[0]
+            t_llm = time.perf_counter() - start
+            t0 = time.perf_counter()
+            chk = ops.conductor_check(
+                got.text if got.ok else "", context=context, options=s.check_options
+            ).item(0)
+            t_route = time.perf_counter() - t0
+            record = self._base_record(ctx.episode, task, k, level, level_source, n_max, request, got, chk)
+            if not chk.ok:
+                r = turn_rewards([chk.error], [None], [0], [0], [0], n_max, s.reward)
+                record["reward"] = _reward_dict(r)
+                rewards.append(float(r.r[0]))
+                history.append(_Turn(chk.yaml if chk.yaml is not None else got.text, chk.tag, chk.message))
+                context = context.next(None)
+            else:
+                g = chk.graph
+                assert g is not None
+                everyone.extend(g.nodes)
+                view = history[-1] if history else None
+                run = await self._execute(ctx, task, k, g, everyone, outputs, memory, view)
+                t_llm += run["llm_s"]
+                report: TestReport = run["report"]
+                hidden = report
+                if s.feedback_tests == "public":  # the reward's verdict: the real tests, never shown
+                    hidden = await asyncio.to_thread(
+                        run_hidden_tests,
+                        task,
+                        run["code"],
+                        timeout_s=s.test_timeout_s,
+                        memory_mb=s.test_memory_mb,
+                    )
+                t1 = time.perf_counter()
+                r = turn_rewards(
+                    [0], [hidden.verdict], [g.n_nodes], [g.n_edges], [g.n_steps], n_max, s.reward
+                )
+                stats = _graph_stats(g)
+                t_route += time.perf_counter() - t1
+                record.update(run["record"])
+                record["verdict"] = report.verdict
+                record["reward_verdict"] = hidden.verdict
+                record["density"] = {
+                    "nodes": g.n_nodes,
+                    "edges": g.n_edges,
+                    "steps": g.n_steps,
+                    "depth": g.depth,
+                    "s_complex": round(float(r.s_complex[0]), 6),
+                }
+                record["reward"] = _reward_dict(r)
+                record["stats"] = stats
+                rewards.append(float(r.r[0]))
+                history.append(
+                    _Turn(
+                        chk.yaml,
+                        None,
+                        "",
+                        report.verdict,
+                        _clip(report.logs, s.view_chars),
+                        run["code"],
+                        g.steps[-1],
+                    )
+                )
+                answer = run["code"]
+                context = context.next(g)
+                passed = report.verdict == "PASSED"
+            llm_s += t_llm
+            routing_s += t_route
+            record["return_so_far"] = round(trajectory_return(rewards, s.reward), 6)
+            record["timing"] = {
+                "round_s": round(time.perf_counter() - start, 4),
+                "llm_s": round(t_llm, 4),
+                "routing_s": round(t_route, 6),
+            }
+            emit(record)
+            if passed:
+                break
+        turns = len(rewards)
+        return EpisodeOutput(
+            answer,
+            turns,
+            passed,
+            llm_s,
+            routing_s,
+            extra={
+                "conductor": {
+                    "level": level,
+                    "level_source": level_source,
+                    "n_max": n_max,
+                    "turns": [
+                        {
+                            "yaml": h.yaml,
+                            "error": h.tag,
+                            "message": h.message,
+                            "verdict": h.verdict,
+                            "reward": rw,
+                        }
+                        for h, rw in zip(history, rewards)
+                    ],
+                    "rewards": [round(x, 6) for x in rewards],
+                    "return": round(trajectory_return(rewards, s.reward), 6),
+                    "passed_feedback": passed,
+                }
+            },
+        )
+
+    # ------------------------------------------------------------------------------------------ the orchestrator
+
+    def _orchestrator_request(
+        self, episode: str, task: Task, k: int, history: list[_Turn], *, first: bool
+    ) -> Request:
+        s = self.settings
+        system = _prompts.text("orchestrator_system").format(
+            roles=_prompts.roles_block(s.pool), max_turns=s.max_turns
+        )
+        blocks = []
+        for i, h in enumerate(history):
+            if h.verdict is not None:
+                blocks.append(
+                    _prompts.text("history_executed").format(
+                        turn=i + 1, yaml=_with_newline(h.yaml or ""), status=h.verdict, logs=h.logs
+                    )
+                )
+            else:
+                blocks.append(
+                    _prompts.text("history_invalid").format(turn=i + 1, tag=h.tag, message=h.message)
+                )
+        last_step = max((h.last_step for h in history), default=0)
+        hint = (
+            _prompts.text("continue_hint").format(next_step=last_step + 1).rstrip("\n") if last_step else ""
+        )
+        user = _prompts.text("orchestrator_user").format(
+            history="".join(blocks),
+            question=task.prompt.strip(),
+            turn=k + 1,
+            max_turns=s.max_turns,
+            continue_hint=hint,
+        )
+        temperature = s.temperature if s.orchestrator_temperature is None else s.orchestrator_temperature
+        return Request.chat(
+            system,
+            user,
+            sampling=Sampling(
+                max_tokens=s.orchestrator_max_tokens,
+                temperature=temperature,
+                top_p=s.top_p,
+                seed=request_seed(s.seed, episode, k, "orchestrator"),
+            ),
+            tags=Tags(round=k, agent="orchestrator", role="orchestrator"),
+            regex=_prompts.plan_regex(s.pool, first) if s.guided else None,
+        )
+
+    # ------------------------------------------------------------------------------------------ execution
+
+    async def _execute(
+        self,
+        ctx: EpisodeContext,
+        task: Task,
+        k: int,
+        g: TurnGraph,
+        everyone: list[Node],
+        outputs: dict[int, str],
+        memory: dict[str, list[int]],
+        view: _Turn | None,
+    ) -> dict[str, Any]:
+        """Runs the layers of turn ``k``; returns the tester's report, the tested code, LLM time and the
+        record fields (agents, layers, edges, inboxes, messages, usage, tester)."""
+        s = self.settings
+        names = {gi: _name(everyone[gi], g.turn) for gi in range(len(everyone))}
+        results: dict[int, Result] = {}
+        errors: dict[int, str] = {}
+        inbox: dict[int, list[int]] = {}
+        tester: dict[str, Any] | None = None
+        report: TestReport | None = None
+        code = ""
+        llm_s = 0.0
+        view_text = ""
+        if view is not None and view.verdict is not None:
+            view_text = _prompts.text("view").format(
+                yaml=_with_newline(view.yaml or ""), status=view.verdict, logs=view.logs
+            )
+        for layer in g.layers:
+            members = [g.base + i for i in layer]
+            for gi in members:
+                i = gi - g.base
+                seen = list(g.refs[i])
+                if g.self_src[i] >= 0 and g.self_src[i] not in seen:
+                    seen.append(g.self_src[i])
+                inbox[gi] = seen
+            llm_nodes = [gi for gi in members if everyone[gi].role != "tester"]
+            requests = [  # own earlier outputs (the self edge's included) come as memory, the refs as inputs
+                self._agent_request(
+                    ctx.episode,
+                    task,
+                    k,
+                    everyone[gi],
+                    gi,
+                    list(g.refs[gi - g.base]),
+                    outputs,
+                    memory,
+                    names,
+                    view_text,
+                )
+                for gi in llm_nodes
+            ]
+            if requests:
+                w0 = time.perf_counter()
+                got = await ctx.generate(requests)
+                llm_s += time.perf_counter() - w0
+                for gi, res in zip(llm_nodes, got):
+                    results[gi] = res
+                    outputs[gi] = res.text.strip() if res.ok else ""
+                    if not res.ok:
+                        errors[gi] = res.error.message if res.error else "failed"
+            for gi in llm_nodes:
+                if everyone[gi].role == "searcher":
+                    outputs[gi] = await self._search_output(task, outputs[gi])
+            for gi in members:
+                if everyone[gi].role != "tester":
+                    continue
+                src, code_i = self._tested_code(task, inbox[gi], everyone, outputs)
+                run = run_hidden_tests if s.feedback_tests == "hidden" else run_public_tests
+                rep = await asyncio.to_thread(
+                    run, task, code_i, timeout_s=s.test_timeout_s, memory_mb=s.test_memory_mb
+                )
+                outputs[gi] = _tester_output(rep, code_i)
+                if tester is None or gi - g.base in g.layers[-1]:
+                    report, code = rep, code_i
+                    tester = {
+                        "agent": names[gi],
+                        "tested": names.get(src) if src is not None else None,
+                        "code": _clip(code_i),
+                        "verdict": rep.verdict,
+                        "tests": rep.tests,
+                        "passed": rep.passed,
+                        "total": rep.total,
+                        "logs": _clip(rep.logs, s.view_chars),
+                    }
+            for gi in members:
+                memory.setdefault(everyone[gi].id, []).append(gi)
+        assert report is not None  # L3: the last step holds a tester
+        turn_nodes = [g.base + i for i in range(g.n_nodes)]
+        edge_usage = [
+            {
+                "src": names[src],
+                "dst": names[gi],
+                "tokens": results[src].usage.completion_tokens if src in results else 0,
+            }
+            for gi in turn_nodes
+            for src in inbox[gi]
+        ]
+        for e in edge_usage:
+            ctx.ledger.add_edge(k, e["src"], e["dst"], e["tokens"])
+        level_of = {i: li for li, layer in enumerate(g.layers) for i in layer}
+        record = {
+            "agents": [names[gi] for gi in turn_nodes],
+            "roles": [everyone[gi].role for gi in turn_nodes],
+            "steps": list(g.steps),
+            "layers": [[names[g.base + i] for i in layer] for layer in g.layers],
+            "levels": [level_of[i] for i in range(g.n_nodes)],
+            "edges": [
+                {"src": names[a], "dst": names[b], "kind": kind, "score": None} for a, b, kind in g.edges()
+            ],
+            "inbox": {names[gi]: [names[x] for x in inbox[gi]] for gi in turn_nodes},
+            "messages": {
+                names[gi]: {
+                    "public": _clip(outputs.get(gi, "")),
+                    "private": "",
+                    "answer": None,
+                    "parse_error": errors.get(gi),
+                }
+                for gi in turn_nodes
+            },
+            "usage": {
+                "agents": {names[gi]: _usage(r) for gi, r in sorted(results.items())},
+                "edges": edge_usage,
+            },
+            "tester": tester,
+        }
+        return {"report": report, "code": code, "llm_s": llm_s, "record": record}
+
+    def _agent_request(
+        self,
+        episode: str,
+        task: Task,
+        k: int,
+        node: Node,
+        gi: int,
+        inbox: list[int],
+        outputs: dict[int, str],
+        memory: dict[str, list[int]],
+        names: dict[int, str],
+        view_text: str,
+    ) -> Request:
+        s = self.settings
+        own = [x for x in memory.get(node.id, []) if x not in inbox]
+        mem = ""
+        if own:
+            mem = (
+                "\nYour earlier outputs:\n"
+                + "\n\n".join(f"[{names[x]}]\n{outputs.get(x, '')}" for x in own)
+                + "\n"
+            )
+        inputs = ""
+        if inbox:
+            inputs = (
+                "\nOutputs you receive:\n"
+                + "\n\n".join(f"[{names[x]}]\n{outputs.get(x, '') or '(no output)'}" for x in inbox)
+                + "\n"
+            )
+        if node.role in _CODE_ROLES:
+            instruction = _prompts.text("code_instruction").format(entry_point=task.entry_point).strip()
+        elif node.role == "searcher":
+            instruction = "Write the search query."
+        else:
+            instruction = f"Write your output as the team's {node.role}."
+        user = _prompts.text("agent_user").format(
+            problem=task.prompt.strip(), view=view_text, memory=mem, inputs=inputs, instruction=instruction
+        )
+        return Request.chat(
+            _role_system(node.role),
+            user,
+            sampling=Sampling(
+                max_tokens=s.max_tokens,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                seed=request_seed(s.seed, episode, k, names[gi]),
+            ),
+            tags=Tags(round=k, agent=names[gi], role=node.role),
+        )
+
+    async def _search_output(self, task: Task, query: str) -> str:
+        retriever = await asyncio.to_thread(self._get_retriever)
+        text = f"{task.prompt.strip()}\n{query}"
+
+        def search() -> str:
+            with self._retriever_lock:
+                hits = retriever.search(
+                    text, exclude_id=task.id, problem=task.prompt, k=self.settings.retrieval_k
+                )
+            from ._retrieval import render
+
+            return render(hits)
+
+        docs = await asyncio.to_thread(search)
+        return f"Query: {query.strip() or '(the problem itself)'}\n\n{docs}"
+
+    def _get_retriever(self) -> Retriever:
+        with self._retriever_lock:
+            if self._retriever is None:
+                from ._retrieval import Retriever, humaneval_corpus
+
+                if self._encoder is None:
+                    from ...embed import Encoder
+
+                    self._encoder = Encoder.default()
+                self._retriever = Retriever(
+                    self._encoder, humaneval_corpus(), top_k=self.settings.retrieval_k
+                )
+            return self._retriever
+
+    @staticmethod
+    def _tested_code(
+        task: Task, refs: list[int], everyone: list[Node], outputs: dict[int, str]
+    ) -> tuple[int | None, str]:
+        """The last python block of the highest-step coder or debugger among ``refs`` (spec §9.11; the later
+        ref on a tie), or "" when there is none."""
+        best: int | None = None
+        for gi in refs:
+            n = everyone[gi]
+            if n.role in _CODE_ROLES and (
+                best is None or (n.turn, n.step) >= (everyone[best].turn, everyone[best].step)
+            ):
+                best = gi
+        if best is None:
+            return None, ""
+        return best, extract_code(outputs.get(best, ""), task.entry_point) or ""
+
+    # ------------------------------------------------------------------------------------------ records
+
+    def _base_record(
+        self,
+        episode: str,
+        task: Task,
+        k: int,
+        level: str,
+        level_source: str,
+        n_max: int,
+        request: Request,
+        got: Result,
+        chk: TopologyCheck,
+    ) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "method": self.name,
+            "episode": episode,
+            "task": task.id,
+            "round": k,
+            "level": level,
+            "level_source": level_source,
+            "n_max": n_max,
+            "orchestrator": {
+                "text": _clip(got.text),
+                "usage": _usage(got),
+                "error": None if got.error is None else got.error.message,
+                "guided": request.regex is not None,
+                "prompt": [[m.role, m.content] for m in request.messages],
+            },
+            "yaml": chk.yaml,
+            "check": {
+                "error": chk.tag,
+                "message": chk.message,
+                "warnings": list(chk.graph.warnings) if chk.graph is not None else [],
+            },
+            "agents": [],
+            "edges": [],
+            "usage": {"agents": {"orchestrator": _usage(got)}, "edges": []},
+            "manager": None,
+            "scores": None,
+        }
+
+
+def _name(node: Node, turn: int) -> str:
+    """A node's name in the traces: ``coder@4`` (id and step), prefixed ``t1:`` for an earlier turn's node."""
+    return f"{node.id}@{node.step}" if node.turn == turn else f"t{node.turn + 1}:{node.id}@{node.step}"
+
+
+def _role_system(role: str) -> str:
+    try:
+        return _prompts.text(role).strip()
+    except FileNotFoundError:
+        return f"You are the {role} of a programming team."
+
+
+def _tester_output(report: TestReport, code: str) -> str:
+    counts = f" ({report.passed}/{report.total} passed)" if report.total else ""
+    body = f"```python\n{code}```" if code else "(no code to test)"
+    return f"Status: {report.verdict}\nTests: {report.tests}{counts}\n{report.logs}\nCode tested:\n{body}"
+
+
+def _with_newline(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _reward_dict(r: Any) -> dict[str, float]:
+    return {"r_e": round(float(r.r_e[0]), 6), "r_g": round(float(r.r_g[0]), 6), "r": round(float(r.r[0]), 6)}
+
+
+def _graph_stats(g: TurnGraph) -> dict[str, Any]:
+    """Edge count and density of the turn's intra-turn graph (as the other methods' ``stats``)."""
+    n = g.n_nodes
+    adj = np.zeros((n, n), dtype=bool)
+    for i, (refs, cross) in enumerate(zip(g.refs, g.cross)):
+        for src, c in zip(refs, cross):
+            if not c:
+                adj[src - g.base, i] = True
+    st = ops.graph_stats(adj)
+    return {
+        "edges": g.n_edges,
+        "intra_edges": int(st.edges),
+        "density": round(float(st.density), 4),
+        "reciprocity": round(float(st.reciprocity), 4),
+        "jaccard_prev": None,
+    }

@@ -1,0 +1,366 @@
+"""Training hooks for AgentConductor (methods/agentconductor.md §4.5, §4.6, §9.15): a reward function for GRPO
+trainers, a rollout collector that runs groups of full trajectories and scores them, and an SFT data builder.
+
+Training itself happens in an existing trainer:
+
+- TRL's ``GRPOTrainer(reward_funcs=[PlanReward()], ...)`` scores single-turn plans: the error-class penalty or,
+  for a valid plan, the density term plus the execution reward when a ``verdict`` column (or ``verdict_fn``) is
+  given. Plans are checked in one batch in the compiled core.
+- :func:`collect_rollouts` runs G trajectories per task through the real loop (orchestrator, role agents,
+  sandbox) and writes ``rollouts.jsonl``: per trajectory the turns with their prompt, plan, feedback, rewards,
+  the return and the group-normalised advantage, plus ``segments`` laid out as §9.15 (prompt, plan 1,
+  feedback 1, plan 2) with ``train`` set on the plan tokens only.
+- :func:`sft_records` filters recorded turns into chat-format SFT examples: valid, de-duplicated by canonical
+  form, density within a band, and (by default) passing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import ops
+from ..._atomic import write_bytes_atomic
+from ...conductor_topology import CheckOptions, Context, TurnGraph
+from ...errors import InvalidArgumentError
+from .method import LEVELS_BY_LABEL
+from .reward import CAPS, RewardConfig, grpo_advantages, trajectory_return, turn_rewards
+
+if TYPE_CHECKING:
+    from ...llm.base import Engine
+    from ...tasks import Task
+    from .method import Conductor
+
+__all__ = ["PlanReward", "canonical_form", "collect_rollouts", "load_rollouts", "sft_records", "write_jsonl"]
+
+
+def _completion_text(c: Any) -> str:
+    """TRL passes plain strings, or conversations (lists of ``{"role", "content"}``): the last message's text."""
+    if isinstance(c, str):
+        return c
+    if isinstance(c, Sequence) and c and isinstance(c[-1], Mapping):
+        return str(c[-1].get("content", ""))
+    raise InvalidArgumentError(
+        f"completions must be strings or message lists; got {type(c).__name__}", "completions"
+    )
+
+
+class PlanReward:
+    """A reward function with TRL's ``reward_funcs`` signature: ``f(prompts, completions, **columns) ->
+    list[float]``.
+
+    Parameters
+    ----------
+    options : CheckOptions, optional
+    reward : RewardConfig, optional
+    default_level : str
+        Level of rows without a ``level`` (or ``difficulty``) column.
+    verdict_fn : callable, optional
+        ``verdict_fn(index, graph, columns) -> verdict`` executes a valid plan (e.g. with
+        :class:`~toporoute.methods.conductor.Conductor` on an engine) and returns its verdict class. Without it
+        a ``verdict`` column is used when present, else valid plans get r_e = 0 (structure and density only).
+    """
+
+    __name__ = "conductor_plan_reward"
+
+    def __init__(
+        self,
+        *,
+        options: CheckOptions | None = None,
+        reward: RewardConfig | None = None,
+        default_level: str = "easy",
+        verdict_fn: Callable[[int, TurnGraph, Mapping[str, Any]], str] | None = None,
+    ) -> None:
+        if default_level not in CAPS:
+            raise InvalidArgumentError(
+                f"default_level must be one of {tuple(CAPS)}; got {default_level!r}", "default_level"
+            )
+        self.options = options or CheckOptions()
+        self.reward = reward or RewardConfig()
+        self.default_level = default_level
+        self.verdict_fn = verdict_fn
+
+    def __call__(self, prompts: Any = None, completions: Sequence[Any] = (), **columns: Any) -> list[float]:
+        texts = [_completion_text(c) for c in completions]
+        n = len(texts)
+        batch = ops.conductor_check(texts, options=self.options)
+
+        def column(name: str) -> list[Any] | None:
+            value = columns.get(name)
+            if value is None:
+                return None
+            value = list(value)
+            if len(value) != n:
+                raise InvalidArgumentError(f"column {name!r} has {len(value)} rows for {n} completions", name)
+            return value
+
+        levels = column("level") or column("difficulty") or [self.default_level] * n
+        caps = []
+        for i, lv in enumerate(levels):
+            key = LEVELS_BY_LABEL.get(str(lv).strip().lower())
+            if key is None:
+                raise InvalidArgumentError(f"row {i}: unknown level {lv!r}", "level")
+            caps.append(CAPS[key])
+        verdicts: list[str | None] = [None] * n
+        given = column("verdict")
+        for i in np.flatnonzero(batch.ok):
+            if self.verdict_fn is not None:
+                row = {
+                    k: (v[i] if isinstance(v, Sequence) and len(v) == n else v) for k, v in columns.items()
+                }
+                graph = batch.item(int(i)).graph
+                assert graph is not None
+                verdicts[i] = self.verdict_fn(int(i), graph, row)
+            elif given is not None:
+                verdicts[i] = given[i]
+        r = turn_rewards(batch.error, verdicts, batch.nodes, batch.edges, batch.steps, caps, self.reward)
+        return [float(x) for x in r.r]
+
+
+def canonical_form(graph: TurnGraph, context: Context | None = None) -> str:
+    """A text that two plans share exactly when they are the same layered DAG up to step numbering and the order
+    of agents within a step (de-duplication of SFT data)."""
+    context = context or Context(graph.turn)
+    everyone = list(context.nodes) + list(graph.nodes)
+    rank = {g: li for li, layer in enumerate(graph.layers) for g in (graph.base + i for i in layer)}
+
+    def ref(src: int) -> str:
+        n = everyone[src] if src < len(everyone) else None
+        where = f"L{rank[src]}" if src in rank else "prev"
+        return f"{n.id if n else src}@{where}"
+
+    layers = []
+    for layer in graph.layers:
+        agents = sorted(
+            f"{graph.nodes[i].id}<-[{','.join(sorted(ref(s) for s in graph.refs[i]))}]" for i in layer
+        )
+        layers.append(";".join(agents))
+    return " | ".join(layers)
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Writes ``rows`` as JSON lines, atomically."""
+    path = Path(path)
+    write_bytes_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8"))
+    return path
+
+
+def load_rollouts(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Trajectories of a conductor method folder (``RUN_DIR/conductor`` or one group member's folder): one dict
+    per episode with its turns (from the trace) and its episode record."""
+    from ...trace.reader import load_run
+
+    run = load_run(run_dir).methods[0]
+    out = []
+    for ep in run.episodes:
+        if ep.get("status") != "ok":
+            continue
+        rec = ep.get("record") or {}
+        info = rec.get("conductor")
+        if not info:
+            raise InvalidArgumentError(
+                f"{run_dir}: episode {ep.get('episode')} is not a conductor episode", "run_dir"
+            )
+        out.append(
+            {
+                "episode": ep.get("episode"),
+                "task": rec.get("task"),
+                "level": info["level"],
+                "n_max": info["n_max"],
+                "passed": bool((rec.get("score") or {}).get("passed")),
+                "turns": run.traces.get(ep.get("episode"), []),
+                "rewards": info["rewards"],
+                "return": info["return"],
+            }
+        )
+    return out
+
+
+def _segments(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """§9.15: the first prompt, then per turn the plan (trained) and the feedback the next prompt adds."""
+    segs: list[dict[str, Any]] = []
+    for k, t in enumerate(turns):
+        orch = t.get("orchestrator") or {}
+        if k == 0:
+            segs.append({"text": _prompt_text(orch.get("prompt")), "train": False})
+        segs.append({"text": orch.get("text", ""), "train": True})
+        if k + 1 < len(turns):
+            check = t.get("check") or {}
+            feedback = check.get("error") or t.get("verdict") or ""
+            logs = check.get("message") or (t.get("tester") or {}).get("logs") or ""
+            segs.append({"text": f"{feedback}\n{logs}".strip(), "train": False})
+    return segs
+
+
+def _prompt_text(messages: Any) -> str:
+    if not messages:
+        return ""
+    return "\n\n".join(
+        str(m[1]) if isinstance(m, (list, tuple)) else str(m.get("content", "")) for m in messages
+    )
+
+
+async def collect_rollouts(
+    method: Conductor,
+    tasks: Sequence[Task],
+    engine: Engine,
+    out_dir: str | Path,
+    *,
+    group_size: int = 8,
+    concurrency: int = 16,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Runs ``group_size`` trajectories per task (member g uses seed ``settings.seed + g``) and writes
+    ``out_dir/rollouts.jsonl``; returns its rows.
+
+    Each member is an ordinary harness run in ``out_dir/g<g>`` (traces, episodes, resumable). A row holds the
+    task, the member, the turns (prompt, plan, error class, verdict, r_e, r_g, r), the return under the method's
+    ``return_mode``, the GRPO advantage within the task's group and the §9.15 ``segments``.
+    """
+    from ..harness import run_method
+    from .method import Conductor
+
+    if group_size < 2:
+        raise InvalidArgumentError(
+            f"group_size must be >= 2 (GRPO normalises within a group); got {group_size}", "group_size"
+        )
+    out = Path(out_dir)
+    by_task: dict[str, list[dict[str, Any] | None]] = {t.id: [None] * group_size for t in tasks}
+    for g in range(group_size):
+        member = Conductor(
+            replace(method.settings, seed=method.settings.seed + g),
+            retriever=method._retriever,
+            encoder=method._encoder,
+            name=method.name,
+        )
+        folder = out / f"g{g}"
+        await run_method(
+            member,
+            tasks,
+            engine,
+            folder,
+            info={"group_member": g},
+            concurrency=concurrency,
+            progress=progress,
+        )
+        for row in load_rollouts(folder):
+            if row["task"] in by_task:
+                by_task[row["task"]][g] = row
+    rows = []
+    config = method.settings.reward
+    for task_id, members in by_task.items():
+        done = [m for m in members if m is not None]
+        if len(done) < 2:
+            continue
+        returns = np.array([[trajectory_return(m["rewards"], config) for m in done]])
+        adv = grpo_advantages(returns)[0]
+        for g, (m, a) in enumerate(zip(done, adv)):
+            rows.append(
+                {
+                    "task": task_id,
+                    "member": g,
+                    "level": m["level"],
+                    "turns": [_turn_row(t) for t in m["turns"]],
+                    "return": float(returns[0, g]),
+                    "advantage": float(a),
+                    "passed": m["passed"],
+                    "segments": _segments(m["turns"]),
+                }
+            )
+    write_jsonl(out / "rollouts.jsonl", rows)
+    return rows
+
+
+def _turn_row(t: Mapping[str, Any]) -> dict[str, Any]:
+    orch = t.get("orchestrator") or {}
+    check = t.get("check") or {}
+    return {
+        "prompt": orch.get("prompt"),
+        "plan": orch.get("text", ""),
+        "yaml": t.get("yaml"),
+        "error": check.get("error"),
+        "verdict": t.get("reward_verdict"),
+        "feedback": t.get("verdict"),
+        "density": t.get("density"),
+        "reward": t.get("reward"),
+    }
+
+
+def sft_records(
+    turns: Iterable[Mapping[str, Any]],
+    *,
+    options: CheckOptions | None = None,
+    require_pass: bool = True,
+    density_band: tuple[float, float] | None = None,
+    first_turn_only: bool = False,
+) -> list[dict[str, Any]]:
+    """Chat-format SFT examples (``{"messages": [...], "meta": {...}}``) from recorded turns.
+
+    ``turns`` are trace records of conductor runs (or the ``turns`` of :func:`collect_rollouts` rows, which carry
+    ``prompt``/``plan``). A turn is kept when its plan re-checks valid (the compiled core, in one batch; only
+    first turns re-check, later ones are kept when their recorded check was valid), its S_complex lies within
+    ``density_band`` (when given), its verdict is PASSED (``require_pass``), and its canonical form was not seen
+    before.
+    """
+    options = options or CheckOptions()
+    rows = []
+    for t in turns:
+        orch = t.get("orchestrator") or {}
+        prompt = t.get("prompt", orch.get("prompt"))
+        plan = t.get("plan", orch.get("text"))
+        if not prompt or plan is None:
+            continue
+        turn = int(t.get("round", 0))
+        if first_turn_only and turn > 0:
+            continue
+        verdict = t.get("verdict") if "plan" in t else t.get("reward_verdict")
+        rows.append(
+            (prompt, plan, turn, verdict, (t.get("density") or {}).get("s_complex"), t.get("check") or {})
+        )
+    if not rows:
+        return []
+    first = [i for i, r in enumerate(rows) if r[2] == 0]
+    batch = ops.conductor_check([rows[i][1] for i in first], options=options)
+    recheck = {i: batch.item(j) for j, i in enumerate(first)}
+    seen: set[str] = set()
+    out = []
+    for i, (prompt, plan, turn, verdict, s_complex, check) in enumerate(rows):
+        if i in recheck:
+            chk = recheck[i]
+            if not chk.ok:
+                continue
+            assert chk.graph is not None
+            key = canonical_form(chk.graph)
+            yaml_text = chk.yaml
+        else:
+            if check.get("error") is not None:
+                continue
+            key = f"turn{turn}:{plan}"
+            yaml_text = plan
+        if require_pass and verdict != "PASSED":
+            continue
+        if density_band is not None and (
+            s_complex is None or not density_band[0] <= s_complex <= density_band[1]
+        ):
+            continue
+        if key in seen:
+            continue
+        seen.add(key)
+        messages = [
+            {"role": m[0], "content": m[1]} if isinstance(m, (list, tuple)) else dict(m) for m in prompt
+        ]
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"```yaml\n{yaml_text}```"
+                if yaml_text and not yaml_text.startswith("```")
+                else plan,
+            }
+        )
+        out.append({"messages": messages, "meta": {"turn": turn, "verdict": verdict, "s_complex": s_complex}})
+    return out
