@@ -168,7 +168,6 @@ class _Turn:
     message: str = ""
     verdict: str | None = None
     logs: str = ""
-    code: str = ""
     last_step: int = 0
 
 
@@ -283,7 +282,6 @@ class Conductor:
                         "",
                         report.verdict,
                         _clip(report.logs, s.view_chars),
-                        run["code"],
                         g.steps[-1],
                     )
                 )
