@@ -242,7 +242,6 @@ def test_render() -> None:
     assert render([]) == "(no similar problems found)"
     fenced = Document("md", "Print a code fence.", "def fence():\n    return '```'\n")
     assert "````python\ndef fence():\n    return '```'\n````" in render([Hit(fenced, 1.0)])
-    assert Retriever(_LetterEncoder(), OTHERS).render([Hit(fenced, 1.0)]) == render([Hit(fenced, 1.0)])
     with pytest.raises(InvalidArgumentError):
         render("hits")
 

@@ -52,6 +52,7 @@ import numpy as np
 from .errors import InvalidArgumentError
 
 __all__ = [
+    "DEFAULT_OPTIONS",
     "LOGIC",
     "NO_YAML",
     "OK",
@@ -132,6 +133,10 @@ class CheckOptions:
         for name in ("max_bytes", "max_depth", "max_agents", "max_refs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise InvalidArgumentError(f"{name} must be an int >= 1; got {getattr(self, name)!r}", name)
+
+
+# Frozen, so one instance serves every call without options (building one runs the pool checks).
+DEFAULT_OPTIONS = CheckOptions()
 
 
 @dataclass(frozen=True)
@@ -232,10 +237,6 @@ class TurnGraph:
             if self.self_src[i] >= 0:
                 out.append((self.self_src[i], self.base + i, "self"))
         return out
-
-    def to_yaml(self) -> str:
-        """The plan in the canonical layout (refs written as tokens)."""
-        return render_yaml(self)
 
 
 @dataclass(frozen=True)
@@ -358,10 +359,6 @@ class TopologyBatch:
 
     def checks(self) -> list[TopologyCheck]:
         return [self.item(b) for b in range(len(self))]
-
-    def checks_where(self, mask: np.ndarray) -> list[TopologyCheck | None]:
-        """Items where ``mask`` holds, None elsewhere."""
-        return [self.item(b) if mask[b] else None for b in range(len(self))]
 
 
 class _Fail(Exception):
@@ -722,7 +719,7 @@ def check(text: str, context: Context | None = None, options: CheckOptions | Non
     if not isinstance(text, str):
         raise InvalidArgumentError(f"text must be a string; got {type(text).__name__}", "text")
     context = context or Context()
-    options = options or CheckOptions()
+    options = options or DEFAULT_OPTIONS
     block = extract_yaml(text, lenient=options.lenient)
     if block is None:
         return TopologyCheck(NO_YAML, "no ```yaml block in the output", None, None)

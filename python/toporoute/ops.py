@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _validate as _v
 from . import backends
-from .conductor_topology import CheckOptions, Context, TopologyBatch
+from .conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
 from .qmix_params import QMixParams
 from .results import Density, GraphStats, Order, QMixStep, Routes
 
@@ -456,7 +456,7 @@ def conductor_check(
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise _v.InvalidArgumentError(f"texts[{i}] must be a string; got {type(t).__name__}", "texts")
-    options = options or CheckOptions()
+    options = options or DEFAULT_OPTIONS
     if not isinstance(options, CheckOptions):
         raise _v.InvalidArgumentError(
             f"options must be a CheckOptions; got {type(options).__name__}", "options"

@@ -146,19 +146,7 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
         return None if b is None else b.decode("utf-8", "surrogatepass")
 
     batch = TopologyBatch(
-        out["error"],
-        out["nodes"],
-        out["edges"],
-        out["steps"],
-        out["depth"],
-        out["node_off"],
-        out["node_role"],
-        out["node_step"],
-        out["node_layer"],
-        out["node_self"],
-        out["ref_off"],
-        out["ref_src"],
-        out["ref_cross"],
+        *(out[name] for name in TopologyBatch.ARRAYS),
         tuple(out["node_id"]),
         tuple(text(m) or "" for m in out["message"]),
         tuple(text(y) for y in out["yaml"]),
@@ -166,10 +154,10 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
         tuple(contexts),
         options,
     )
-    deferred = np.flatnonzero(batch.error == DEFERRED)
-    if len(deferred) == 0:
+    if not (batch.error == DEFERRED).any():
         return batch
-    items = batch.checks_where(batch.error != DEFERRED)
-    for b in deferred:
-        items[int(b)] = check(texts[b], contexts[b], options)
+    items = [
+        check(texts[b], contexts[b], options) if batch.error[b] == DEFERRED else batch.item(b)
+        for b in range(len(batch))
+    ]
     return assemble(items, contexts, options)

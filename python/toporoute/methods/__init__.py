@@ -68,6 +68,12 @@ def make_method(
     if name not in METHODS:
         raise InvalidArgumentError(f"method must be one of {METHODS}; got {name!r}", "method")
     config = config or LoopConfig()
+    sampling = {
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "max_tokens": config.max_tokens,
+        "seed": config.seed,
+    }
     if name == "qmix":
         from .qmix import QMix, QMixPolicy, QMixSettings
 
@@ -75,26 +81,13 @@ def make_method(
             raise InvalidArgumentError(
                 "method qmix needs a checkpoint (toporoute train qmix writes one)", "checkpoint"
             )
-        base = {
-            "rounds": rounds,
-            "temperature": config.temperature,
-            "top_p": config.top_p,
-            "max_tokens": config.max_tokens,
-            "seed": config.seed,
-        }
-        settings = QMixSettings(**(base | dict(qmix or {})))
+        settings = QMixSettings(**(sampling | {"rounds": rounds} | dict(qmix or {})))
         return QMix(QMixPolicy.load(checkpoint, encoder=encoder), settings)
     if name == "conductor":
         from .conductor import Conductor, ConductorSettings
 
-        base = {
-            "temperature": config.temperature,
-            "top_p": config.top_p,
-            "max_tokens": config.max_tokens,
-            "seed": config.seed,
-            **({} if rounds is None else {"max_turns": rounds}),
-        }
-        return Conductor(ConductorSettings(**(base | dict(conductor or {}))), encoder=encoder)
+        turns = {} if rounds is None else {"max_turns": rounds}
+        return Conductor(ConductorSettings(**(sampling | turns | dict(conductor or {}))), encoder=encoder)
     if name == "dytopo":
         return DyTopo(config if rounds is None else replace(config, max_rounds=rounds), encoder=encoder)
     if name in ("random", "chain", "star", "full"):

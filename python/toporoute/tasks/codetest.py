@@ -335,7 +335,7 @@ def run_public_tests(
         (no code, a syntax error, or the entry point not defined). ``total`` is the number of examples,
         ``passed`` those that passed before the first failure.
     """
-    _check_limits(timeout_s, memory_mb)
+    check_limits(timeout_s, memory_mb)  # also when there is no code to run
     examples = public_examples(task)
     tests = "public" if examples else "none"
     total = len(examples)
@@ -580,7 +580,7 @@ def run_hidden_tests(
         show the assertion and, for a comparison, the actual value); a MemoryError or a kill for memory
         ``[MEMORY LIMIT EXCEEDED]``; another exception or an early exit ``[RUNTIME ERROR]``.
     """
-    _check_limits(timeout_s, memory_mb)
+    check_limits(timeout_s, memory_mb)  # also when there is no code to run
     prepared = _prepare(task, code)
     if not isinstance(prepared, str):
         return TestReport(COMPILE, prepared[0], "hidden")
@@ -639,11 +639,6 @@ def _assertion_logs(explained: dict | None, error: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ shared
-
-
-def _check_limits(timeout_s: float, memory_mb: int) -> None:
-    # checked here too: an answer without code returns before the sandbox would check them
-    check_limits(timeout_s, memory_mb)
 
 
 def _prepare(task: Task, code: str | None) -> str | tuple[str]:

@@ -7,7 +7,7 @@ import json
 import re
 from importlib import resources
 
-__all__ = ["plan_regex", "role_duties", "text"]
+__all__ = ["agent_parts", "plan_regex", "role_duties", "text"]
 
 
 @functools.cache
@@ -18,9 +18,19 @@ def text(name: str) -> str:
 
 
 @functools.cache
-def role_duties() -> dict[str, str]:
-    path = resources.files("toporoute.methods") / "prompts" / "conductor" / "roles.json"
+def _json(name: str) -> dict[str, str]:
+    path = resources.files("toporoute.methods") / "prompts" / "conductor" / f"{name}.json"
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def role_duties() -> dict[str, str]:
+    """One-line duty of each role (the orchestrator's role list)."""
+    return _json("roles")
+
+
+def agent_parts() -> dict[str, str]:
+    """Headings and instructions of the role agents' prompts."""
+    return _json("agent_parts")
 
 
 def roles_block(pool: tuple[str, ...]) -> str:

@@ -331,10 +331,6 @@ class Retriever:
         order = candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
         return [Hit(self.corpus[i], float(scores[i])) for i in order]
 
-    def render(self, hits: Sequence[Hit]) -> str:
-        """:func:`render`."""
-        return render(hits)
-
     def _index(self) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             if self._texts is None or self._problems is None:

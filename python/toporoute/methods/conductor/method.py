@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -194,9 +194,13 @@ class Conductor:
     ) -> None:
         self.settings = settings or ConductorSettings()
         self.name = name
-        self._retriever = retriever
-        self._encoder = encoder
-        self._retriever_lock = threading.Lock()
+        self._search = _SearchSlot(retriever, encoder)
+
+    def with_settings(self, **changes: Any) -> Conductor:
+        """The same method with ``changes`` to its settings, sharing its retriever (the corpus is embedded once)."""
+        other = Conductor(replace(self.settings, **changes), name=self.name)
+        other._search = self._search
+        return other
 
     def params(self) -> dict[str, Any]:
         return {"method": self.name, **self.settings.params()}
@@ -517,27 +521,14 @@ class Conductor:
         view_text: str,
     ) -> Request:
         s = self.settings
+        parts = _prompts.agent_parts()
         own = [x for x in memory.get(node.id, []) if x not in inbox]
-        mem = ""
-        if own:
-            mem = (
-                "\nYour earlier outputs:\n"
-                + "\n\n".join(f"[{names[x]}]\n{outputs.get(x, '')}" for x in own)
-                + "\n"
-            )
-        inputs = ""
-        if inbox:
-            inputs = (
-                "\nOutputs you receive:\n"
-                + "\n\n".join(f"[{names[x]}]\n{outputs.get(x, '') or '(no output)'}" for x in inbox)
-                + "\n"
-            )
+        mem = _outputs_block(parts["memory"], own, outputs, names)
+        inputs = _outputs_block(parts["inputs"], inbox, outputs, names, empty="(no output)")
         if node.role in _CODE_ROLES:
             instruction = _prompts.text("code_instruction").format(entry_point=task.entry_point).strip()
-        elif node.role == "searcher":
-            instruction = "Write the search query."
         else:
-            instruction = f"Write your output as the team's {node.role}."
+            instruction = parts.get(f"instruction_{node.role}", parts["instruction"]).format(role=node.role)
         user = _prompts.text("agent_user").format(
             problem=task.prompt.strip(), view=view_text, memory=mem, inputs=inputs, instruction=instruction
         )
@@ -554,34 +545,19 @@ class Conductor:
         )
 
     async def _search_output(self, task: Task, query: str) -> str:
-        retriever = await asyncio.to_thread(self._get_retriever)
-        text = f"{task.prompt.strip()}\n{query}"
+        from ._retrieval import render
 
         def search() -> str:
-            with self._retriever_lock:
-                hits = retriever.search(
-                    text, exclude_id=task.id, problem=task.prompt, k=self.settings.retrieval_k
-                )
-            from ._retrieval import render
-
+            hits = self._search.get().search(
+                f"{task.prompt.strip()}\n{query}",
+                exclude_id=task.id,
+                problem=task.prompt,
+                k=self.settings.retrieval_k,
+            )
             return render(hits)
 
-        docs = await asyncio.to_thread(search)
+        docs = await asyncio.to_thread(search)  # the first search loads the encoder and embeds the corpus
         return f"Query: {query.strip() or '(the problem itself)'}\n\n{docs}"
-
-    def _get_retriever(self) -> Retriever:
-        with self._retriever_lock:
-            if self._retriever is None:
-                from ._retrieval import Retriever, humaneval_corpus
-
-                if self._encoder is None:
-                    from ...embed import Encoder
-
-                    self._encoder = Encoder.default()
-                self._retriever = Retriever(
-                    self._encoder, humaneval_corpus(), top_k=self.settings.retrieval_k
-                )
-            return self._retriever
 
     @staticmethod
     def _tested_code(
@@ -644,9 +620,41 @@ class Conductor:
         }
 
 
+class _SearchSlot:
+    """The searcher's retriever, made on first use (the encoder loaded, HumanEval as the corpus) and shared by
+    the methods :meth:`Conductor.with_settings` derives."""
+
+    def __init__(self, retriever: Retriever | None, encoder: Encoder | None) -> None:
+        self._retriever = retriever
+        self._encoder = encoder
+        self._lock = threading.Lock()
+
+    def get(self) -> Retriever:
+        with self._lock:
+            if self._retriever is None:
+                from ._retrieval import Retriever, humaneval_corpus
+
+                if self._encoder is None:
+                    from ...embed import Encoder
+
+                    self._encoder = Encoder.default()
+                self._retriever = Retriever(self._encoder, humaneval_corpus())
+            return self._retriever
+
+
 def _name(node: Node, turn: int) -> str:
     """A node's name in the traces: ``coder@4`` (id and step), prefixed ``t1:`` for an earlier turn's node."""
     return f"{node.id}@{node.step}" if node.turn == turn else f"t{node.turn + 1}:{node.id}@{node.step}"
+
+
+def _outputs_block(
+    heading: str, nodes: list[int], outputs: dict[int, str], names: dict[int, str], empty: str = ""
+) -> str:
+    """Agents' outputs under ``heading``, each labelled by its node name ("" when there are none)."""
+    if not nodes:
+        return ""
+    body = "\n\n".join(f"[{names[x]}]\n{outputs.get(x, '') or empty}" for x in nodes)
+    return f"\n{heading}\n{body}\n"
 
 
 def _role_system(role: str) -> str:

@@ -92,13 +92,6 @@ class TurnRewards:
     s_complex: np.ndarray
 
 
-def n_max_of(level: str) -> int:
-    """The node cap of a difficulty level (easy 4, medium 7, hard 10)."""
-    if level not in CAPS:
-        raise InvalidArgumentError(f"level must be one of {tuple(CAPS)}; got {level!r}", "level")
-    return CAPS[level]
-
-
 def turn_rewards(
     errors: Sequence[int],
     verdicts: Sequence[str | None],

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,7 +222,6 @@ async def collect_rollouts(
     ``return_mode``, the GRPO advantage within the task's group and the §9.15 ``segments``.
     """
     from ..harness import run_method
-    from .method import Conductor
 
     if group_size < 2:
         raise InvalidArgumentError(
@@ -232,12 +230,7 @@ async def collect_rollouts(
     out = Path(out_dir)
     by_task: dict[str, list[dict[str, Any] | None]] = {t.id: [None] * group_size for t in tasks}
     for g in range(group_size):
-        member = Conductor(
-            replace(method.settings, seed=method.settings.seed + g),
-            retriever=method._retriever,
-            encoder=method._encoder,
-            name=method.name,
-        )
+        member = method.with_settings(seed=method.settings.seed + g)
         folder = out / f"g{g}"
         await run_method(
             member,
