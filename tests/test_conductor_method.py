@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from toporoute import ops
-from toporoute.conductor_topology import LOGIC, NO_YAML, PARSE, SCHEMA, CheckOptions, Context
+from toporoute.conductor_topology import LOGIC, NO_YAML, PARSE, SCHEMA, CheckOptions, Context, extract_yaml
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request
@@ -381,6 +381,11 @@ def test_collect_rollouts_and_sft(tmp_path: Path, he: list[Task], solutions: dic
     # valid first-turn plans, de-duplicated by canonical form, plus valid later turns
     firsts = [s for s in sft if s["meta"]["turn"] == 0]
     assert len(firsts) == 1 and firsts[0]["messages"][-1]["content"].startswith("```yaml\n- step: 1")
+    for s in sft:  # the target is a well-formed plan block; later turns keep their turn and were valid
+        target = s["messages"][-1]["content"]
+        assert target.endswith("\n```") and extract_yaml(target) is not None
+    assert {s["meta"]["turn"] for s in sft} == {0, 1}
+    assert ops.conductor_check(firsts[0]["messages"][-1]["content"]).item(0).ok
     assert firsts[0]["messages"][0]["role"] == "system"
     passed = sft_records(all_turns)
     assert all(s["meta"]["verdict"] == "PASSED" for s in passed)

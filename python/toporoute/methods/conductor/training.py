@@ -273,6 +273,7 @@ def _turn_row(t: Mapping[str, Any]) -> dict[str, Any]:
     orch = t.get("orchestrator") or {}
     check = t.get("check") or {}
     return {
+        "round": t.get("round", 0),
         "prompt": orch.get("prompt"),
         "plan": orch.get("text", ""),
         "yaml": t.get("yaml"),
@@ -312,9 +313,8 @@ def sft_records(
         if first_turn_only and turn > 0:
             continue
         verdict = t.get("verdict") if "plan" in t else t.get("reward_verdict")
-        rows.append(
-            (prompt, plan, turn, verdict, (t.get("density") or {}).get("s_complex"), t.get("check") or {})
-        )
+        error = t["error"] if "error" in t else (t.get("check") or {}).get("error")
+        rows.append((prompt, plan, turn, verdict, (t.get("density") or {}).get("s_complex"), error))
     if not rows:
         return []
     first = [i for i, r in enumerate(rows) if r[2] == 0]
@@ -322,7 +322,7 @@ def sft_records(
     recheck = {i: batch.item(j) for j, i in enumerate(first)}
     seen: set[str] = set()
     out = []
-    for i, (prompt, plan, turn, verdict, s_complex, check) in enumerate(rows):
+    for i, (prompt, plan, turn, verdict, s_complex, error) in enumerate(rows):
         if i in recheck:
             chk = recheck[i]
             if not chk.ok:
@@ -331,7 +331,7 @@ def sft_records(
             key = canonical_form(chk.graph)
             yaml_text = chk.yaml
         else:
-            if check.get("error") is not None:
+            if error is not None:
                 continue
             key = f"turn{turn}:{plan}"
             yaml_text = plan
@@ -350,7 +350,7 @@ def sft_records(
         messages.append(
             {
                 "role": "assistant",
-                "content": f"```yaml\n{yaml_text}```"
+                "content": f"```yaml\n{yaml_text.rstrip()}\n```"
                 if yaml_text and not yaml_text.startswith("```")
                 else plan,
             }
