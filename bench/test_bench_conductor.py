@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
-from toporoute.conductor_topology import OK, CheckOptions, TopologyBatch
+from toporoute.ops.conductor_topology import OK, CheckOptions, TopologyBatch
 
 from ._compare import report, seconds
 

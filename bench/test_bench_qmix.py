@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
-from toporoute.qmix_params import QMixConfig
+from toporoute.ops.qmix_params import QMixConfig
 
 from ._compare import report, seconds
 

@@ -1,5 +1,5 @@
 """Parity of the compiled conductor_check (backend ``cpu``: cpp/src/conductor.cpp) with the PyYAML reference
-(toporoute.conductor_topology.check): every field of the batch equal, item by item, on hand-written cases (every
+(toporoute.ops.conductor_topology.check): every field of the batch equal, item by item, on hand-written cases (every
 message the core writes, every extraction rule), on random plans in several block layouts, on random text
 mutations and on hostile inputs. The core defers (code 255) what lies outside its YAML subset; the canonical
 layouts must not be deferred, and no result may depend on the backend."""
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toporoute import backends, errors, ops
-from toporoute.conductor_topology import (
+from toporoute.ops.conductor_topology import (
     LOGIC,
     NO_YAML,
     OK,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from toporoute import ops
-from toporoute.conductor_topology import LOGIC, NO_YAML, PARSE, SCHEMA, CheckOptions, Context, extract_yaml
+from toporoute.ops.conductor_topology import LOGIC, NO_YAML, PARSE, SCHEMA, CheckOptions, Context, extract_yaml
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request

@@ -1,4 +1,4 @@
-"""AgentConductor's topology language (toporoute.conductor_topology, ops.conductor_check): the spec's vectors
+"""AgentConductor's topology language (toporoute.ops.conductor_topology, ops.conductor_check): the spec's vectors
 (methods/agentconductor.md §2.3, §4.7), every error class and rule, extraction, hostile YAML, and properties
 over random plans. Both backends are checked where the compiled core is built; tests/test_conductor_core.py
 holds the exhaustive parity suite."""
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toporoute import backends, ops
-from toporoute.conductor_topology import (
+from toporoute.ops.conductor_topology import (
     LOGIC,
     NO_YAML,
     OK,

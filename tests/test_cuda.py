@@ -418,7 +418,7 @@ def _assert_qmix(got: Any, want: Any, context: str) -> None:
 @pytest.mark.parametrize("adj_mode", ["in", "out_rows", "sym"])
 @pytest.mark.parametrize("self_loops", [True, False])
 def test_qmix_forward_matches_reference(adj_mode: str, self_loops: bool) -> None:
-    from toporoute.qmix_params import QMixConfig, QMixParams
+    from toporoute.ops.qmix_params import QMixConfig, QMixParams
 
     p = QMixParams.random(QMixConfig(adj_mode=adj_mode, self_loops=self_loops), seed=31)
     rng = np.random.default_rng(32)
@@ -433,7 +433,7 @@ def test_qmix_forward_matches_reference(adj_mode: str, self_loops: bool) -> None
 @pytest.mark.cuda
 @pytest.mark.parametrize("b1_hidden", [False, True])
 def test_qmix_other_shapes_and_mixer_match_reference(b1_hidden: bool) -> None:
-    from toporoute.qmix_params import QMixConfig, QMixParams
+    from toporoute.ops.qmix_params import QMixConfig, QMixParams
 
     rng = np.random.default_rng(33)
     for cfg in (
@@ -469,7 +469,7 @@ def test_qmix_other_shapes_and_mixer_match_reference(b1_hidden: bool) -> None:
 @pytest.mark.cuda
 def test_qmix_errors_match_the_reference() -> None:
     from toporoute import ops
-    from toporoute.qmix_params import QMixConfig, QMixParams
+    from toporoute.ops.qmix_params import QMixConfig, QMixParams
 
     p = QMixParams.random(QMixConfig(), seed=35)
     obs, adj, hidden, _ = _qmix_inputs(np.random.default_rng(36), p.config, 6, 3)
@@ -497,7 +497,7 @@ def test_qmix_errors_match_the_reference() -> None:
 @pytest.mark.parametrize("framework", ["torch", "cupy"])
 def test_dlpack_qmix_stays_on_device_and_matches(framework: str) -> None:
     from toporoute import ops
-    from toporoute.qmix_params import QMixConfig, QMixParams
+    from toporoute.ops.qmix_params import QMixConfig, QMixParams
 
     dev = _Device(framework)
     p = QMixParams.random(QMixConfig(), seed=37)

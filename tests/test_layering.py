@@ -31,15 +31,9 @@ FORBIDDEN = [
 
 PKG_SRC = Path(__file__).resolve().parents[1] / "python" / "toporoute"
 INSTALLED = Path(toporoute.__file__).resolve().parent
-CORE_FILES = [
-    "ops.py",
-    "_validate.py",
-    "results.py",
-    "errors.py",
-    "qmix_params.py",
-    "_safetensors.py",
-    "_atomic.py",
-]
+# the core layer: every module of these packages (by glob, so a new module is covered) and these files
+CORE_PACKAGES = ("ops", "backends")
+CORE_FILES = ["errors.py", "_atomic.py"]
 UPPER_LAYERS = ("embed", "llm", "methods", "runtime", "tasks", "trace", "cli")
 
 
@@ -78,7 +72,8 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden))
     [
         "import toporoute.ops",
         "import toporoute",
-        "import toporoute.backends.reference, toporoute.backends.cpu, toporoute.errors, toporoute.results",
+        "import toporoute.backends.reference, toporoute.backends.cpu, toporoute.errors, toporoute.ops.results",
+        "import toporoute.ops.conductor_topology, toporoute.ops.qmix_params",
         # and after running every op on the default host backend (lazy imports inside calls count too)
         (
             "import numpy as np\n"
@@ -92,7 +87,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden))
             "ops.route(q, q, backend='reference'); ops.toposort(r.adjacency, backend='reference')"
         ),
     ],
-    ids=["ops", "toporoute", "backends", "ops-calls"],
+    ids=["ops", "toporoute", "backends", "ops-modules", "ops-calls"],
 )
 def test_core_imports_no_llm_or_http_packages(body: str, tmp_path: Path) -> None:
     loaded = run_json(_LOADED.format(body=body, forbidden=FORBIDDEN), tmp_path)
@@ -116,7 +111,7 @@ def test_qmix_policy_acts_without_torch(tmp_path: Path) -> None:
     # a trained checkpoint drives the method loop through the compiled forward: torch is for training only
     body = (
         "import numpy as np\n"
-        "from toporoute.qmix_params import QMixParams\n"
+        "from toporoute.ops.qmix_params import QMixParams\n"
         "from toporoute.methods.qmix import QMixPolicy, actions_to_graph, schedule\n"
         f"QMixParams.random().save({str(tmp_path / 'p.safetensors')!r})\n"
         f"policy = QMixPolicy.load({str(tmp_path / 'p.safetensors')!r})\n"
@@ -148,7 +143,9 @@ _UPPER_IMPORT = re.compile(
 
 
 def _core_sources(root: Path) -> list[Path]:
-    files = [root / f for f in CORE_FILES] + sorted((root / "backends").glob("*.py"))
+    files = [root / f for f in CORE_FILES]
+    for package in CORE_PACKAGES:
+        files += sorted((root / package).rglob("*.py"))
     return [f for f in files if f.exists()]
 
 
@@ -156,7 +153,9 @@ def _core_sources(root: Path) -> list[Path]:
 def test_core_sources_do_not_import_upper_layers(root: Path) -> None:
     files = _core_sources(root)
     names = {f.relative_to(root).as_posix() for f in files}
-    assert {"ops.py", "backends/__init__.py", "backends/reference.py", "backends/cpu.py"} <= names, names
+    expected = {"ops/__init__.py", "ops/_facade.py", "ops/_validate.py", "ops/results.py", "ops/qmix_params.py"}
+    expected |= {"ops/_safetensors.py", "ops/conductor_topology.py", "backends/__init__.py", "backends/cpu.py"}
+    assert expected <= names, names
     offenders = []
     for f in files:
         for m in _UPPER_IMPORT.finditer(f.read_text()):

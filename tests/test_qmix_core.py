@@ -19,7 +19,7 @@ from _checks import check
 from toporoute import _core, errors, ops
 from toporoute.backends import cpu
 from toporoute.backends import reference as ref
-from toporoute.qmix_params import ADJ_MODES, QMixConfig, QMixParams
+from toporoute.ops.qmix_params import ADJ_MODES, QMixConfig, QMixParams
 
 ISAS = list(_core.build_info()["simd"]["supported"])
 ATOL = 1e-5
@@ -385,7 +385,7 @@ _SIMD_ENV = """
 import json
 import numpy as np
 from toporoute import errors, ops
-from toporoute.qmix_params import QMixConfig, QMixParams
+from toporoute.ops.qmix_params import QMixConfig, QMixParams
 p = QMixParams.random(QMixConfig(), seed=0)
 try:
     q, h = ops.qmix_forward(p, np.ones((1, 3, 51), np.float32), np.eye(3, dtype=bool)[None], backend="cpu")

@@ -32,7 +32,7 @@ from toporoute.methods.qmix import (
 )
 from toporoute.methods.qmix.model import QMixNets
 from toporoute.methods.qmix.train import TrainConfig, Trainer, epsilon_at
-from toporoute.qmix_params import QMixConfig, QMixParams
+from toporoute.ops.qmix_params import QMixConfig, QMixParams
 from toporoute.runtime import Runtime
 from toporoute.tasks import Task, load_tasks
 

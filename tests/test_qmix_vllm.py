@@ -21,7 +21,7 @@ import pytest
 
 from toporoute import ops
 from toporoute.methods.qmix import ACTIONS, actions_to_graph, schedule
-from toporoute.qmix_params import QMixParams
+from toporoute.ops.qmix_params import QMixParams
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import errors, ops
 from ._info import build_info
-from .results import Density, GraphStats, Order, Routes
+from .ops.results import Density, GraphStats, Order, Routes
 
 __version__ = "0.1.0"
 

@@ -363,7 +363,7 @@ async def _train(args: argparse.Namespace) -> int:
         )
     from .methods.qmix import Features, QMixSettings
     from .methods.qmix.train import TrainConfig, Trainer
-    from .qmix_params import QMixConfig
+    from .ops.qmix_params import QMixConfig
     from .tasks import load_tasks
 
     tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)

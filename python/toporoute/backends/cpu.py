@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..results import Density, GraphStats, Order, Routes
+from ..ops.results import Density, GraphStats, Order, Routes
 
 if TYPE_CHECKING:
-    from ..qmix_params import QMixParams
+    from ..ops.qmix_params import QMixParams
 
 try:
     from .. import _core
@@ -138,7 +138,7 @@ def conductor_raw(texts: list[str], contexts: list[Any], options: Any) -> dict[s
 
 def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
     """Plans in the compiled core (OpenMP over the batch); those it hands back go to the reference."""
-    from ..conductor_topology import TopologyBatch, assemble, check
+    from ..ops.conductor_topology import TopologyBatch, assemble, check
 
     out = conductor_raw(texts, contexts, options)
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
-from ..results import Density, GraphStats, Order, Routes
+from ..ops.results import Density, GraphStats, Order, Routes
 
 if TYPE_CHECKING:
-    from ..qmix_params import QMixParams
+    from ..ops.qmix_params import QMixParams
 
 __all__ = [
     "available",
@@ -462,7 +462,7 @@ def available() -> tuple[bool, str]:
 
 
 def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
-    """AgentConductor plans, one at a time with PyYAML (:func:`toporoute.conductor_topology.check`)."""
-    from ..conductor_topology import check_batch
+    """AgentConductor plans, one at a time with PyYAML (:func:`toporoute.ops.conductor_topology.check`)."""
+    from ..ops.conductor_topology import check_batch
 
     return check_batch(texts, contexts, options)

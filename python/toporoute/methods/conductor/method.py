@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
-from ...conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
+from ...ops.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ...errors import InvalidArgumentError
 from ...llm.types import Request, Result, Sampling, Tags
 from ...tasks import Task, extract_code
@@ -72,7 +72,7 @@ class ConductorSettings:
         reward always uses the hidden tests.
     pool : tuple of str
         Role names.
-    lenient, strict_tester, concise : see :class:`~toporoute.conductor_topology.CheckOptions`.
+    lenient, strict_tester, concise : see :class:`~toporoute.ops.conductor_topology.CheckOptions`.
     retrieval_k : int
         Documents the searcher retrieves.
     view_chars : int

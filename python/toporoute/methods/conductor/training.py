@@ -25,7 +25,7 @@ import numpy as np
 
 from ... import ops
 from ..._atomic import write_bytes_atomic
-from ...conductor_topology import CheckOptions, Context, TurnGraph
+from ...ops.conductor_topology import CheckOptions, Context, TurnGraph
 from ...errors import InvalidArgumentError
 from .method import LEVELS_BY_LABEL
 from .reward import CAPS, RewardConfig, grpo_advantages, trajectory_return, turn_rewards

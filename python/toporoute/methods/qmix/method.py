@@ -22,7 +22,7 @@ import numpy as np
 from ... import ops
 from ...errors import InvalidArgumentError
 from ...llm.types import Request, Result, Sampling, Tags
-from ...qmix_params import QMixParams
+from ...ops.qmix_params import QMixParams
 from ...tasks import Task, extract_code, extract_math_answer
 from .._qmix_team import final_prompt, load_qmix_team, role_offset_for, worker_prompt
 from ..dytopo import EpisodeOutput, _clip, _usage, domain_of, request_seed

@@ -43,7 +43,7 @@ import torch
 from ..._atomic import write_bytes_atomic, write_json_atomic
 from ...errors import InvalidArgumentError, ToporouteError
 from ...llm.base import Engine
-from ...qmix_params import QMixConfig, QMixParams
+from ...ops.qmix_params import QMixConfig, QMixParams
 from ...runtime import Runtime
 from ...tasks import Task
 from ..harness import check_resume, episode_fn, versions

@@ -49,7 +49,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = [
     "DEFAULT_OPTIONS",

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DTypeError, InvalidArgumentError, OutOfRangeError, ShapeError
+from ..errors import DTypeError, InvalidArgumentError, OutOfRangeError, ShapeError
 
 
 def dtype_name(x: Any) -> str:

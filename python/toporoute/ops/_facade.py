@@ -1,15 +1,4 @@
-"""Public, typed core ops. Array conventions are the same everywhere:
-
-- graphs are dense boolean adjacency ``adj[b, src, dst]`` (row = sender, column = receiver), batch-first,
-  padded to N with an ``active[b, n]`` mask; scores use the same layout;
-- every op also accepts a single graph (no batch axis) and then returns results without it;
-- ``backend=`` is ``"reference"`` (numpy), ``"cpu"`` (compiled core) or ``"cuda"``; ``None`` uses the
-  ``TOPOROUTE_BACKEND`` environment variable, else CUDA for device arrays, else the compiled core when built,
-  else the reference;
-- bad input raises a :class:`ValueError` subclass from :mod:`toporoute.errors` naming the argument.
-
-See ``backends/reference.py`` for the exact semantics of each op.
-"""
+"""The op functions of :mod:`toporoute.ops`: validate once, add the batch axis, dispatch to a backend."""
 
 from __future__ import annotations
 
@@ -19,21 +8,12 @@ from typing import Any
 import numpy as np
 
 from . import _validate as _v
-from . import backends
+from .. import backends
 from .conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
 from .qmix_params import QMixParams
 from .results import Density, GraphStats, Order, QMixStep, Routes
 
 __all__ = [
-    "CheckOptions",
-    "Context",
-    "Density",
-    "GraphStats",
-    "Order",
-    "QMixParams",
-    "QMixStep",
-    "Routes",
-    "TopologyBatch",
     "conductor_check",
     "conductor_density",
     "graph_stats",
@@ -424,7 +404,7 @@ def conductor_check(
 ) -> TopologyBatch:
     """Extracts, parses, validates and decodes AgentConductor YAML plans (methods/agentconductor.md §3.1, §3.2).
 
-    The semantics are those of :func:`toporoute.conductor_topology.check` (PyYAML-based, the reference): the
+    The semantics are those of :func:`toporoute.ops.conductor_topology.check` (PyYAML-based, the reference): the
     error classes, the checks and their order, ids, ref resolution, cross-turn and self edges. The compiled
     core parses the plain block layout orchestrators write and checks it in parallel; a plan outside that
     layout (flow mappings, anchors, escapes, ...) is handed to the reference, so the result never depends on
@@ -444,7 +424,7 @@ def conductor_check(
     TopologyBatch
         ``error (B,) uint8`` (0 valid, else the class), ``nodes, edges, steps, depth (B,)`` (the inputs of
         :func:`conductor_density`), the decoded graphs in CSR arrays, and ``item(b)`` for one
-        :class:`~toporoute.conductor_topology.TopologyCheck`.
+        :class:`~toporoute.ops.conductor_topology.TopologyCheck`.
     """
     if isinstance(texts, str):
         texts = [texts]

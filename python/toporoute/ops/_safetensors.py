@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._atomic import write_bytes_atomic
-from .errors import InvalidArgumentError
+from .._atomic import write_bytes_atomic
+from ..errors import InvalidArgumentError
 
 __all__ = ["read_safetensors", "write_safetensors"]
 

@@ -1,0 +1,54 @@
+"""Public, typed core ops, the facade over :mod:`toporoute.backends`. Array conventions are the same everywhere:
+
+- graphs are dense boolean adjacency ``adj[b, src, dst]`` (row = sender, column = receiver), batch-first,
+  padded to N with an ``active[b, n]`` mask; scores use the same layout;
+- every op also accepts a single graph (no batch axis) and then returns results without it;
+- ``backend=`` is ``"reference"`` (numpy), ``"cpu"`` (compiled core) or ``"cuda"``; ``None`` uses the
+  ``TOPOROUTE_BACKEND`` environment variable, else CUDA for device arrays, else the compiled core when built,
+  else the reference;
+- bad input raises a :class:`ValueError` subclass from :mod:`toporoute.errors` naming the argument.
+
+See ``backends/reference.py`` for the exact semantics of each op.
+
+Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod:`._validate` (input checks),
+:mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
+torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker).
+"""
+
+from __future__ import annotations
+
+from ._facade import (
+    conductor_check,
+    conductor_density,
+    graph_stats,
+    mean_pool,
+    qmix_forward,
+    qmix_mix,
+    route,
+    route_indexed,
+    toposort,
+)
+from .conductor_topology import CheckOptions, Context, TopologyBatch
+from .qmix_params import QMixParams
+from .results import Density, GraphStats, Order, QMixStep, Routes
+
+__all__ = [
+    "CheckOptions",
+    "Context",
+    "Density",
+    "GraphStats",
+    "Order",
+    "QMixParams",
+    "QMixStep",
+    "Routes",
+    "TopologyBatch",
+    "conductor_check",
+    "conductor_density",
+    "graph_stats",
+    "mean_pool",
+    "qmix_forward",
+    "qmix_mix",
+    "route",
+    "route_indexed",
+    "toposort",
+]
