@@ -14,8 +14,9 @@ import pytest
 from test_methods import MATH, TASK, team_engine
 
 from toporoute.llm import ReplayEngine, Structured
-from toporoute.methods import LoopConfig, make_method
-from toporoute.methods.harness import dytopo_edge_counts, run_method
+from toporoute.methods import make_method
+from toporoute.methods.baselines import dytopo_edge_counts
+from toporoute.methods.harness import run_method
 from toporoute.tasks import load_tasks, write_tasks_jsonl
 
 
@@ -44,10 +45,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     async def record() -> None:
         engine = Structured(ReplayEngine(transcript, team_engine(done_at=2)))
         scratch = root / "scratch"
-        config = LoopConfig()
         for name in ("dytopo", "single", "random"):
-            counts = dytopo_edge_counts(scratch / "dytopo") if name == "random" else None
-            method = make_method(name, config, edge_counts=counts)
+            extra = {"edge_counts": dytopo_edge_counts(scratch / "dytopo")} if name == "random" else {}
+            method = make_method(name, **extra)
             await run_method(method, tasks, engine, scratch / name, progress=False)
         await engine.aclose()
 

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from toporoute import ops
-from toporoute.ops.conductor_topology import LOGIC, NO_YAML, PARSE, SCHEMA, CheckOptions, Context, extract_yaml
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request
@@ -35,6 +34,15 @@ from toporoute.methods.conductor.training import (
     sft_records,
 )
 from toporoute.methods.harness import run_method
+from toporoute.ops.conductor_topology import (
+    LOGIC,
+    NO_YAML,
+    PARSE,
+    SCHEMA,
+    CheckOptions,
+    Context,
+    extract_yaml,
+)
 from toporoute.tasks import Task, load_tasks
 
 PLAN_PCT = """I think a planner helps.
@@ -267,7 +275,7 @@ def test_searcher_retrieves_without_the_problem_itself(
 
 
 def test_make_method_and_params() -> None:
-    m = make_method("conductor", rounds=3, conductor={"level": "medium", "return_mode": "mean"})
+    m = make_method("conductor", rounds=3, level="medium", return_mode="mean")
     assert isinstance(m, Conductor) and m.settings.max_turns == 3
     p = m.params()
     assert p["method"] == "conductor" and p["level"] == "medium" and p["pool"][0] == "planner"

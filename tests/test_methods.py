@@ -15,13 +15,15 @@ from toporoute.llm import Request, Structured
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Result, Usage
 from toporoute.methods import LoopConfig, make_method
-from toporoute.methods._messages import parse_manager, parse_worker
-from toporoute.methods._team import load_team
-from toporoute.methods._topology import fixed_adjacency, random_adjacency, round_graph
+from toporoute.methods.baselines import dytopo_edge_counts
 from toporoute.methods.dytopo import final_answer
-from toporoute.methods.harness import dytopo_edge_counts, run_method
+from toporoute.methods.dytopo.graphs import fixed_adjacency, random_adjacency, round_graph
+from toporoute.methods.dytopo.messages import parse_manager, parse_worker
+from toporoute.methods.dytopo.team import load_team
+from toporoute.methods.harness import run_method
 from toporoute.runtime import Runtime
 from toporoute.tasks import Task
+from toporoute.trace.schema import RoundRecord
 
 TASK = Task(
     id="demo/add",
@@ -115,7 +117,7 @@ def team_engine(done_at: int = 2, broken: set[str] = frozenset()) -> ScriptedEng
 
 
 async def one_episode(method, task: Task, engine: ScriptedEngine):
-    records: list[dict] = []
+    records: list[RoundRecord] = []
     outputs = []
 
     async def fn(ctx):
@@ -129,21 +131,21 @@ async def one_episode(method, task: Task, engine: ScriptedEngine):
 
 def test_dytopo_routes_descriptors_into_memory_and_halts(encoder) -> None:
     engine = team_engine(done_at=2)
-    method = make_method("dytopo", LoopConfig(tau=0.3), encoder=encoder)
+    method = make_method("dytopo", tau=0.3, encoder=encoder)
     out, records, summary = asyncio.run(one_episode(method, TASK, engine))
     # barrier: the 4 workers of a round go to the engine together, then the manager
     assert [len(b) for b in engine.batches] == [4, 1, 4, 1]
     assert (out.rounds, out.halted) == (2, True)
-    assert [r["round"] for r in records] == [0, 1]
+    assert [r.round for r in records] == [0, 1]
     r0 = records[0]
-    edges = {(e["src"], e["dst"]): e["score"] for e in r0["edges"]}
+    edges = {(e.src, e.dst): e.score for e in r0.graph.edges}
     # the Tester needs the implementation the Developer offers, and vice versa
     assert edges[("Developer", "Tester")] > 0.3 and edges[("Tester", "Developer")] > 0.3
-    scores = np.array(r0["scores"])
+    scores = np.array(r0.graph.scores)
     for (s, d), score in edges.items():
-        i, j = r0["agents"].index(s), r0["agents"].index(d)
+        i, j = r0.graph.agents.index(s), r0.graph.agents.index(d)
         assert score == pytest.approx(scores[i, j], abs=1e-4) and score > 0.3
-    assert all(len(v) <= 3 for v in r0["inbox"].values())
+    assert all(len(v) <= 3 for v in r0.graph.inbox.values())
     # the round-2 prompt of the Tester holds its round-1 inbox, Developer first (highest relevance)
     tester_r2 = next(r for r in engine.batches[2] if r.tags.agent == "Tester").messages[-1].content
     assert "From Developer (Code Developer), relevance=" in tester_r2
@@ -153,58 +155,60 @@ def test_dytopo_routes_descriptors_into_memory_and_halts(encoder) -> None:
     assert "Researcher notes for round 1" not in tester_r2 and "Tester notes for round 1" in tester_r2
     # the manager sees all public messages in sigma order
     mgr_prompt = engine.batches[1][0].messages[-1].content
-    positions = [mgr_prompt.index(f"From {a} (") for a in r0["order"]]
+    positions = [mgr_prompt.index(f"From {a} (") for a in r0.graph.order]
     assert positions == sorted(positions)
     assert out.answer.strip().startswith("def add")
     usage = summary.outcomes[0].usage
-    assert usage["calls"] == 10 and usage["messages_routed"] == sum(len(r["edges"]) for r in records)
-    assert r0["usage"]["agents"]["Manager"]["completion_tokens"] > 0
-    assert r0["timing"]["routing_s"] > 0 and r0["stats"]["edges"] == len(r0["edges"])
+    assert usage["calls"] == 10 and usage["messages_routed"] == sum(len(r.usage.edges) for r in records)
+    assert r0.usage.agents["Manager"].completion_tokens > 0
+    assert r0.timing is not None and r0.stats is not None
+    assert r0.timing.routing_s > 0 and r0.stats.edges == len(r0.graph.edges)
 
 
 def test_halting_off_runs_exactly_max_rounds(encoder) -> None:
-    method = make_method("dytopo", LoopConfig(halting=False, max_rounds=3), encoder=encoder)
+    method = make_method("dytopo", halting=False, max_rounds=3, encoder=encoder)
     out, records, _ = asyncio.run(one_episode(method, TASK, team_engine(done_at=1)))
     assert (out.rounds, out.halted, len(records)) == (3, False, 3)
 
 
 def test_invalid_json_worker_neither_sends_nor_receives(encoder) -> None:
     engine = team_engine(done_at=1, broken={"Tester"})
-    method = make_method("dytopo", LoopConfig(tau=0.0, k_in=0), encoder=encoder)
+    method = make_method("dytopo", tau=0.0, k_in=0, encoder=encoder)
     _, records, summary = asyncio.run(one_episode(method, TASK, engine))
-    msg = records[0]["messages"]["Tester"]
-    assert msg["public"] == "this is not JSON at all" and msg["parse_error"]
-    assert all("Tester" not in (e["src"], e["dst"]) for e in records[0]["edges"])
-    assert len(records[0]["edges"]) == 6  # tau 0, no cap: every pair of the 3 others
+    msg = records[0].messages["Tester"]
+    assert msg.public == "this is not JSON at all" and msg.parse_error
+    assert all("Tester" not in (e.src, e.dst) for e in records[0].graph.edges)
+    assert len(records[0].graph.edges) == 6  # tau 0, no cap: every pair of the 3 others
     assert summary.outcomes[0].usage["reprompts"] == 2  # two re-prompts for the broken agent
 
 
 def test_broken_manager_keeps_goal_and_does_not_halt(encoder) -> None:
     engine = team_engine(broken={"Manager"})
-    method = make_method("dytopo", LoopConfig(max_rounds=2), encoder=encoder)
+    method = make_method("dytopo", max_rounds=2, encoder=encoder)
     out, records, _ = asyncio.run(one_episode(method, TASK, engine))
     assert (out.rounds, out.halted) == (2, False)
-    assert records[1]["goal"] == records[0]["goal"] and records[0]["manager"]["parse_error"]
+    manager = records[0].manager
+    assert records[1].goal == records[0].goal and manager is not None and manager.parse_error
 
 
 def test_math_domain_uses_math_team_and_solver_answer(encoder) -> None:
     method = make_method("dytopo", encoder=encoder)
     out, records, _ = asyncio.run(one_episode(method, MATH, team_engine(done_at=1)))
-    assert records[0]["agents"] == ["ProblemParser", "Solver", "Verifier"]
+    assert records[0].graph.agents == ["ProblemParser", "Solver", "Verifier"]
     assert out.answer == "42"
 
 
 def test_random_baseline_matches_dytopo_edge_counts_per_round() -> None:
     counts = {TASK.episode_id: [2, 5, 1]}
-    method = make_method("random", LoopConfig(k_in=2), edge_counts=counts, rounds=4)
+    method = make_method("random", k_in=2, edge_counts=counts, rounds=4)
     out, records, _ = asyncio.run(one_episode(method, TASK, team_engine()))
     assert out.rounds == 4 and not out.halted  # fixed rounds, no halting
-    assert [len(r["edges"]) for r in records] == [2, 5, 1, 1]  # past DyTopo's rounds: its last count
+    assert [len(r.graph.edges) for r in records] == [2, 5, 1, 1]  # past DyTopo's rounds: its last count
     for r in records:
-        assert r["scores"] is None
-        assert all(len(v) <= 2 for v in r["inbox"].values())
+        assert r.graph.scores is None
+        assert all(len(v) <= 2 for v in r.graph.inbox.values())
     again = asyncio.run(one_episode(method, TASK, team_engine()))[1]
-    assert [r["edges"] for r in again] == [r["edges"] for r in records]  # seeded
+    assert [r.graph.edges for r in again] == [r.graph.edges for r in records]  # seeded
 
 
 @pytest.mark.parametrize(
@@ -221,18 +225,18 @@ def test_random_baseline_matches_dytopo_edge_counts_per_round() -> None:
 def test_fixed_topologies(name: str, edges: set) -> None:
     out, records, _ = asyncio.run(one_episode(make_method(name, rounds=2), TASK, team_engine()))
     assert out.rounds == 2
-    assert {(e["src"], e["dst"]) for e in records[0]["edges"]} == edges
+    assert {(e.src, e.dst) for e in records[0].graph.edges} == edges
 
 
 def test_single_and_parallel_baselines() -> None:
     engine = team_engine()
     out, records, _ = asyncio.run(one_episode(make_method("single"), TASK, engine))
     assert [len(b) for b in engine.batches] == [1] and engine.batches[0][0].schema is None
-    assert out.answer.startswith("def add") and records[0]["agents"] == ["Assistant"]
+    assert out.answer.startswith("def add") and records[0].graph.agents == ["Assistant"]
     engine = team_engine()
     out, records, _ = asyncio.run(one_episode(make_method("parallel"), TASK, engine))
     assert [len(b) for b in engine.batches] == [4]  # one round, no manager
-    assert records[0]["edges"] == [] and records[0]["manager"] is None
+    assert records[0].graph.edges == [] and records[0].manager is None
     assert out.answer.startswith("def add")
 
 
@@ -295,7 +299,7 @@ def test_random_adjacency_respects_count_and_cap() -> None:
 
 
 def test_final_answer_falls_back_to_earlier_rounds_and_other_agents() -> None:
-    from toporoute.methods._messages import WorkerOutput
+    from toporoute.methods.dytopo.messages import WorkerOutput
 
     team = load_team("code")
     empty = [WorkerOutput(public="") for _ in range(4)]
@@ -341,7 +345,7 @@ def test_harness_writes_the_run_folder_and_resumes(tmp_path: Path, encoder) -> N
     )
     assert len(engine.batches) == calls  # nothing re-run
     assert again["passed"] == 2
-    other = make_method("dytopo", LoopConfig(tau=0.5), encoder=encoder)
+    other = make_method("dytopo", tau=0.5, encoder=encoder)
     with pytest.raises(InvalidArgumentError, match="other settings"):
         asyncio.run(
             run_method(other, tasks, Structured(engine), out, info={"tasks": "inline"}, progress=False)

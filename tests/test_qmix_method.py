@@ -197,11 +197,12 @@ def reply(request) -> str:
 
 
 async def run_episode(method: QMix, task: Task, engine: ScriptedEngine, out: Path | None = None):
+    """Runs one episode; returns its output and its round records as written to the trace (JSON)."""
     records: list[dict] = []
     result: dict = {}
 
     async def fn(ctx):
-        result["out"] = await method.episode(ctx, task, records.append)
+        result["out"] = await method.episode(ctx, task, lambda r: records.append(r.to_json()))
         return {}
 
     await Runtime(engine, concurrency=1, out_dir=out, progress=False).run([("ep", fn)])

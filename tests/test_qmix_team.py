@@ -1,4 +1,4 @@
-"""Agent Q-Mix team composition and prompt rendering (toporoute.methods._qmix_team)."""
+"""Agent Q-Mix team composition and prompt rendering (toporoute.methods.qmix.team)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from toporoute.errors import InvalidArgumentError
-from toporoute.methods._qmix_team import (
+from toporoute.methods.qmix.team import (
     DOMAINS,
     QMixAgent,
     QMixTeam,

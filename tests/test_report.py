@@ -53,13 +53,13 @@ def test_load_run_orders_methods_episodes_and_rounds(run_dir: Path) -> None:
     dytopo = run.methods[0]
     assert dytopo.config["params"] == {"tau": 0.3, "k_in": 2, "max_rounds": 3}
     # natural order of ids; the half-written HumanEval-99.json is skipped
-    assert [e["episode"] for e in dytopo.episodes] == [
+    assert [e.episode for e in dytopo.episodes] == [
         "HumanEval-0",
         "HumanEval-1",
         "HumanEval-2",
         "HumanEval-10",
     ]
-    assert {k: [r["round"] for r in v] for k, v in dytopo.traces.items()} == {
+    assert {k: [r.round for r in v] for k, v in dytopo.traces.items()} == {
         "HumanEval-0": [0, 1, 2],
         "HumanEval-1": [0, 1],
         "HumanEval-2": [0],  # its torn round 1 is dropped
@@ -170,9 +170,9 @@ def test_reader_survives_odd_files(tmp_path: Path) -> None:
     (folder / "traces" / "a.jsonl").write_text(text)
     m = load_run(folder).methods[0]
     assert m.name == "m" and m.config == {}
-    assert [e["episode"] for e in m.episodes] == ["a"]
+    assert [e.episode for e in m.episodes] == ["a"]
     # the last attempt (rounds 0, 1 after a restart) is kept
-    assert [r["round"] for r in m.traces["a"]] == [0, 1]
+    assert [r.round for r in m.traces["a"]] == [0, 1]
     text = "\n".join(m.problems)
     for fragment in ("run.json", "b.json", "c.json", "line 2", "line 3", "newer", "more than one attempt"):
         assert fragment in text

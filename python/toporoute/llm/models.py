@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from .._atomic import write_json_atomic
-from ..embed._model_files import cache_root, file_sha256
+from .._cache import cache_root, file_sha256
 from ..errors import InvalidArgumentError
 
 __all__ = ["EMBEDDED_MODEL_NAME", "embedded_gguf", "embedded_model_dir", "resolve_model"]
@@ -104,7 +104,7 @@ def resolve_model(
 
 def embedded_model_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The verified Hugging Face folder of the embedded model, converting it into the cache when absent or
-    corrupt. ``cache_dir`` defaults to :func:`toporoute.embed._model_files.cache_root`."""
+    corrupt. ``cache_dir`` defaults to :func:`toporoute._cache.cache_root`."""
     gguf_path = embedded_gguf()
     gguf_hash = file_sha256(gguf_path)
     parent = cache_root(cache_dir) / "llm"

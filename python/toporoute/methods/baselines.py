@@ -10,29 +10,32 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..llm.types import Request, Sampling, Tags
-from ..tasks import Task, extract_code, extract_math_answer
-from ._team import prompt_text
-from .dytopo import Emit, EpisodeOutput, LoopConfig, WorkerLoop, _clip, _usage, domain_of, request_seed
+from ..llm.types import Request, Tags
+from ..tasks import Task
+from ..trace.schema import Graph, Message, RoundRecord, Stats, Usage
+from .dytopo import LoopConfig, WorkerLoop
+from .episode import Emit, EpisodeClock, EpisodeOutput, SamplingSettings, answer_from, domain_of
+from .prompt_files import read_text
 
 if TYPE_CHECKING:
     from ..embed import Encoder
     from ..runtime import EpisodeContext
 
-__all__ = ["SingleCall", "baseline"]
+__all__ = ["BASELINE_ROUNDS", "SingleCall", "baseline", "dytopo_edge_counts"]
 
 BASELINE_ROUNDS = 5
+_AGENT = "Assistant"
 
 
 class SingleCall:
     """One plain LLM call per task: code in a fenced block, or a ``\\boxed{}`` math answer."""
 
-    def __init__(self, config: LoopConfig | None = None) -> None:
+    def __init__(self, config: SamplingSettings | None = None) -> None:
         self.config = config or LoopConfig()
         self.name = "single"
 
@@ -47,60 +50,33 @@ class SingleCall:
         }
 
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
-        c = self.config
         domain = domain_of(task)
-        start = time.perf_counter()
-        sampling = Sampling(
-            max_tokens=c.max_tokens,
-            temperature=c.temperature,
-            top_p=c.top_p,
-            seed=request_seed(c.seed, ctx.episode, 0, "Assistant"),
-        )
+        clock = EpisodeClock()
+        rc = clock.round()
         request = Request.chat(
-            prompt_text(f"single_{domain}.txt").strip(),
+            read_text("single", f"{domain}.txt").strip(),
             task.prompt.strip(),
-            sampling=sampling,
-            tags=Tags(round=0, agent="Assistant", role="Assistant"),
+            sampling=self.config.sampling(ctx.episode, 0, _AGENT),
+            tags=Tags(round=0, agent=_AGENT, role=_AGENT),
         )
-        result = (await ctx.generate([request]))[0]
-        llm_s = time.perf_counter() - start
-        if domain == "code":
-            answer = extract_code(result.text, task.entry_point) or ""
-        else:
-            answer = extract_math_answer(result.text) or ""
+        result = await rc.generate_one(ctx, request)
+        answer = answer_from(task, result.text)
+        error = None if result.error is None else result.error.message
         emit(
-            {
-                "v": 1,
-                "method": self.name,
-                "episode": ctx.episode,
-                "task": task.id,
-                "round": 0,
-                "goal": "Solve the task in one reply.",
-                "agents": ["Assistant"],
-                "roles": ["Assistant"],
-                "descriptors": {"query": [""], "key": [""]},
-                "scores": None,
-                "edges": [],
-                "order": ["Assistant"],
-                "levels": [0],
-                "removed": [],
-                "is_dag": True,
-                "inbox": {"Assistant": []},
-                "messages": {
-                    "Assistant": {
-                        "public": _clip(result.text),
-                        "private": "",
-                        "answer": answer,
-                        "parse_error": None if result.ok else result.error.message,  # type: ignore[union-attr]
-                    }
-                },
-                "usage": {"agents": {"Assistant": _usage(result)}, "edges": []},
-                "manager": None,
-                "stats": {"edges": 0, "density": 0.0, "reciprocity": 0.0, "jaccard_prev": None},
-                "timing": {"round_s": round(llm_s, 4), "llm_s": round(llm_s, 4), "routing_s": 0.0},
-            }
+            RoundRecord(
+                method=self.name,
+                episode=ctx.episode,
+                task=task.id,
+                round=0,
+                goal="Solve the task in one reply.",
+                graph=Graph.build([_AGENT], [_AGENT], [], order=[0], levels=[0], is_dag=True, inbox=[[]]),
+                messages={_AGENT: Message.of(result.text, "", answer, error)},
+                usage=Usage.of([(_AGENT, result)]),
+                stats=Stats(0, 0.0, 0.0),
+                timing=rc.timing(),
+            )
         )
-        return EpisodeOutput(answer, 1, False, llm_s, 0.0)
+        return EpisodeOutput(answer, 1, False, clock.llm_s, 0.0)
 
 
 def baseline(
@@ -120,3 +96,14 @@ def baseline(
         return WorkerLoop(cfg, name="parallel")
     cfg = replace(config, topology=name, halting=False)
     return WorkerLoop(cfg, name=name, edge_counts=edge_counts, encoder=encoder)
+
+
+def dytopo_edge_counts(method_dir: str | Path) -> dict[str, list[int]]:
+    """Per-episode, per-round edge counts of a DyTopo method folder (the random baseline's), empty when the
+    folder holds no run."""
+    from ..trace.reader import load_run
+
+    if not (Path(method_dir) / "run.json").is_file():
+        return {}
+    traces = load_run(method_dir).methods[0].traces  # sorted by round; a torn last line is skipped
+    return {ep: [len(r.graph.edges) for r in rounds] for ep, rounds in traces.items() if rounds}

@@ -25,10 +25,11 @@ from ..llm.base import Engine
 from ..runtime import EpisodeContext, RunSummary, Runtime
 from ..tasks import Task
 from ..tasks import score as score_answer
+from ..trace.schema import EpisodeRecord
 from ..trace.writer import TraceWriter
-from . import Method
+from .episode import Method
 
-__all__ = ["check_resume", "dytopo_edge_counts", "episode_fn", "run_method", "versions"]
+__all__ = ["check_resume", "episode_fn", "run_method", "versions"]
 
 _CONFIG_KEYS = ("method", "params", "tasks", "model", "engine")
 
@@ -65,17 +66,6 @@ def check_resume(
         )
 
 
-def dytopo_edge_counts(method_dir: str | Path) -> dict[str, list[int]]:
-    """Per-episode, per-round edge counts of a DyTopo method folder (for the random baseline); empty when the
-    folder holds no run."""
-    from ..trace.reader import load_run
-
-    if not (Path(method_dir) / "run.json").is_file():
-        return {}
-    traces = load_run(method_dir).methods[0].traces  # sorted by round; a torn last line is skipped
-    return {ep: [len(r.get("edges", [])) for r in rounds] for ep, rounds in traces.items() if rounds}
-
-
 def episode_fn(
     method: Method,
     task: Task,
@@ -96,19 +86,20 @@ def episode_fn(
             verdict = await asyncio.to_thread(
                 score_answer, task, result.answer, timeout_s=timeout_s, memory_mb=memory_mb
             )
-        return {
-            "method": method.name,
-            "task": task.id,
-            "kind": task.kind,
-            "rounds": result.rounds,
-            "halted": result.halted,
-            "answer": result.answer,
-            "score": asdict(verdict),
-            "llm_s": round(result.llm_s, 4),
-            "routing_s": round(result.routing_s, 6),
-            "eval_s": round(time.perf_counter() - t0, 4),
-            **dict(result.extra),
-        }
+        record = EpisodeRecord(
+            method=method.name,
+            task=task.id,
+            kind=task.kind,
+            rounds=result.rounds,
+            halted=result.halted,
+            answer=result.answer,
+            score=asdict(verdict),
+            llm_s=result.llm_s,
+            routing_s=result.routing_s,
+            eval_s=time.perf_counter() - t0,
+            extra=dict(result.extra),
+        )
+        return record.to_json()
 
     return fn
 

@@ -135,7 +135,7 @@ def _edges(Figure: Any, run: RunData, colors: list[str]) -> Any:
     drawn = 0
     for m, color in zip(run.methods, colors):
         stats = round_stats(m)
-        if not stats or all(len(rec.get("agents") or []) < 2 for t in m.traces.values() for rec in t):
+        if not stats or all(len(rec.graph.agents) < 2 for t in m.traces.values() for rec in t):
             continue  # single-agent methods have no graph to speak of
         xs = [s.round + 1 for s in stats]  # rounds are counted from 1 on the page
         ax_e.plot(xs, [s.edges for s in stats], marker="o", color=color, label=m.name)

@@ -1,7 +1,9 @@
-"""Reads a run directory (see :mod:`toporoute.trace` for the layout) into plain values for the report.
+"""Reads a run directory (see :mod:`toporoute.trace` for the layout) into the typed records of
+:mod:`toporoute.trace.schema`, for the report and for analysis.
 
 Everything here tolerates a run that is still going or that crashed: unreadable or half-written files are
-skipped and described in ``problems`` instead of raising, so a partial run still reports what it has.
+skipped and described in ``problems`` instead of raising, so a partial run still reports what it has. Records of
+every format version since v1 are read (fields an older writer did not write take their defaults).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from .schema import FORMAT_VERSION, EpisodeFile, RoundRecord
 
 __all__ = [
     "EpisodeRow",
@@ -26,15 +29,10 @@ __all__ = [
     "label",
     "load_run",
     "natural_key",
-    "round_density",
-    "round_edges",
     "round_stats",
-    "round_tokens",
     "summarize",
     "wall_from_summary",
 ]
-
-_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -49,12 +47,12 @@ class MethodRun:
         The folder.
     config : dict
         ``run.json`` (empty when it could not be read; see ``problems``).
-    episodes : list of dict
-        The readable ``episodes/*.json`` records, in natural order of their episode ids (``X-2`` before
+    episodes : list of EpisodeFile
+        The readable ``episodes/*.json`` files, in natural order of their episode ids (``X-2`` before
         ``X-10``).
-    traces : dict of str to list of dict
+    traces : dict of str to list of RoundRecord
         Episode id -> its round records from ``traces/<episode>.jsonl``, sorted by round. Episodes still in
-        flight have a trace and no episode record.
+        flight have a trace and no episode file.
     summary_file : dict or None
         ``summary.json`` when present and readable.
     problems : list of str
@@ -64,8 +62,8 @@ class MethodRun:
     name: str
     dir: Path
     config: dict[str, Any]
-    episodes: list[dict[str, Any]]
-    traces: dict[str, list[dict[str, Any]]]
+    episodes: list[EpisodeFile]
+    traces: dict[str, list[RoundRecord]]
     summary_file: dict[str, Any] | None
     problems: list[str]
 
@@ -181,20 +179,18 @@ def _load_method(folder: Path) -> MethodRun:
         _read_json_object(folder / "summary.json", problems) if (folder / "summary.json").exists() else None
     )
 
-    episodes: list[dict[str, Any]] = []
+    episodes: list[EpisodeFile] = []
     for file in sorted((folder / "episodes").glob("*.json")):
-        record = _read_json_object(file, problems)
-        if record is None:
+        content = _read_json_object(file, problems)
+        if content is None:
             continue
-        if not isinstance(record.get("status"), str):
+        if not isinstance(content.get("status"), str):
             problems.append(f"{_rel(file)} has no status; skipped")
             continue
-        if not isinstance(record.get("episode"), str):
-            record = {**record, "episode": file.stem}
-        episodes.append(record)
-    episodes.sort(key=lambda e: natural_key(e["episode"]))
+        episodes.append(EpisodeFile.from_json(content, file.stem))
+    episodes.sort(key=lambda e: natural_key(e.episode))
 
-    traces: dict[str, list[dict[str, Any]]] = {}
+    traces: dict[str, list[RoundRecord]] = {}
     for file in sorted((folder / "traces").glob("*.jsonl"), key=lambda p: natural_key(p.stem)):
         rounds = _read_trace(file, problems)
         if rounds:
@@ -225,7 +221,7 @@ def _read_json_object(file: Path, problems: list[str]) -> dict[str, Any] | None:
     return value
 
 
-def _read_trace(file: Path, problems: list[str]) -> list[dict[str, Any]]:
+def _read_trace(file: Path, problems: list[str]) -> list[RoundRecord]:
     try:
         text = file.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -234,7 +230,7 @@ def _read_trace(file: Path, problems: list[str]) -> list[dict[str, Any]]:
     lines = text.split("\n")
     # the runtime appends whole lines, so only a last line without its newline can be torn (a crash mid-write)
     torn_tail = not text.endswith("\n")
-    records: list[dict[str, Any]] = []
+    records: list[RoundRecord] = []
     newer = False
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -251,22 +247,22 @@ def _read_trace(file: Path, problems: list[str]) -> list[dict[str, Any]]:
         if not isinstance(rec, dict) or not _is_int(rec.get("round")):
             problems.append(f"{_rel(file)} line {i} is not a round record (no integer 'round'); skipped")
             continue
-        if _is_int(rec.get("v")) and rec["v"] > _FORMAT_VERSION:
+        if _is_int(rec.get("v")) and rec["v"] > FORMAT_VERSION:
             newer = True
-        records.append(rec)
+        records.append(RoundRecord.from_json(rec))
     if newer:
         problems.append(
-            f"{_rel(file)} was written in a newer trace format (v > {_FORMAT_VERSION}); shown as far as understood"
+            f"{_rel(file)} was written in a newer trace format (v > {FORMAT_VERSION}); shown as far as understood"
         )
     # The writer truncates when an episode reruns, but a file stitched from two attempts (copied, merged) would
     # repeat rounds: keep the last attempt only.
     start = 0
     for i in range(1, len(records)):
-        if records[i]["round"] <= records[i - 1]["round"]:
+        if records[i].round <= records[i - 1].round:
             start = i
     if start:
         problems.append(f"{_rel(file)} holds more than one attempt; showing the last one")
-    return sorted(records[start:], key=lambda r: r["round"])
+    return sorted(records[start:], key=lambda r: r.round)
 
 
 # ---------------------------------------------------------------------------------------------------- summaries
@@ -296,20 +292,20 @@ def summarize(method_run: MethodRun, *, wall_s: float | None = None) -> dict[str
         routing_s, routing_share``.
     """
     eps = method_run.episodes
-    ok = [e for e in eps if e.get("status") == "ok"]
-    records = [_dict(e.get("record")) for e in ok]
-    usages = [_dict(e.get("usage")) for e in ok]
-    passed = sum(bool(_dict(r.get("score")).get("passed")) for r in records)
-    prompt = [_num(u.get("prompt_tokens")) for u in usages]
-    completion = [_num(u.get("completion_tokens")) for u in usages]
-    all_records = [_dict(e.get("record")) for e in eps]
-    llm_s = sum(_num(r.get("llm_s")) for r in all_records)
-    routing_s = sum(_num(r.get("routing_s")) for r in all_records)
-    episode_wall = sum(_num(e.get("wall_s")) for e in eps)
+    ok = [e for e in eps if e.status == "ok"]
+    records = [e.record for e in ok if e.record is not None]
+    usages = [e.usage for e in ok if e.usage is not None]
+    passed = sum(r.passed for r in records)
+    prompt = [float(u.prompt_tokens) for u in usages]
+    completion = [float(u.completion_tokens) for u in usages]
+    all_records = [e.record for e in eps if e.record is not None]
+    llm_s = sum(r.llm_s for r in all_records)
+    routing_s = sum(r.routing_s for r in all_records)
+    episode_wall = sum(e.wall_s or 0.0 for e in eps)
     if wall_s is None:
         wall_s = _summary_wall(method_run)
         if wall_s is None:
-            wall_s = sum(_num(e.get("wall_s")) for e in eps)
+            wall_s = episode_wall
 
     config = method_run.config
     return {
@@ -318,14 +314,14 @@ def summarize(method_run: MethodRun, *, wall_s: float | None = None) -> dict[str
         "model": label(config.get("model")),
         "episodes": len(eps),
         "ok": len(ok),
-        "errors": sum(e.get("status") == "error" for e in eps),
+        "errors": sum(e.status == "error" for e in eps),
         "passed": passed,
         "accuracy": passed / len(ok) if ok else 0.0,
         "tokens_per_task": _mean([p + c for p, c in zip(prompt, completion)]),
         "prompt_tokens_per_task": _mean(prompt),
         "completion_tokens_per_task": _mean(completion),
-        "calls_per_task": _mean([_num(u.get("calls")) for u in usages]),
-        "rounds_per_task": _mean([_num(r.get("rounds")) for r in records]),
+        "calls_per_task": _mean([float(u.calls) for u in usages]),
+        "rounds_per_task": _mean([float(r.rounds) for r in records]),
         "wall_s": float(wall_s),
         "llm_s": llm_s,
         "routing_s": routing_s,
@@ -349,43 +345,40 @@ def episode_rows(method_run: MethodRun) -> list[EpisodeRow]:
     order of episode ids."""
     rows: list[EpisodeRow] = []
     for e in method_run.episodes:
-        rec, usage = _dict(e.get("record")), _dict(e.get("usage"))
-        score = _dict(rec.get("score"))
-        trace = method_run.traces.get(e["episode"], [])
-        has_usage = bool(usage)
+        rec, usage = e.record, e.usage
+        score = rec.score if rec is not None else {}
+        trace = method_run.traces.get(e.episode, [])
         rows.append(
             EpisodeRow(
-                episode=e["episode"],
-                task=str(rec.get("task") or _first(trace, "task") or e["episode"]),
-                status=str(e.get("status")),
+                episode=e.episode,
+                task=(rec.task if rec is not None and rec.task else "") or _first_task(trace) or e.episode,
+                status=e.status,
                 passed=bool(score["passed"]) if "passed" in score else None,
                 score_status=str(score["status"]) if score.get("status") is not None else None,
-                rounds=int(rec["rounds"]) if _is_int(rec.get("rounds")) else (len(trace) or None),
-                halted=bool(rec["halted"]) if "halted" in rec else None,
-                tokens=int(_num(usage.get("prompt_tokens")) + _num(usage.get("completion_tokens")))
-                if has_usage
-                else None,
-                calls=int(_num(usage.get("calls"))) if has_usage else None,
-                wall_s=float(e["wall_s"]) if _is_num(e.get("wall_s")) else None,
-                llm_s=float(rec["llm_s"]) if _is_num(rec.get("llm_s")) else None,
-                routing_s=float(rec["routing_s"]) if _is_num(rec.get("routing_s")) else None,
-                error=str(e["error"]) if e.get("error") else None,
+                rounds=rec.rounds if rec is not None and rec.rounds > 0 else (len(trace) or None),
+                halted=rec.halted if rec is not None else None,
+                tokens=usage.tokens if usage is not None else None,
+                calls=usage.calls if usage is not None else None,
+                wall_s=e.wall_s,
+                llm_s=rec.llm_s if rec is not None else None,
+                routing_s=rec.routing_s if rec is not None else None,
+                error=e.error,
             )
         )
-    recorded = {e["episode"] for e in method_run.episodes}
+    recorded = {e.episode for e in method_run.episodes}
     for episode, trace in method_run.traces.items():
         if episode in recorded:
             continue
         rows.append(
             EpisodeRow(
                 episode=episode,
-                task=str(_first(trace, "task") or episode),
+                task=_first_task(trace) or episode,
                 status="partial",
                 passed=None,
                 score_status=None,
                 rounds=len(trace),
                 halted=None,
-                tokens=sum(round_tokens(r) for r in trace),
+                tokens=sum(r.usage.tokens for r in trace),
                 calls=None,
                 wall_s=None,
                 llm_s=None,
@@ -400,56 +393,28 @@ def episode_rows(method_run: MethodRun) -> list[EpisodeRow]:
 def round_stats(method_run: MethodRun) -> list[RoundStats]:
     """Per round index, means over every traced episode that reached it: edges, density, reciprocity, tokens
     (prompt + completion of all calls in the round, the manager's included) and timings."""
-    by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    by_round: dict[int, list[RoundRecord]] = defaultdict(list)
     for trace in method_run.traces.values():
         for rec in trace:
-            by_round[int(rec["round"])].append(rec)
+            by_round[rec.round].append(rec)
     out = []
     for r in sorted(by_round):
         recs = by_round[r]
-        timing = [_dict(x.get("timing")) for x in recs]
+        timing = [x.timing for x in recs if x.timing is not None]
         out.append(
             RoundStats(
                 round=r,
                 episodes=len(recs),
-                edges=_mean([round_edges(x) for x in recs]),
-                density=_mean([round_density(x) for x in recs]),
-                reciprocity=_mean([_num(_dict(x.get("stats")).get("reciprocity")) for x in recs]),
-                tokens=_mean([round_tokens(x) for x in recs]),
-                round_s=_mean([_num(t.get("round_s")) for t in timing]),
-                llm_s=_mean([_num(t.get("llm_s")) for t in timing]),
-                routing_s=_mean([_num(t.get("routing_s")) for t in timing]),
+                edges=_mean([float(x.edge_count) for x in recs]),
+                density=_mean([x.density for x in recs]),
+                reciprocity=_mean([x.stats.reciprocity if x.stats is not None else 0.0 for x in recs]),
+                tokens=_mean([float(x.usage.tokens) for x in recs]),
+                round_s=_mean([t.round_s for t in timing]),
+                llm_s=_mean([t.llm_s for t in timing]),
+                routing_s=_mean([t.routing_s for t in timing]),
             )
         )
     return out
-
-
-def round_edges(rec: dict[str, Any]) -> int:
-    """The round's edge count: ``stats.edges``, else the length of ``edges``."""
-    edges = _dict(rec.get("stats")).get("edges")
-    if _is_int(edges):
-        return int(edges)
-    return len(rec.get("edges") or [])
-
-
-def round_density(rec: dict[str, Any]) -> float:
-    """``stats.density``, else edges / (n (n - 1)) over the round's agents (0 with fewer than two)."""
-    density = _dict(rec.get("stats")).get("density")
-    if _is_num(density):
-        return float(density)
-    n = len(rec.get("agents") or [])
-    return round_edges(rec) / (n * (n - 1)) if n > 1 else 0.0
-
-
-def round_tokens(rec: dict[str, Any]) -> int:
-    """Prompt + completion tokens of every call in the round (``usage.agents``, the manager's included)."""
-    agents = _dict(_dict(rec.get("usage")).get("agents"))
-    return int(
-        sum(
-            _num(_dict(u).get("prompt_tokens")) + _num(_dict(u).get("completion_tokens"))
-            for u in agents.values()
-        )
-    )
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
@@ -478,12 +443,8 @@ def label(value: Any) -> str:
     return str(value)
 
 
-def _first(trace: list[dict[str, Any]], key: str) -> Any:
-    return trace[0].get(key) if trace else None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _first_task(trace: list[RoundRecord]) -> str:
+    return trace[0].task if trace else ""
 
 
 def _is_int(value: Any) -> bool:
@@ -492,10 +453,6 @@ def _is_int(value: Any) -> bool:
 
 def _is_num(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _num(value: Any) -> float:
-    return float(value) if _is_num(value) else 0.0
 
 
 def _mean(values: list[float]) -> float:

@@ -38,6 +38,7 @@ from .reader import (
     summarize,
     wall_from_summary,
 )
+from .schema import EpisodeFile, RoundRecord
 
 __all__ = ["ReportPaths", "build_html", "write_report"]
 
@@ -296,7 +297,7 @@ def _method_section(i: int, m: MethodRun, rows: list[EpisodeRow]) -> str:
         '<table class="episodes"><thead><tr><th>Episode</th><th>Task</th><th>Result</th><th>Rounds</th>'
         "<th>Halted</th><th>Tokens</th><th>Calls</th><th>Wall s</th></tr></thead><tbody>"
     )
-    by_id = {e["episode"]: e for e in m.episodes}
+    by_id = {e.episode: e for e in m.episodes}
     open_first = i == 0
     for j, row in enumerate(rows):
         view = f"ev-{i}-{j}"
@@ -335,7 +336,7 @@ def _result(row: EpisodeRow) -> tuple[str, str]:
     return f'<span class="badge warn">failed</span>{status}', "status-ok failed"
 
 
-def _episode_detail(episode: dict[str, Any] | None, row: EpisodeRow) -> str:
+def _episode_detail(episode: EpisodeFile | None, row: EpisodeRow) -> str:
     parts = []
     if row.status == "partial":
         parts.append(
@@ -344,18 +345,18 @@ def _episode_detail(episode: dict[str, Any] | None, row: EpisodeRow) -> str:
     if row.error:
         text = row.error if len(row.error) <= _TRACEBACK_CHARS else "…" + row.error[-_TRACEBACK_CHARS:]
         parts.append(f'<p><b>Error</b></p><pre class="error">{_e(text)}</pre>')
-    record = (episode or {}).get("record")
-    if isinstance(record, dict):
-        score = record.get("score") if isinstance(record.get("score"), dict) else {}
+    record = episode.record if episode is not None else None
+    if record is not None:
+        score = record.score
         facts = [
-            f"kind {label(record.get('kind'))}" if record.get("kind") else "",
+            f"kind {label(record.kind)}" if record.kind else "",
             f"score: {label(score.get('status'))}"
             + (f" ({label(score.get('detail'))})" if score.get("detail") else ""),
             f"LLM {_opt(row.llm_s, '{:.2f}')} s · routing {_opt(row.routing_s, '{:.3f}')} s",
         ]
         parts.append(f'<p class="facts">{_e(" · ".join(f for f in facts if f))}</p>')
-        answer = record.get("answer")
-        if isinstance(answer, str) and answer:
+        answer = record.answer
+        if answer:
             parts.append(
                 f'<details class="answer"><summary>Final answer</summary><pre>{_e(_cut(answer))}</pre></details>'
             )
@@ -385,14 +386,15 @@ def _blob(run: RunData, rows: list[list[EpisodeRow]], limit: int) -> dict[str, A
     return {"methods": methods}
 
 
-def _slim_round(rec: dict[str, Any], limit: int) -> dict[str, Any]:
+def _slim_round(rec: RoundRecord, limit: int) -> dict[str, Any]:
     # the score matrix is N x N per round and the edges carry the scores that matter: keep only whether it exists
     keep = (
         "round", "goal", "agents", "roles", "descriptors", "edges", "order", "levels", "removed", "is_dag",
         "inbox", "messages", "usage", "manager", "stats", "timing", "yaml", "check", "verdict", "reward",
     )  # fmt: skip
-    slim = {k: rec.get(k) for k in keep}
-    slim["scored"] = rec.get("scores") is not None
+    full = rec.to_json()
+    slim = {k: full.get(k) for k in keep}
+    slim["scored"] = rec.graph.scores is not None
     return _clean(slim, limit)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
+
+from .schema import RoundRecord
 
 __all__ = ["TraceWriter"]
 
@@ -23,10 +25,12 @@ class TraceWriter:
         self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self.rounds = 0
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: RoundRecord) -> None:
+        """Appends one round (flushed and fsynced before returning)."""
         if self._file is None:
             raise ValueError(f"trace {self.path} is closed")
-        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        line = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+        self._file.write(line + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
         self.rounds += 1

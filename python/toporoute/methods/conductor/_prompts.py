@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import functools
-import json
 import re
-from importlib import resources
+
+from ..prompt_files import read_json, read_text
 
 __all__ = ["agent_parts", "plan_regex", "role_duties", "text"]
 
 
-@functools.cache
 def text(name: str) -> str:
     """The prompt file ``name`` (``.txt`` added)."""
-    path = resources.files("toporoute.methods") / "prompts" / "conductor" / f"{name}.txt"
-    return path.read_text(encoding="utf-8")
+    return read_text("conductor", f"{name}.txt")
 
 
-@functools.cache
 def _json(name: str) -> dict[str, str]:
-    path = resources.files("toporoute.methods") / "prompts" / "conductor" / f"{name}.json"
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json("conductor", f"{name}.json")  # type: ignore[no-any-return]
 
 
 def role_duties() -> dict[str, str]:

@@ -12,22 +12,29 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import ops
-from ...ops.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ...errors import InvalidArgumentError
-from ...llm.types import Request, Result, Sampling, Tags
+from ...llm.types import Request, Result, Tags
+from ...ops.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ...tasks import Task, extract_code
 from ...tasks.codetest import TestReport, run_hidden_tests, run_public_tests
-from ..dytopo import EpisodeOutput, _clip, _usage, request_seed
+from ...trace.schema import CallUsage, Edge, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
+from ..episode import (
+    Emit,
+    EpisodeClock,
+    EpisodeOutput,
+    RoundClock,
+    SamplingSettings,
+    call_error,
+    record_edges,
+)
 from . import _prompts
-from .reward import CAPS, RewardConfig, trajectory_return, turn_rewards
+from .reward import CAPS, RewardConfig, TurnRewards, trajectory_return, turn_rewards
 
 if TYPE_CHECKING:
     from ...embed import Encoder
@@ -36,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LEVELS_BY_LABEL", "Conductor", "ConductorSettings"]
 
-Emit = Callable[[dict[str, Any]], None]
 LEVELS_BY_LABEL = {
     "easy": "easy",
     "introductory": "easy",
@@ -49,7 +55,7 @@ _CODE_ROLES = ("coder", "debugger")
 
 
 @dataclass(frozen=True)
-class ConductorSettings:
+class ConductorSettings(SamplingSettings):
     """Settings of the AgentConductor loop.
 
     Parameters
@@ -62,7 +68,8 @@ class ConductorSettings:
         orchestrator's own guess (spec §9.6).
     default_level : str
         Level of tasks without a label (HumanEval: easy).
-    temperature, top_p, max_tokens : sampling of the role agents.
+    temperature, top_p, max_tokens, seed : sampling of the role agents (see
+        :class:`~toporoute.methods.episode.SamplingSettings`); ``seed`` roots every request seed.
     orchestrator_temperature, orchestrator_max_tokens : sampling of the orchestrator (None: ``temperature``).
     guided : bool
         Constrain the orchestrator's output to the plan grammar where the engine supports it.
@@ -79,15 +86,12 @@ class ConductorSettings:
         Characters of tester logs kept in the view and the history (about 2k tokens at most).
     test_timeout_s, test_memory_mb : limits of the tester's sandbox runs.
     density_mode, w_e, w_g, return_mode, gamma : see :class:`~toporoute.methods.conductor.reward.RewardConfig`.
-    seed : int
-        Root of the request seeds.
     """
 
     max_turns: int = 2
     level: str | None = None
     default_level: str = "easy"
     temperature: float = 0.2
-    top_p: float = 1.0
     max_tokens: int = 1024
     orchestrator_temperature: float | None = None
     orchestrator_max_tokens: int = 768
@@ -106,11 +110,11 @@ class ConductorSettings:
     w_g: float = 1.0
     return_mode: str = "sum"
     gamma: float = 1.0
-    seed: int = 0
     check_options: CheckOptions = field(init=False, repr=False, compare=False)
     reward: RewardConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "pool", tuple(self.pool))
         if self.max_turns < 1:
             raise InvalidArgumentError(f"max_turns must be >= 1; got {self.max_turns}", "max_turns")
@@ -122,7 +126,7 @@ class ConductorSettings:
             raise InvalidArgumentError(
                 f"feedback_tests must be 'public' or 'hidden'; got {self.feedback_tests!r}", "feedback_tests"
             )
-        for name in ("max_tokens", "orchestrator_max_tokens", "retrieval_k", "view_chars", "test_memory_mb"):
+        for name in ("orchestrator_max_tokens", "retrieval_k", "view_chars", "test_memory_mb"):
             if getattr(self, name) < 1:
                 raise InvalidArgumentError(f"{name} must be >= 1; got {getattr(self, name)}", name)
         if self.test_timeout_s <= 0:
@@ -224,83 +228,66 @@ class Conductor:
         history: list[_Turn] = []
         rewards: list[float] = []
         answer = ""
-        llm_s = routing_s = 0.0
+        clock = EpisodeClock()
         passed = False
         for k in range(s.max_turns):
-            start = time.perf_counter()
+            rc = clock.round()
             request = self._orchestrator_request(ctx.episode, task, k, history, first=not context.nodes)
-            got = (await ctx.generate([request]))[0]
-            t_llm = time.perf_counter() - start
-            t0 = time.perf_counter()
-            chk = ops.conductor_check(
-                got.text if got.ok else "", context=context, options=s.check_options
-            ).item(0)
-            t_route = time.perf_counter() - t0
-            record = self._base_record(ctx.episode, task, k, level, level_source, n_max, request, got, chk)
+            got = await rc.generate_one(ctx, request)
+            with rc.routing():
+                chk = ops.conductor_check(
+                    got.text if got.ok else "", context=context, options=s.check_options
+                ).item(0)
+            turn = ConductorTurn(level, level_source, n_max, request, got, chk)
             if not chk.ok:
                 r = turn_rewards([chk.error], [None], [0], [0], [0], n_max, s.reward)
-                record["reward"] = _reward_dict(r)
                 rewards.append(float(r.r[0]))
+                turn = replace(turn, reward=r, return_so_far=trajectory_return(rewards, s.reward))
                 history.append(_Turn(chk.yaml if chk.yaml is not None else got.text, chk.tag, chk.message))
                 context = context.next(None)
+                emit(self._record(ctx.episode, task, k, turn, None, rc))
             else:
                 g = chk.graph
                 assert g is not None
                 everyone.extend(g.nodes)
                 view = history[-1] if history else None
-                run = await self._execute(ctx, task, k, g, everyone, outputs, memory, view)
-                t_llm += run["llm_s"]
-                report: TestReport = run["report"]
-                hidden = report
+                run = await self._execute(ctx, rc, task, k, g, everyone, outputs, memory, view)
+                hidden = run.report
                 if s.feedback_tests == "public":  # the reward's verdict: the real tests, never shown
                     hidden = await asyncio.to_thread(
                         run_hidden_tests,
                         task,
-                        run["code"],
+                        run.code,
                         timeout_s=s.test_timeout_s,
                         memory_mb=s.test_memory_mb,
                     )
-                t1 = time.perf_counter()
-                r = turn_rewards(
-                    [0], [hidden.verdict], [g.n_nodes], [g.n_edges], [g.n_steps], n_max, s.reward
-                )
-                stats = _graph_stats(g)
-                t_route += time.perf_counter() - t1
-                record.update(run["record"])
-                record["verdict"] = report.verdict
-                record["reward_verdict"] = hidden.verdict
-                record["density"] = {
-                    "nodes": g.n_nodes,
-                    "edges": g.n_edges,
-                    "steps": g.n_steps,
-                    "depth": g.depth,
-                    "s_complex": round(float(r.s_complex[0]), 6),
-                }
-                record["reward"] = _reward_dict(r)
-                record["stats"] = stats
+                with rc.routing():
+                    r = turn_rewards(
+                        [0], [hidden.verdict], [g.n_nodes], [g.n_edges], [g.n_steps], n_max, s.reward
+                    )
+                    stats = _graph_stats(g)
                 rewards.append(float(r.r[0]))
+                turn = replace(
+                    turn,
+                    reward=r,
+                    return_so_far=trajectory_return(rewards, s.reward),
+                    verdict=run.report.verdict,
+                    reward_verdict=hidden.verdict,
+                )
                 history.append(
                     _Turn(
                         chk.yaml,
                         None,
                         "",
-                        report.verdict,
-                        _clip(report.logs, s.view_chars),
+                        run.report.verdict,
+                        clip(run.report.logs, s.view_chars),
                         g.steps[-1],
                     )
                 )
-                answer = run["code"]
+                answer = run.code
                 context = context.next(g)
-                passed = report.verdict == "PASSED"
-            llm_s += t_llm
-            routing_s += t_route
-            record["return_so_far"] = round(trajectory_return(rewards, s.reward), 6)
-            record["timing"] = {
-                "round_s": round(time.perf_counter() - start, 4),
-                "llm_s": round(t_llm, 4),
-                "routing_s": round(t_route, 6),
-            }
-            emit(record)
+                passed = run.report.verdict == "PASSED"
+                emit(self._record(ctx.episode, task, k, turn, (g, run, stats), rc))
             if passed:
                 break
         turns = len(rewards)
@@ -308,8 +295,8 @@ class Conductor:
             answer,
             turns,
             passed,
-            llm_s,
-            routing_s,
+            clock.llm_s,
+            clock.routing_s,
             extra={
                 "conductor": {
                     "level": level,
@@ -364,15 +351,15 @@ class Conductor:
             max_turns=s.max_turns,
             continue_hint=hint,
         )
-        temperature = s.temperature if s.orchestrator_temperature is None else s.orchestrator_temperature
         return Request.chat(
             system,
             user,
-            sampling=Sampling(
+            sampling=s.sampling(
+                episode,
+                k,
+                "orchestrator",
                 max_tokens=s.orchestrator_max_tokens,
-                temperature=temperature,
-                top_p=s.top_p,
-                seed=request_seed(s.seed, episode, k, "orchestrator"),
+                temperature=s.orchestrator_temperature,
             ),
             tags=Tags(round=k, agent="orchestrator", role="orchestrator"),
             regex=_prompts.plan_regex(s.pool, first) if s.guided else None,
@@ -383,6 +370,7 @@ class Conductor:
     async def _execute(
         self,
         ctx: EpisodeContext,
+        rc: RoundClock,
         task: Task,
         k: int,
         g: TurnGraph,
@@ -390,18 +378,15 @@ class Conductor:
         outputs: dict[int, str],
         memory: dict[str, list[int]],
         view: _Turn | None,
-    ) -> dict[str, Any]:
-        """Runs the layers of turn ``k``; returns the tester's report, the tested code, LLM time and the
-        record fields (agents, layers, edges, inboxes, messages, usage, tester)."""
+    ) -> _TurnRun:
+        """Runs the layers of turn ``k`` (LLM time on ``rc``); returns what the tester and the agents did."""
         s = self.settings
         names = {gi: _name(everyone[gi], g.turn) for gi in range(len(everyone))}
         results: dict[int, Result] = {}
-        errors: dict[int, str] = {}
         inbox: dict[int, list[int]] = {}
         tester: dict[str, Any] | None = None
         report: TestReport | None = None
         code = ""
-        llm_s = 0.0
         view_text = ""
         if view is not None and view.verdict is not None:
             view_text = _prompts.text("view").format(
@@ -432,14 +417,9 @@ class Conductor:
                 for gi in llm_nodes
             ]
             if requests:
-                w0 = time.perf_counter()
-                got = await ctx.generate(requests)
-                llm_s += time.perf_counter() - w0
-                for gi, res in zip(llm_nodes, got):
+                for gi, res in zip(llm_nodes, await rc.generate(ctx, requests)):
                     results[gi] = res
                     outputs[gi] = res.text.strip() if res.ok else ""
-                    if not res.ok:
-                        errors[gi] = res.error.message if res.error else "failed"
             for gi in llm_nodes:
                 if everyone[gi].role == "searcher":
                     outputs[gi] = await self._search_output(task, outputs[gi])
@@ -457,55 +437,30 @@ class Conductor:
                     tester = {
                         "agent": names[gi],
                         "tested": names.get(src) if src is not None else None,
-                        "code": _clip(code_i),
+                        "code": clip(code_i),
                         "verdict": rep.verdict,
                         "tests": rep.tests,
                         "passed": rep.passed,
                         "total": rep.total,
-                        "logs": _clip(rep.logs, s.view_chars),
+                        "logs": clip(rep.logs, s.view_chars),
                     }
             for gi in members:
                 memory.setdefault(everyone[gi].id, []).append(gi)
-        assert report is not None  # L3: the last step holds a tester
+        assert report is not None and tester is not None  # L3: the last step holds a tester
         turn_nodes = [g.base + i for i in range(g.n_nodes)]
-        edge_usage = [
-            {
-                "src": names[src],
-                "dst": names[gi],
-                "tokens": results[src].usage.completion_tokens if src in results else 0,
-            }
-            for gi in turn_nodes
-            for src in inbox[gi]
-        ]
-        for e in edge_usage:
-            ctx.ledger.add_edge(k, e["src"], e["dst"], e["tokens"])
-        level_of = {i: li for li, layer in enumerate(g.layers) for i in layer}
-        record = {
-            "agents": [names[gi] for gi in turn_nodes],
-            "roles": [everyone[gi].role for gi in turn_nodes],
-            "steps": list(g.steps),
-            "layers": [[names[g.base + i] for i in layer] for layer in g.layers],
-            "levels": [level_of[i] for i in range(g.n_nodes)],
-            "edges": [
-                {"src": names[a], "dst": names[b], "kind": kind, "score": None} for a, b, kind in g.edges()
-            ],
-            "inbox": {names[gi]: [names[x] for x in inbox[gi]] for gi in turn_nodes},
-            "messages": {
-                names[gi]: {
-                    "public": _clip(outputs.get(gi, "")),
-                    "private": "",
-                    "answer": None,
-                    "parse_error": errors.get(gi),
-                }
+        edges = record_edges(
+            ctx,
+            k,
+            (
+                EdgeUsage(
+                    names[src], names[gi], results[src].usage.completion_tokens if src in results else 0
+                )
                 for gi in turn_nodes
-            },
-            "usage": {
-                "agents": {names[gi]: _usage(r) for gi, r in sorted(results.items())},
-                "edges": edge_usage,
-            },
-            "tester": tester,
-        }
-        return {"report": report, "code": code, "llm_s": llm_s, "record": record}
+                for src in inbox[gi]
+            ),
+        )
+        roles = [everyone[gi].role for gi in turn_nodes]
+        return _TurnRun(report, code, tester, names, turn_nodes, roles, inbox, outputs, results, edges)
 
     def _agent_request(
         self,
@@ -520,7 +475,6 @@ class Conductor:
         names: dict[int, str],
         view_text: str,
     ) -> Request:
-        s = self.settings
         parts = _prompts.agent_parts()
         own = [x for x in memory.get(node.id, []) if x not in inbox]
         mem = _outputs_block(parts["memory"], own, outputs, names)
@@ -535,12 +489,7 @@ class Conductor:
         return Request.chat(
             _role_system(node.role),
             user,
-            sampling=Sampling(
-                max_tokens=s.max_tokens,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                seed=request_seed(s.seed, episode, k, names[gi]),
-            ),
+            sampling=self.settings.sampling(episode, k, names[gi]),
             tags=Tags(round=k, agent=names[gi], role=node.role),
         )
 
@@ -578,33 +527,101 @@ class Conductor:
 
     # ------------------------------------------------------------------------------------------ records
 
-    def _base_record(
+    def _record(
         self,
         episode: str,
         task: Task,
         k: int,
-        level: str,
-        level_source: str,
-        n_max: int,
-        request: Request,
-        got: Result,
-        chk: TopologyCheck,
-    ) -> dict[str, Any]:
-        return {
-            "v": 1,
-            "method": self.name,
-            "episode": episode,
-            "task": task.id,
-            "round": k,
-            "level": level,
-            "level_source": level_source,
-            "n_max": n_max,
+        turn: ConductorTurn,
+        executed: tuple[TurnGraph, _TurnRun, Stats] | None,
+        rc: RoundClock,
+    ) -> RoundRecord:
+        """The turn's trace record: the orchestrator, the plan and its check, and for an executed plan its
+        layers, edges, messages, tester and density."""
+        usage = Usage.of([("orchestrator", turn.orchestrator)])
+        if executed is None:
+            return RoundRecord(
+                method=self.name,
+                episode=episode,
+                task=task.id,
+                round=k,
+                graph=Graph([], []),
+                usage=usage,
+                timing=rc.timing(),
+                extra=turn.to_json(),
+            )
+        g, run, stats = executed
+        names = run.names
+        level_of = {i: li for li, layer in enumerate(g.layers) for i in layer}
+        edges = g.edges()
+        return RoundRecord(
+            method=self.name,
+            episode=episode,
+            task=task.id,
+            round=k,
+            graph=Graph(
+                agents=[names[gi] for gi in run.nodes],
+                roles=list(run.roles),
+                edges=[Edge(names[a], names[b], None, kind) for a, b, kind in edges],
+                order=[names[g.base + i] for layer in g.layers for i in layer],
+                levels=[level_of[i] for i in range(g.n_nodes)],
+                is_dag=True,
+                inbox={names[gi]: [names[x] for x in run.inbox[gi]] for gi in run.nodes},
+            ),
+            messages={
+                names[gi]: Message.of(run.outputs.get(gi, ""), parse_error=call_error(run.results.get(gi)))
+                for gi in run.nodes
+            },
+            usage=Usage(
+                {**usage.agents, **{names[gi]: CallUsage.of(r) for gi, r in sorted(run.results.items())}},
+                run.edges,
+            ),
+            stats=stats,
+            timing=rc.timing(),
+            extra=turn.to_json()
+            | {
+                "steps": list(g.steps),
+                "layers": [[names[g.base + i] for i in layer] for layer in g.layers],
+                "tester": run.tester,
+                "density": {
+                    "nodes": g.n_nodes,
+                    "edges": g.n_edges,
+                    "steps": g.n_steps,
+                    "depth": g.depth,
+                    "s_complex": round(float(turn.reward.s_complex[0]), 6) if turn.reward else None,
+                },
+            },
+        )
+
+
+@dataclass(frozen=True)
+class ConductorTurn:
+    """What every turn's record holds beyond the graph: the difficulty, the orchestrator's call, the plan's
+    check, and (once known) the verdicts, the reward and the return so far."""
+
+    level: str
+    level_source: str
+    n_max: int
+    request: Request
+    orchestrator: Result
+    check: TopologyCheck
+    verdict: str | None = None
+    reward_verdict: str | None = None
+    reward: TurnRewards | None = None
+    return_so_far: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        got, chk, r = self.orchestrator, self.check, self.reward
+        out: dict[str, Any] = {
+            "level": self.level,
+            "level_source": self.level_source,
+            "n_max": self.n_max,
             "orchestrator": {
-                "text": _clip(got.text),
-                "usage": _usage(got),
-                "error": None if got.error is None else got.error.message,
-                "guided": request.regex is not None,
-                "prompt": [[m.role, m.content] for m in request.messages],
+                "text": clip(got.text),
+                "usage": CallUsage.of(got).to_json(),
+                "error": call_error(got),
+                "guided": self.request.regex is not None,
+                "prompt": [[m.role, m.content] for m in self.request.messages],
             },
             "yaml": chk.yaml,
             "check": {
@@ -612,12 +629,35 @@ class Conductor:
                 "message": chk.message,
                 "warnings": list(chk.graph.warnings) if chk.graph is not None else [],
             },
-            "agents": [],
-            "edges": [],
-            "usage": {"agents": {"orchestrator": _usage(got)}, "edges": []},
-            "manager": None,
-            "scores": None,
         }
+        if self.verdict is not None:
+            out.update(verdict=self.verdict, reward_verdict=self.reward_verdict)
+        if r is not None:
+            out["reward"] = {
+                "r_e": round(float(r.r_e[0]), 6),
+                "r_g": round(float(r.r_g[0]), 6),
+                "r": round(float(r.r[0]), 6),
+            }
+        out["return_so_far"] = round(self.return_so_far, 6)
+        return out
+
+
+@dataclass(frozen=True)
+class _TurnRun:
+    """An executed turn: the tester's report and the code it ran, its trace block, the node names (global
+    index -> name), the turn's nodes and their roles, each node's inbox, every output so far, the LLM results by node and
+    the routed edges."""
+
+    report: TestReport
+    code: str
+    tester: dict[str, Any]
+    names: dict[int, str]
+    nodes: list[int]
+    roles: list[str]
+    inbox: dict[int, list[int]]
+    outputs: dict[int, str]
+    results: dict[int, Result]
+    edges: list[EdgeUsage]
 
 
 class _SearchSlot:
@@ -674,23 +714,12 @@ def _with_newline(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _reward_dict(r: Any) -> dict[str, float]:
-    return {"r_e": round(float(r.r_e[0]), 6), "r_g": round(float(r.r_g[0]), 6), "r": round(float(r.r[0]), 6)}
-
-
-def _graph_stats(g: TurnGraph) -> dict[str, Any]:
-    """Edge count and density of the turn's intra-turn graph (as the other methods' ``stats``)."""
+def _graph_stats(g: TurnGraph) -> Stats:
+    """Edge count (cross-turn refs included) and the density of the turn's intra-turn graph."""
     n = g.n_nodes
     adj = np.zeros((n, n), dtype=bool)
     for i, (refs, cross) in enumerate(zip(g.refs, g.cross)):
         for src, c in zip(refs, cross):
             if not c:
                 adj[src - g.base, i] = True
-    st = ops.graph_stats(adj)
-    return {
-        "edges": g.n_edges,
-        "intra_edges": int(st.edges),
-        "density": round(float(st.density), 4),
-        "reciprocity": round(float(st.reciprocity), 4),
-        "jaccard_prev": None,
-    }
+    return Stats.of(ops.graph_stats(adj), edges=g.n_edges, intra=True)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import ops
-from ...ops.conductor_topology import LOGIC, NO_YAML, OK, PARSE, SCHEMA
 from ...errors import InvalidArgumentError
+from ...ops.conductor_topology import LOGIC, NO_YAML, OK, PARSE, SCHEMA
 
 __all__ = [
     "CAPS",

@@ -25,8 +25,8 @@ import numpy as np
 
 from ... import ops
 from ..._atomic import write_bytes_atomic
-from ...ops.conductor_topology import CheckOptions, Context, TurnGraph
 from ...errors import InvalidArgumentError
+from ...ops.conductor_topology import CheckOptions, Context, TurnGraph
 from .method import LEVELS_BY_LABEL
 from .reward import CAPS, RewardConfig, grpo_advantages, trajectory_return, turn_rewards
 
@@ -157,22 +157,22 @@ def load_rollouts(run_dir: str | Path) -> list[dict[str, Any]]:
     run = load_run(run_dir).methods[0]
     out = []
     for ep in run.episodes:
-        if ep.get("status") != "ok":
+        if ep.status != "ok":
             continue
-        rec = ep.get("record") or {}
-        info = rec.get("conductor")
-        if not info:
+        rec = ep.record
+        info = rec.extra.get("conductor") if rec is not None else None
+        if rec is None or not info:
             raise InvalidArgumentError(
-                f"{run_dir}: episode {ep.get('episode')} is not a conductor episode", "run_dir"
+                f"{run_dir}: episode {ep.episode} is not a conductor episode", "run_dir"
             )
         out.append(
             {
-                "episode": ep.get("episode"),
-                "task": rec.get("task"),
+                "episode": ep.episode,
+                "task": rec.task,
                 "level": info["level"],
                 "n_max": info["n_max"],
-                "passed": bool((rec.get("score") or {}).get("passed")),
-                "turns": run.traces.get(ep.get("episode"), []),
+                "passed": rec.passed,
+                "turns": [r.to_json() for r in run.traces.get(ep.episode, [])],
                 "rewards": info["rewards"],
                 "return": info["return"],
             }

@@ -11,9 +11,7 @@ the FinalRefer node writes the answer from every agent's latest output.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,30 +19,42 @@ import numpy as np
 
 from ... import ops
 from ...errors import InvalidArgumentError
-from ...llm.types import Request, Result, Sampling, Tags
+from ...llm.types import Request, Result, Tags
 from ...ops.qmix_params import QMixParams
-from ...tasks import Task, extract_code, extract_math_answer
-from .._qmix_team import final_prompt, load_qmix_team, role_offset_for, worker_prompt
-from ..dytopo import EpisodeOutput, _clip, _usage, domain_of, request_seed
+from ...tasks import Task
+from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
+from ..episode import (
+    Emit,
+    EpisodeClock,
+    EpisodeOutput,
+    SamplingSettings,
+    call_error,
+    domain_of,
+    first_answer,
+    record_edges,
+    request_seed,
+)
 from ._features import Features, global_state, observations
-from ._graph import ACTIONS, actions_to_graph, schedule
+from ._graph import ACTIONS, Schedule, actions_to_graph, schedule
+from .team import QMixTeam, final_prompt, load_qmix_team, role_offset_for, worker_prompt
 
 if TYPE_CHECKING:
     from ...embed import Encoder
     from ...runtime import EpisodeContext
 
-__all__ = ["ROUNDS", "QMix", "QMixPolicy", "QMixSettings"]
+__all__ = ["ROUNDS", "QMix", "QMixPolicy", "QMixSettings", "QMixStepRecord"]
 
 ROUNDS = {"code": 2, "math": 3}
-Emit = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
-class QMixSettings:
+class QMixSettings(SamplingSettings):
     """Settings of the Q-Mix episode loop (defaults: the paper's intent, spec §6 [R]).
 
     Parameters
     ----------
+    temperature, top_p, max_tokens, seed : see :class:`~toporoute.methods.episode.SamplingSettings` (the
+        original: 0.2, 1.0, >= 4096); ``seed`` also roots the role rotation and exploration.
     rounds : int, optional
         T; None takes the domain's (code 2, math 3).
     reselect_each_round : bool
@@ -57,11 +67,8 @@ class QMixSettings:
         delivered (spec §2.5).
     epsilon : float
         Per-agent probability of a uniformly random action (training; 0 = greedy).
-    temperature, top_p, max_tokens : sampling of every call (the original: 0.2, 1.0, >= 4096).
     adversarial_agent_index : int, optional
         Replace that agent's prompt with the misleading one (robustness experiments).
-    seed : int
-        Root of request seeds, role rotation and exploration.
     backend : str, optional
         Core backend of ``ops.qmix_forward`` (default: the compiled CPU core).
     """
@@ -72,13 +79,11 @@ class QMixSettings:
     legacy_repo_exec: bool = False
     epsilon: float = 0.0
     temperature: float = 0.2
-    top_p: float = 1.0
-    max_tokens: int = 4096
     adversarial_agent_index: int | None = None
-    seed: int = 0
     backend: str | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.rounds is not None and self.rounds < 1:
             raise InvalidArgumentError(f"rounds must be >= 1; got {self.rounds}", "rounds")
         if self.initial_adj not in ("identity", "zeros"):
@@ -87,8 +92,6 @@ class QMixSettings:
             )
         if not 0.0 <= self.epsilon <= 1.0:
             raise InvalidArgumentError(f"epsilon must be in [0, 1]; got {self.epsilon}", "epsilon")
-        if self.max_tokens < 1:
-            raise InvalidArgumentError(f"max_tokens must be >= 1; got {self.max_tokens}", "max_tokens")
 
     def rounds_for(self, domain: str) -> int:
         return ROUNDS[domain] if self.rounds is None else self.rounds
@@ -182,15 +185,6 @@ class QMix:
             "checkpoint": {k: meta[k] for k in ("checkpoint_id", "domains", "episodes") if k in meta},
         }
 
-    def _sampling(self, episode: str, t: int, agent: str) -> Sampling:
-        s = self.settings
-        return Sampling(
-            max_tokens=s.max_tokens,
-            temperature=s.temperature,
-            top_p=s.top_p,
-            seed=request_seed(s.seed, episode, t, agent),
-        )
-
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         """Runs one task; ``emit`` gets one trace record per round (the last one also holds FinalRefer)."""
         s, policy = self.settings, self.policy
@@ -205,75 +199,76 @@ class QMix:
         names = team.names
         rounds = s.rounds_for(domain)
         rng = np.random.Generator(np.random.Philox(key=request_seed(s.seed, ctx.episode, "explore")))
-        t0 = time.perf_counter()
-        task_vec = policy.task_vector(task.prompt)
-        routing_s = time.perf_counter() - t0
-        llm_s = 0.0
+        clock = EpisodeClock()
+        with clock.routing():
+            task_vec = policy.task_vector(task.prompt)
         adj_prev = np.eye(n, dtype=bool) if s.initial_adj == "identity" else np.zeros((n, n), dtype=bool)
         hidden = np.zeros((n, policy.params.config.hidden), dtype=np.float32)
         outputs = [""] * n
         tokens = np.zeros(n, dtype=np.int64)
         steps: list[dict[str, Any]] = []
         actions: np.ndarray | None = None
-        record: dict[str, Any] = {}
+        record: RoundRecord | None = None
         for t in range(rounds):
-            start = time.perf_counter()
-            obs = observations(
-                policy.features,
-                task_vec,
-                adj_prev,
-                np.array([bool(o) for o in outputs]),
-                tokens,
-                after_round=t > 0,
-            )
+            rc = clock.round()
             explored = np.zeros(n, dtype=bool)
             q = None
-            if actions is None or s.reselect_each_round:
-                actions, q, hidden, explored = policy.act(
-                    obs, adj_prev, hidden, epsilon=s.epsilon, rng=rng, backend=s.backend
+            with rc.routing():
+                obs = observations(
+                    policy.features,
+                    task_vec,
+                    adj_prev,
+                    np.array([bool(o) for o in outputs]),
+                    tokens,
+                    after_round=t > 0,
                 )
-            adj, debates = actions_to_graph(actions)
-            sched = schedule(adj, debates, legacy_repo_exec=s.legacy_repo_exec)
-            t_route = time.perf_counter() - start
+                if actions is None or s.reselect_each_round:
+                    actions, q, hidden, explored = policy.act(
+                        obs, adj_prev, hidden, epsilon=s.epsilon, rng=rng, backend=s.backend
+                    )
+                adj, debates = actions_to_graph(actions)
+                sched = schedule(adj, debates, legacy_repo_exec=s.legacy_repo_exec)
 
             this_round = [""] * n
             results: dict[int, Result] = {}
-            t_llm = 0.0
             for wave in sched.waves:
                 requests = [
                     Request.chat(
                         team.agents[i].system,
                         _worker_user(team, i, task, sched.inbound[i], this_round, outputs[i]),
-                        sampling=self._sampling(ctx.episode, t, names[i]),
+                        sampling=s.sampling(ctx.episode, t, names[i]),
                         tags=Tags(round=t, agent=names[i], role=team.agents[i].role),
                     )
                     for i in wave
                 ]
-                w0 = time.perf_counter()
-                got = await ctx.generate(requests)
-                t_llm += time.perf_counter() - w0
-                for i, r in zip(wave, got):
+                for i, r in zip(wave, await rc.generate(ctx, requests)):
                     results[i] = r
                     this_round[i] = r.text.strip() if r.ok else ""
                     tokens[i] += r.usage.total_tokens
-            edge_usage = [
-                {"src": names[j], "dst": names[i], "tokens": results[j].usage.completion_tokens}
-                for i in range(n)
-                for j in sched.inbound[i]
-                if this_round[j]
-            ]
-            for e in edge_usage:
-                ctx.ledger.add_edge(t, e["src"], e["dst"], e["tokens"])
+            edges = record_edges(
+                ctx,
+                t,
+                (
+                    EdgeUsage(names[j], names[i], results[j].usage.completion_tokens)
+                    for i in range(n)
+                    for j in sched.inbound[i]
+                    if this_round[j]
+                ),
+            )
             for i in results:  # agents that did not run keep their previous output (legacy mode)
                 if this_round[i]:
                     outputs[i] = this_round[i]
-            t1 = time.perf_counter()
-            post_obs = observations(
-                policy.features, task_vec, adj, np.array([bool(o) for o in outputs]), tokens, after_round=True
-            )
-            state = global_state(policy.features, post_obs, adj)
-            stats = ops.graph_stats(adj, prev=adj_prev if t > 0 else None)
-            t_route += time.perf_counter() - t1
+            with rc.routing():
+                post_obs = observations(
+                    policy.features,
+                    task_vec,
+                    adj,
+                    np.array([bool(o) for o in outputs]),
+                    tokens,
+                    after_round=True,
+                )
+                state = global_state(policy.features, post_obs, adj)
+                stats = ops.graph_stats(adj, prev=adj_prev if t > 0 else None)
             steps.append(
                 {
                     "obs": obs.round(6).tolist(),
@@ -282,154 +277,105 @@ class QMix:
                     "state": state.round(6).tolist(),
                 }
             )
-            llm_s += t_llm
-            routing_s += t_route
-            record = self._record(
-                ctx.episode,
-                task,
-                team,
-                t,
-                actions,
-                q,
-                explored,
-                adj,
-                sched,
-                stats,
-                results,
-                this_round,
-                edge_usage,
+            step = QMixStepRecord(actions, q, explored, sched)
+            record = RoundRecord(
+                method=self.name,
+                episode=ctx.episode,
+                task=task.id,
+                round=t,
+                graph=step.graph(team, adj),
+                messages={
+                    names[i]: Message.of(this_round[i], parse_error=call_error(results.get(i)))
+                    for i in range(n)
+                },
+                usage=Usage.of(((names[i], r) for i, r in sorted(results.items())), edges),
+                stats=Stats.of(stats),
+                timing=rc.timing(),
+                extra=step.to_json(names),
             )
-            record["timing"] = {
-                "round_s": round(time.perf_counter() - start, 4),
-                "llm_s": round(t_llm, 4),
-                "routing_s": round(t_route, 6),
-            }
             if t < rounds - 1:
                 emit(record)
             adj_prev = adj
 
+        assert record is not None  # rounds >= 1
+        f0 = clock.round()
         final = Request.chat(
             team.final_system,
             _final_user(team, task, outputs),
-            sampling=self._sampling(ctx.episode, rounds, "FinalRefer"),
+            sampling=s.sampling(ctx.episode, rounds, "FinalRefer"),
             tags=Tags(round=rounds - 1, agent="FinalRefer", role="Decision"),
         )
-        f0 = time.perf_counter()
-        final_result = (await ctx.generate([final]))[0]
-        llm_s += time.perf_counter() - f0
-        answer = _answer(task, final_result.text if final_result.ok else "", outputs)
-        record["final"] = {
-            "text": _clip(final_result.text),
+        final_result = await f0.generate_one(ctx, final)
+        answer = first_answer(task, [final_result.text if final_result.ok else "", *reversed(outputs)])
+        extra = dict(record.extra)
+        extra["final"] = {
+            "text": clip(final_result.text),
             "answer": answer,
-            "usage": _usage(final_result),
-            "error": None if final_result.error is None else final_result.error.message,
+            "usage": CallUsage.of(final_result).to_json(),
+            "error": call_error(final_result),
         }
-        record["usage"]["agents"]["FinalRefer"] = _usage(final_result)
-        emit(record)
+        emit(replace(record, usage=record.usage.with_call("FinalRefer", final_result), extra=extra))
         return EpisodeOutput(
             answer,
             rounds,
             False,
-            llm_s,
-            routing_s,
+            clock.llm_s,
+            clock.routing_s,
             extra={"qmix": {"steps": steps, "actions": [st["actions"] for st in steps]}},
         )
 
-    def _record(
-        self,
-        episode: str,
-        task: Task,
-        team: Any,
-        t: int,
-        actions: np.ndarray,
-        q: np.ndarray | None,
-        explored: np.ndarray,
-        adj: np.ndarray,
-        sched: Any,
-        stats: Any,
-        results: dict[int, Result],
-        this_round: list[str],
-        edge_usage: list[dict[str, Any]],
-    ) -> dict[str, Any]:
-        names = team.names
-        n = len(names)
-        levels = [-1] * n
+
+@dataclass(frozen=True)
+class QMixStepRecord:
+    """What a Q-Mix round adds to its trace record: the joint action, its Q-values (None when actions were
+    not reselected), the explored agents and the executed schedule."""
+
+    actions: np.ndarray
+    q: np.ndarray | None
+    explored: np.ndarray
+    schedule: Schedule
+
+    def graph(self, team: QMixTeam, adj: np.ndarray) -> Graph:
+        """The round graph phi(u) with the schedule's order, waves as levels and undelivered edges removed."""
+        sched = self.schedule
+        levels = [-1] * len(team.agents)
         for lv, wave in enumerate(sched.waves):
             for i in wave:
                 levels[i] = lv
-        removed = set(sched.removed)
+        removed = sorted(set(sched.removed))
+        return Graph.build(
+            team.names,
+            [a.role for a in team.agents],
+            [(int(s), int(d)) for s, d in zip(*np.nonzero(adj))],
+            order=sched.order,
+            levels=levels,
+            removed=removed,
+            is_dag=not removed,
+            inbox=sched.inbound,
+        )
+
+    def to_json(self, names: list[str]) -> dict[str, Any]:
+        q = self.q
         return {
-            "v": 1,
-            "method": self.name,
-            "episode": episode,
-            "task": task.id,
-            "round": t,
-            "agents": names,
-            "roles": [a.role for a in team.agents],
-            "actions": {names[i]: ACTIONS[int(a)] for i, a in enumerate(actions)},
+            "actions": {names[i]: ACTIONS[int(a)] for i, a in enumerate(self.actions)},
             "q": None
             if q is None
-            else {names[i]: np.round(q[i].astype(np.float64), 4).tolist() for i in range(n)},
-            "explored": [names[i] for i in np.flatnonzero(explored)],
-            "scores": None,
-            "edges": [{"src": names[s], "dst": names[d], "score": None} for s, d in zip(*np.nonzero(adj))],
-            "order": [names[i] for i in sched.order],
-            "levels": levels,
-            "waves": [[names[i] for i in w] for w in sched.waves],
-            "removed": [{"src": names[s], "dst": names[d]} for s, d in sorted(removed)],
-            "is_dag": not removed,
-            "inbox": {names[i]: [names[j] for j in sched.inbound[i]] for i in range(n)},
-            "skipped": [names[i] for i in sched.skipped],
-            "messages": {
-                names[i]: {
-                    "public": _clip(this_round[i]),
-                    "private": "",
-                    "answer": None,
-                    "parse_error": None
-                    if i not in results or results[i].ok
-                    else (results[i].error.message if results[i].error else "failed"),
-                }
-                for i in range(n)
-            },
-            "usage": {
-                "agents": {names[i]: _usage(r) for i, r in sorted(results.items())},
-                "edges": edge_usage,
-            },
-            "manager": None,
-            "stats": {
-                "edges": int(stats.edges),
-                "density": round(float(stats.density), 4),
-                "reciprocity": round(float(stats.reciprocity), 4),
-                "jaccard_prev": None if stats.jaccard is None else round(float(stats.jaccard), 4),
-            },
+            else {names[i]: np.round(q[i].astype(np.float64), 4).tolist() for i in range(len(names))},
+            "explored": [names[i] for i in np.flatnonzero(self.explored)],
+            "waves": [[names[i] for i in w] for w in self.schedule.waves],
+            "skipped": [names[i] for i in self.schedule.skipped],
         }
 
 
 def _worker_user(
-    team: Any, i: int, task: Task, inbound: list[int], this_round: list[str], previous: str
+    team: QMixTeam, i: int, task: Task, inbound: list[int], this_round: list[str], previous: str
 ) -> str:
     agents = team.agents
     msgs = [(agents[j].name, agents[j].role, this_round[j]) for j in inbound]
     return worker_prompt(team, i, task.prompt.strip(), msgs, previous or None)
 
 
-def _final_user(team: Any, task: Task, outputs: list[str]) -> str:
+def _final_user(team: QMixTeam, task: Task, outputs: list[str]) -> str:
     return final_prompt(
         team, task.prompt.strip(), [(a.name, a.role, outputs[i]) for i, a in enumerate(team.agents)]
     )
-
-
-def _answer(task: Task, final_text: str, outputs: list[str]) -> str:
-    """FinalRefer's answer; when it has none, the agents' latest outputs from the last agent back."""
-    for text in [final_text, *reversed(outputs)]:
-        if not text:
-            continue
-        if task.kind == "code":
-            code = extract_code(text, task.entry_point)
-            if code:
-                return code
-        else:
-            found = extract_math_answer(text)
-            if found:
-                return found
-    return ""

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..llm.structured import extract_json, strip_reasoning
-from ..llm.types import Result
+from ...llm.structured import extract_json, strip_reasoning
+from ...llm.types import Result
 
 __all__ = ["ManagerOutput", "MemoryBlock", "WorkerOutput", "format_memory", "parse_manager", "parse_worker"]
 

@@ -7,17 +7,15 @@ module only renders them. Field names are the paper's (``public_content``, ``pri
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
+from ..episode import DOMAINS
+from ..prompt_files import read_json, read_text
 
-__all__ = ["AgentSpec", "Team", "load_team", "prompt_text"]
-
-DOMAINS = ("code", "math")
+__all__ = ["DOMAINS", "AgentSpec", "Team", "load_team", "prompt_text"]
 
 # String caps (characters), so that a model stuck repeating itself cannot run a field to max_tokens and leave
 # invalid JSON behind: guided decoding closes a string at its cap. The caps share a budget of about 3.5
@@ -53,10 +51,9 @@ _COMMON_RULES = (
 )
 
 
-@cache
 def prompt_text(name: str) -> str:
-    """A prompt file of ``toporoute/methods/prompts`` (read once)."""
-    return (resources.files(__package__) / "prompts" / name).read_text(encoding="utf-8")
+    """A prompt file of ``toporoute/methods/prompts/dytopo``."""
+    return read_text("dytopo", name)
 
 
 @dataclass(frozen=True)
@@ -150,6 +147,6 @@ def load_team(domain: str, max_tokens: int = 4096) -> Team:
     Solver, Verifier; each with a Manager), with output schemas sized for ``max_tokens`` per reply."""
     if domain not in DOMAINS:
         raise InvalidArgumentError(f"domain must be one of {DOMAINS}; got {domain!r}", "domain")
-    spec = json.loads(prompt_text("teams.json"))[domain]
+    spec = read_json("dytopo", "teams.json")[domain]
     workers = tuple(_agent(w, False, max_tokens) for w in spec["workers"])
     return Team(domain, workers, _agent(spec["manager"], True, max_tokens), spec["answer_agent"])

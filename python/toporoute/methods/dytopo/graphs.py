@@ -1,5 +1,6 @@
-"""Round graphs of the worker methods: the fixed and random baselines' topologies, and sigma plus inboxes for any
-adjacency (pure functions over numpy arrays; graphs are ``adj[src, dst]`` as everywhere in toporoute)."""
+"""Round graphs of the worker loop (DyTopo and its baselines): the fixed and random baselines' topologies, and
+sigma plus inboxes for any adjacency (pure functions over numpy arrays; graphs are ``adj[src, dst]`` as
+everywhere in toporoute)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ops
-from ..errors import InvalidArgumentError
+from ... import ops
+from ...errors import InvalidArgumentError
 
 __all__ = ["FIXED_TOPOLOGIES", "RoundGraph", "fixed_adjacency", "random_adjacency", "round_graph"]
 

@@ -11,14 +11,13 @@ rotation, ``pool[(role_offset + slot) % len(pool)]``, in place of the original c
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
+from ..episode import DOMAINS
+from ..prompt_files import read_json, read_text
 
 __all__ = [
     "DOMAINS",
@@ -30,22 +29,17 @@ __all__ = [
     "worker_prompt",
 ]
 
-DOMAINS = ("code", "math")
-
 _MAX_AGENTS = 16
 
 
-@cache
 def _text(name: str) -> str:
-    """A file of ``toporoute/methods/prompts/qmix``, stripped of surrounding blank space (read once)."""
-    path = resources.files("toporoute.methods") / "prompts" / "qmix" / name
-    return path.read_text(encoding="utf-8").strip()
+    """A file of ``toporoute/methods/prompts/qmix``, stripped of surrounding blank space."""
+    return read_text("qmix", name).strip()
 
 
-@cache
 def _spec() -> dict[str, Any]:
-    """The parsed ``team.json`` (read once)."""
-    return json.loads(_text("team.json"))
+    """The parsed ``team.json``."""
+    return read_json("qmix", "team.json")
 
 
 def _template(key: str) -> str:

@@ -14,19 +14,37 @@ count; chain, star, fully connected): :class:`WorkerLoop` with ``topology=...``.
 
 from __future__ import annotations
 
-import hashlib
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import ops
-from ..errors import InvalidArgumentError
-from ..llm.types import Request, Result, Sampling, Tags
-from ..tasks import Task, extract_code, extract_math_answer
-from ._messages import (
+from ... import ops
+from ...errors import InvalidArgumentError
+from ...llm.types import Request, Result, Tags
+from ...tasks import Task, extract_code, extract_math_answer
+from ...trace.schema import (
+    Descriptors,
+    EdgeUsage,
+    Graph,
+    ManagerDecision,
+    Message,
+    RoundRecord,
+    Stats,
+    Usage,
+)
+from ..episode import (
+    Emit,
+    EpisodeClock,
+    EpisodeOutput,
+    SamplingSettings,
+    domain_of,
+    record_edges,
+    request_seed,
+)
+from .graphs import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
+from .messages import (
     ManagerOutput,
     MemoryBlock,
     Routed,
@@ -35,26 +53,26 @@ from ._messages import (
     parse_manager,
     parse_worker,
 )
-from ._team import Team, load_team, prompt_text
-from ._topology import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
+from .team import Team, load_team, prompt_text
 
 if TYPE_CHECKING:
-    from ..embed import Encoder, Router
-    from ..runtime import EpisodeContext
+    from ...embed import Encoder, Router
+    from ...runtime import EpisodeContext
 
-__all__ = ["TAU_PRESETS", "DyTopo", "EpisodeOutput", "LoopConfig", "WorkerLoop", "request_seed"]
+__all__ = ["TAU_PRESETS", "TOPOLOGIES", "DyTopo", "LoopConfig", "WorkerLoop", "final_answer"]
 
 TOPOLOGIES = ("semantic", "random", *FIXED_TOPOLOGIES, "none")
 TAU_PRESETS = {"code": 0.3, "math": 0.4}
-Emit = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
-class LoopConfig:
+class LoopConfig(SamplingSettings):
     """Settings of the worker/manager loop (DyTopo's defaults; the baselines change ``topology`` and rounds).
 
     Parameters
     ----------
+    temperature, top_p, max_tokens, seed : see :class:`~toporoute.methods.episode.SamplingSettings` (the
+        paper: 0.3, 1.0, 3000-5000 tokens); ``seed`` also roots the random baseline's graphs.
     topology : {"semantic", "random", "chain", "star", "full", "none"}
         ``semantic`` is DyTopo's descriptor routing; ``none`` routes nothing (independent agents).
     tau : float, optional
@@ -67,15 +85,12 @@ class LoopConfig:
         Stop when the manager says ``is_complete``; False runs exactly ``max_rounds`` rounds.
     manager : bool
         Call the manager after every round (False: no manager; the goal stays the initial one).
-    temperature, top_p, max_tokens : sampling of every call (the paper: 0.3, 1.0, 3000-5000 tokens).
     inbox_order : {"relevance", "sigma"}
         Delivery order of a recipient's routed messages.
     private_routing : {"full", "addressed"}
         Send the whole private dict to every out-neighbour, or only the entries addressed to it.
     random_edges : int
         Edges per round of the random baseline when no DyTopo edge counts are given.
-    seed : int
-        Root of every request seed and of the random baseline's graphs.
     """
 
     topology: str = "semantic"
@@ -84,16 +99,13 @@ class LoopConfig:
     max_rounds: int = 10
     halting: bool = True
     manager: bool = True
-    temperature: float = 0.3
-    top_p: float = 1.0
-    max_tokens: int = 4096
     inbox_order: str = "relevance"
     private_routing: str = "full"
     initial_goal: str = "Define the initial approach and produce a first complete solution."
     random_edges: int = 3
-    seed: int = 0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.topology not in TOPOLOGIES:
             raise InvalidArgumentError(
                 f"topology must be one of {TOPOLOGIES}; got {self.topology!r}", "topology"
@@ -104,8 +116,6 @@ class LoopConfig:
             raise InvalidArgumentError(f"k_in must be >= 0; got {self.k_in}", "k_in")
         if self.max_rounds < 1:
             raise InvalidArgumentError(f"max_rounds must be >= 1; got {self.max_rounds}", "max_rounds")
-        if self.max_tokens < 1:
-            raise InvalidArgumentError(f"max_tokens must be >= 1; got {self.max_tokens}", "max_tokens")
         if self.inbox_order not in ("relevance", "sigma"):
             raise InvalidArgumentError(
                 f"inbox_order must be 'relevance' or 'sigma'; got {self.inbox_order!r}", "inbox_order"
@@ -123,18 +133,6 @@ class LoopConfig:
 
 
 @dataclass(frozen=True)
-class EpisodeOutput:
-    """What a method returns for one task; the harness scores ``answer`` and records the rest."""
-
-    answer: str
-    rounds: int
-    halted: bool
-    llm_s: float
-    routing_s: float
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class _Round:
     """One round's inputs and worker outputs, as the manager call and the trace record need them."""
 
@@ -146,20 +144,6 @@ class _Round:
     outs: list[WorkerOutput]
     results: list[Result]
     graph: RoundGraph
-
-
-def request_seed(seed: int, *parts: Any) -> int:
-    """A stable 31-bit seed for one request from the run seed and its coordinates (episode, round, agent)."""
-    blob = "\x1f".join(str(p) for p in (seed, *parts)).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "little") & 0x7FFFFFFF
-
-
-def domain_of(task: Task) -> str:
-    if task.kind not in ("code", "math"):
-        raise InvalidArgumentError(
-            f"task {task.id!r}: kind must be 'code' or 'math'; got {task.kind!r}", "task"
-        )
-    return task.kind
 
 
 def final_answer(task: Task, team: Team, rounds: Sequence[tuple[list[WorkerOutput], list[int]]]) -> str:
@@ -192,24 +176,10 @@ def final_answer(task: Task, team: Team, rounds: Sequence[tuple[list[WorkerOutpu
     return ""
 
 
-def _routed_tokens(result: Result, out: WorkerOutput, text: str) -> int:
+def _routed_tokens(result: Result, text: str) -> int:
     """Tokens of a routed message, estimated as its share (by characters) of the sender's completion tokens."""
     raw = max(len(result.text), 1)
     return round(result.usage.completion_tokens * min(len(text) / raw, 1.0))
-
-
-def _usage(result: Result) -> dict[str, Any]:
-    return {
-        "prompt_tokens": result.usage.prompt_tokens,
-        "completion_tokens": result.usage.completion_tokens,
-        "latency_s": round(result.latency_s, 4),
-        "attempts": result.attempts,
-        "ok": result.ok,
-    }
-
-
-def _clip(text: str, limit: int = 20000) -> str:
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
 
 
 class WorkerLoop:
@@ -246,7 +216,7 @@ class WorkerLoop:
         return {"method": self.name, **asdict(self.config)}
 
     def router(self, domain: str) -> Router:
-        from ..embed import Encoder, Router
+        from ...embed import Encoder, Router
 
         tau = self.config.tau_for(domain)
         if tau not in self._routers:
@@ -254,15 +224,6 @@ class WorkerLoop:
                 self._encoder = Encoder.default()
             self._routers[tau] = Router(self._encoder, tau=tau, k_in=self.config.k_in)
         return self._routers[tau]
-
-    def _sampling(self, episode: str, round_: int, agent: str) -> Sampling:
-        c = self.config
-        return Sampling(
-            max_tokens=c.max_tokens,
-            temperature=c.temperature,
-            top_p=c.top_p,
-            seed=request_seed(c.seed, episode, round_, agent),
-        )
 
     async def _graph(self, domain: str, episode: str, round_: int, outs: list[WorkerOutput]) -> RoundGraph:
         c, n = self.config, len(outs)
@@ -288,12 +249,12 @@ class WorkerLoop:
         memory: list[list[MemoryBlock]] = [[] for _ in range(n)]
         goal = c.initial_goal
         history: list[tuple[list[WorkerOutput], list[int]]] = []
-        llm_s = routing_s = 0.0
+        clock = EpisodeClock()
         prev_adj: np.ndarray | None = None
         halted = False
         worker_user = prompt_text("worker_user.txt")
         for t in range(c.max_rounds):
-            start = time.perf_counter()
+            rc = clock.round()
             requests = [
                 Request.chat(
                     w.system,
@@ -305,22 +266,20 @@ class WorkerLoop:
                         memory=format_memory(memory[i]),
                         field_names=", ".join(w.fields),
                     ).strip(),
-                    sampling=self._sampling(ctx.episode, t, w.name),
+                    sampling=c.sampling(ctx.episode, t, w.name),
                     schema=w.schema,
                     tags=Tags(round=t, agent=w.name, role=w.title),
                 )
                 for i, w in enumerate(workers)
             ]
-            results = await ctx.generate(requests)
-            t_llm = time.perf_counter() - start
+            results = await rc.generate(ctx, requests)
             outs = [parse_worker(r) for r in results]
 
-            t0 = time.perf_counter()
-            graph = await self._graph(domain, ctx.episode, t, outs)
-            stats = ops.graph_stats(graph.adjacency, prev=prev_adj)
-            t_route = time.perf_counter() - t0
+            with rc.routing():
+                graph = await self._graph(domain, ctx.episode, t, outs)
+                stats = ops.graph_stats(graph.adjacency, prev=prev_adj)
 
-            edge_usage = []
+            edges = []
             for i in range(n):
                 routed = []
                 for j in graph.inbox[i]:
@@ -329,34 +288,18 @@ class WorkerLoop:
                         continue
                     score = None if graph.scores is None else float(graph.scores[j, i])
                     routed.append(Routed(names[j], workers[j].title, score, text))
-                    tokens = _routed_tokens(results[j], outs[j], text)
-                    ctx.ledger.add_edge(t, names[j], names[i], tokens)
-                    edge_usage.append({"src": names[j], "dst": names[i], "tokens": tokens})
+                    edges.append(EdgeUsage(names[j], names[i], _routed_tokens(results[j], text)))
                 memory[i].append(MemoryBlock(t, outs[i].public, tuple(routed)))
+            usage = Usage.of(zip(names, results), record_edges(ctx, t, edges))
             history.append((outs, graph.order))
             rnd = _Round(task, ctx.episode, t, goal, team, outs, results, graph)
 
             manager: ManagerOutput | None = None
-            mgr_result: Result | None = None
             if c.manager:
-                t1 = time.perf_counter()
-                mgr_result = (await ctx.generate([self._manager_request(rnd)]))[0]
-                t_llm += time.perf_counter() - t1
+                mgr_result = await rc.generate_one(ctx, self._manager_request(rnd))
                 manager = parse_manager(mgr_result, goal)
-            llm_s += t_llm
-            routing_s += t_route
-            emit(
-                self._record(
-                    rnd,
-                    stats,
-                    manager,
-                    mgr_result,
-                    edge_usage,
-                    round_s=time.perf_counter() - start,
-                    llm_s=t_llm,
-                    routing_s=t_route,
-                )
-            )
+                usage = usage.with_call(team.manager.name, mgr_result)
+            emit(self._record(rnd, stats, manager, usage, rc.timing()))
             prev_adj = graph.adjacency
             if manager is None:
                 continue
@@ -365,7 +308,7 @@ class WorkerLoop:
                 break
             goal = manager.next_goal
         answer = final_answer(task, team, history)
-        return EpisodeOutput(answer, len(history), halted, llm_s, routing_s)
+        return EpisodeOutput(answer, len(history), halted, clock.llm_s, clock.routing_s)
 
     def _manager_request(self, rnd: _Round) -> Request:
         """The manager's call: the task, the round goal and the workers' public messages in sigma order."""
@@ -387,84 +330,52 @@ class WorkerLoop:
                 field_names=", ".join(team.manager.fields),
             )
             .strip(),
-            sampling=self._sampling(rnd.episode, t, team.manager.name),
+            sampling=self.config.sampling(rnd.episode, t, team.manager.name),
             schema=team.manager.schema,
             tags=Tags(round=t, agent=team.manager.name, role=team.manager.title),
         )
 
     def _record(
-        self,
-        rnd: _Round,
-        stats: Any,
-        manager: ManagerOutput | None,
-        mgr_result: Result | None,
-        edge_usage: list[dict[str, Any]],
-        *,
-        round_s: float,
-        llm_s: float,
-        routing_s: float,
-    ) -> dict[str, Any]:
-        task, team, outs, results, graph = rnd.task, rnd.team, rnd.outs, rnd.results, rnd.graph
+        self, rnd: _Round, stats: ops.GraphStats, manager: ManagerOutput | None, usage: Usage, timing: Any
+    ) -> RoundRecord:
+        team, outs, graph = rnd.team, rnd.outs, rnd.graph
         names = team.names
-        agents_usage = {names[i]: _usage(r) for i, r in enumerate(results)}
-        if mgr_result is not None:
-            agents_usage[team.manager.name] = _usage(mgr_result)
-        scores = graph.scores
-        return {
-            "v": 1,
-            "method": self.name,
-            "episode": rnd.episode,
-            "task": task.id,
-            "round": rnd.t,
-            "goal": rnd.goal,
-            "agents": names,
-            "roles": [w.title for w in team.workers],
-            "descriptors": {"query": [o.query for o in outs], "key": [o.key for o in outs]},
-            "scores": None if scores is None else np.round(scores.astype(np.float64), 4).tolist(),
-            "edges": [
-                {
-                    "src": names[s],
-                    "dst": names[d],
-                    "score": None if scores is None else round(float(scores[s, d]), 4),
-                }
-                for s, d in graph.edges
-            ],
-            "order": [names[i] for i in graph.order],
-            "levels": graph.levels,
-            "removed": [{"src": names[s], "dst": names[d]} for s, d in graph.removed],
-            "is_dag": graph.is_dag,
-            "inbox": {names[i]: [names[j] for j in graph.inbox[i]] for i in range(len(names))},
-            "messages": {
-                names[i]: {
-                    "public": _clip(o.public),
-                    "private": _clip(o.private_text()),
-                    "answer": o.answer,
-                    "parse_error": o.parse_error,
-                }
+        return RoundRecord(
+            method=self.name,
+            episode=rnd.episode,
+            task=rnd.task.id,
+            round=rnd.t,
+            goal=rnd.goal,
+            descriptors=Descriptors([o.query for o in outs], [o.key for o in outs]),
+            graph=Graph.build(
+                names,
+                [w.title for w in team.workers],
+                graph.edges,
+                order=graph.order,
+                levels=graph.levels,
+                removed=graph.removed,
+                is_dag=graph.is_dag,
+                inbox=graph.inbox,
+                scores=graph.scores,
+            ),
+            messages={
+                names[i]: Message.of(o.public, o.private_text(), o.answer, o.parse_error)
                 for i, o in enumerate(outs)
             },
-            "usage": {"agents": agents_usage, "edges": edge_usage},
-            "manager": None
+            usage=usage,
+            manager=None
             if manager is None
-            else {
-                "is_complete": manager.is_complete,
-                "next_goal": manager.next_goal,
-                "public": _clip(manager.public),
-                "parse_error": manager.parse_error,
-                "descriptors": {"query": manager.query, "key": manager.key},
-            },
-            "stats": {
-                "edges": int(stats.edges),
-                "density": round(float(stats.density), 4),
-                "reciprocity": round(float(stats.reciprocity), 4),
-                "jaccard_prev": None if stats.jaccard is None else round(float(stats.jaccard), 4),
-            },
-            "timing": {
-                "round_s": round(round_s, 4),
-                "llm_s": round(llm_s, 4),
-                "routing_s": round(routing_s, 6),
-            },
-        }
+            else ManagerDecision(
+                manager.is_complete,
+                manager.next_goal,
+                Message.of(manager.public).public,
+                manager.parse_error,
+                manager.query,
+                manager.key,
+            ),
+            stats=Stats.of(stats),
+            timing=timing,
+        )
 
 
 class DyTopo(WorkerLoop):

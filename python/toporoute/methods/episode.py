@@ -1,0 +1,223 @@
+"""What every method's episode loop shares: the :class:`Method` protocol and its :class:`EpisodeOutput`, request
+seeds and sampling settings, timed LLM calls (:class:`EpisodeClock`), the routed-edge ledger, and answer
+extraction. A method is its own loop over these; its trace records are built with :mod:`toporoute.trace.schema`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import InvalidArgumentError
+from ..llm.types import Request, Result, Sampling
+from ..tasks import Task, extract_code, extract_math_answer
+from ..trace.schema import EdgeUsage, RoundRecord, Timing
+
+if TYPE_CHECKING:
+    from ..runtime import EpisodeContext
+
+__all__ = [
+    "DOMAINS",
+    "Emit",
+    "EpisodeClock",
+    "EpisodeOutput",
+    "Method",
+    "RoundClock",
+    "SamplingSettings",
+    "answer_from",
+    "call_error",
+    "domain_of",
+    "first_answer",
+    "record_edges",
+    "request_seed",
+]
+
+DOMAINS = ("code", "math")
+
+Emit = Callable[[RoundRecord], None]
+"""Receives one trace record per round, as the round finishes."""
+
+
+@dataclass(frozen=True)
+class EpisodeOutput:
+    """What a method returns for one task; the harness scores ``answer`` and records the rest.
+
+    ``extra`` holds the method's own JSON-ready blocks of the episode record (e.g. ``{"qmix": {...}}``).
+    """
+
+    answer: str
+    rounds: int
+    halted: bool
+    llm_s: float
+    routing_s: float
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Method(Protocol):
+    """What the harness runs: a name, the settings to record, and one episode per task."""
+
+    name: str
+
+    def params(self) -> dict[str, Any]:
+        """The settings that determine the results (recorded in run.json; a resumed run must match them)."""
+        ...
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
+        """Runs one task; ``emit`` receives each round's record as the round finishes."""
+        ...
+
+
+def request_seed(seed: int, *parts: Any) -> int:
+    """A stable 31-bit seed for one request from the run seed and its coordinates (episode, round, agent)."""
+    blob = "\x1f".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "little") & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """The sampling fields every method's settings share (each method's dataclass extends this one and may
+    change the defaults).
+
+    Parameters
+    ----------
+    temperature, top_p, max_tokens : sampling of every call.
+    seed : int
+        Root of every request seed (and of the method's other random choices).
+    """
+
+    temperature: float = 0.3
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise InvalidArgumentError(f"max_tokens must be >= 1; got {self.max_tokens}", "max_tokens")
+        if not 0.0 <= self.temperature:
+            raise InvalidArgumentError(f"temperature must be >= 0; got {self.temperature}", "temperature")
+        if not 0.0 < self.top_p <= 1.0:
+            raise InvalidArgumentError(f"top_p must be in (0, 1]; got {self.top_p}", "top_p")
+
+    def sampling(
+        self,
+        episode: str,
+        round: int,
+        agent: str,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Sampling:
+        """The sampling of one call, seeded by (seed, episode, round, agent); ``max_tokens`` and
+        ``temperature`` override the settings' (e.g. an orchestrator's own)."""
+        return Sampling(
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
+            temperature=self.temperature if temperature is None else temperature,
+            top_p=self.top_p,
+            seed=request_seed(self.seed, episode, round, agent),
+        )
+
+
+class RoundClock:
+    """Times one round: its wall time, the LLM calls made through it and the routing work inside
+    :meth:`routing`. Made by :meth:`EpisodeClock.round`, which adds its parts to the episode's totals."""
+
+    def __init__(self, episode: EpisodeClock) -> None:
+        self._episode = episode
+        self._start = time.perf_counter()
+        self.llm_s = 0.0
+        self.routing_s = 0.0
+
+    async def generate(self, ctx: EpisodeContext, requests: Sequence[Request]) -> list[Result]:
+        """``ctx.generate(requests)``, its wall time counted as LLM time."""
+        t0 = time.perf_counter()
+        results = await ctx.generate(requests)
+        self._add_llm(time.perf_counter() - t0)
+        return results
+
+    async def generate_one(self, ctx: EpisodeContext, request: Request) -> Result:
+        return (await self.generate(ctx, [request]))[0]
+
+    @contextmanager
+    def routing(self) -> Iterator[None]:
+        """Counts the block's wall time as routing time."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            dt = time.perf_counter() - t0
+            self.routing_s += dt
+            self._episode.routing_s += dt
+
+    def _add_llm(self, dt: float) -> None:
+        self.llm_s += dt
+        self._episode.llm_s += dt
+
+    def timing(self) -> Timing:
+        """The round's timing block, as of now."""
+        return Timing(time.perf_counter() - self._start, self.llm_s, self.routing_s)
+
+
+class EpisodeClock:
+    """LLM and routing time of an episode, summed over its rounds (:meth:`round`) and any work timed outside
+    a round (:meth:`routing`)."""
+
+    def __init__(self) -> None:
+        self.llm_s = 0.0
+        self.routing_s = 0.0
+
+    def round(self) -> RoundClock:
+        """A clock for the next round, started now."""
+        return RoundClock(self)
+
+    @contextmanager
+    def routing(self) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.routing_s += time.perf_counter() - t0
+
+
+def call_error(result: Result | None) -> str | None:
+    """The error message of a failed call (None for a call that succeeded, or was not made)."""
+    if result is None or result.ok:
+        return None
+    return result.error.message if result.error else "failed"
+
+
+def record_edges(ctx: EpisodeContext, round: int, edges: Iterable[EdgeUsage]) -> list[EdgeUsage]:
+    """Adds each routed message to the episode's ledger and returns them (the round's ``usage.edges``)."""
+    out = list(edges)
+    for e in out:
+        ctx.ledger.add_edge(round, e.src, e.dst, e.tokens)
+    return out
+
+
+def domain_of(task: Task) -> str:
+    """The task's domain (``code`` or ``math``), or an error naming the task."""
+    if task.kind not in DOMAINS:
+        raise InvalidArgumentError(
+            f"task {task.id!r}: kind must be 'code' or 'math'; got {task.kind!r}", "task"
+        )
+    return task.kind
+
+
+def answer_from(task: Task, text: str) -> str:
+    """The answer in one reply: the code for the task's entry point, or the math answer ("" when none)."""
+    if task.kind == "code":
+        return extract_code(text, task.entry_point) or ""
+    return extract_math_answer(text) or ""
+
+
+def first_answer(task: Task, texts: Iterable[str]) -> str:
+    """The answer of the first of ``texts`` that holds one ("" when none does)."""
+    for text in texts:
+        if text:
+            found = answer_from(task, text)
+            if found:
+                return found
+    return ""

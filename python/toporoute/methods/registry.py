@@ -1,0 +1,346 @@
+"""The methods ``toporoute run`` knows, each with its builder and its own command-line options.
+
+A method is registered as a :class:`MethodSpec`: a name, a one-line summary, a builder that makes the method
+from its settings, and an :class:`OptionGroup` (shared by methods that take the same options, as DyTopo and its
+worker-loop baselines do). The CLI lists the registry, shows a method's options in their own group of
+``toporoute run METHOD --help``, and turns the parsed options into settings with the group's ``read``;
+:func:`make_method` is the same path from Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgumentError
+from .episode import Method
+
+if TYPE_CHECKING:
+    from ..embed import Encoder
+
+__all__ = ["METHODS", "REGISTRY", "MethodSpec", "OptionGroup", "make_method"]
+
+log = logging.getLogger("toporoute")
+
+Builder = Callable[[dict[str, Any], "int | None", "Encoder | None"], Method]
+
+
+@dataclass(frozen=True)
+class OptionGroup:
+    """Command-line options of one or more methods.
+
+    ``add`` declares them on an argparse group; ``read`` turns the parsed namespace into the methods' settings
+    (keyword arguments of :func:`make_method`), given the run directory.
+    """
+
+    title: str
+    add: Callable[[argparse._ArgumentGroup], None]
+    read: Callable[[argparse.Namespace, Path], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method.
+
+    Attributes
+    ----------
+    name : str
+    summary : str
+        One line for ``toporoute run --help``.
+    build : callable
+        ``build(settings, rounds, encoder) -> Method``; ``settings`` are the method's keyword settings.
+    options : OptionGroup or None
+    temperature : float
+        The method's default sampling temperature (``--temperature`` overrides it).
+    uses_encoder : bool
+        The method embeds descriptors (the CLI loads and warms the encoder once for it).
+    after : tuple of str
+        Methods that must run before it in one command (the random baseline reads DyTopo's edge counts).
+    """
+
+    name: str
+    summary: str
+    build: Builder
+    options: OptionGroup | None = None
+    temperature: float = 0.3
+    uses_encoder: bool = False
+    after: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------------ option groups
+
+
+def _add_loop_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--tau", type=float, default=None, help="edge threshold (default: code 0.3, math 0.4)")
+    g.add_argument("--k-in", type=int, default=3, help="most providers per recipient (0: no cap; default 3)")
+    g.add_argument(
+        "--inbox-order",
+        choices=("relevance", "sigma"),
+        default="relevance",
+        help="delivery order of a recipient's routed messages (default relevance)",
+    )
+    g.add_argument(
+        "--private-routing",
+        choices=("full", "addressed"),
+        default="full",
+        help="send every private entry to each out-neighbour, or only those addressed to it (default full)",
+    )
+
+
+def _read_loop_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    return {
+        "tau": args.tau,
+        "k_in": args.k_in,
+        "inbox_order": args.inbox_order,
+        "private_routing": args.private_routing,
+    }
+
+
+def add_qmix_loop_options(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """The Q-Mix episode loop's options (``run`` and ``train``)."""
+    g.add_argument(
+        "--select-once",
+        action="store_true",
+        help="choose actions once from the first observation (the original evaluation code)",
+    )
+    g.add_argument("--initial-adj", choices=("identity", "zeros"), default="identity", help="round-0 graph")
+    g.add_argument(
+        "--legacy-repo-exec",
+        action="store_true",
+        help="reproduce the original scheduler bug (no message is delivered)",
+    )
+    g.add_argument("--adversary", type=int, default=None, help="index of an adversarial agent")
+
+
+def read_qmix_loop_options(args: argparse.Namespace) -> dict[str, Any]:
+    """:class:`~toporoute.methods.qmix.QMixSettings` fields from :func:`add_qmix_loop_options`' options."""
+    return {
+        "reselect_each_round": not args.select_once,
+        "initial_adj": args.initial_adj,
+        "legacy_repo_exec": args.legacy_repo_exec,
+        "adversarial_agent_index": args.adversary,
+    }
+
+
+def _add_qmix_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--checkpoint", type=Path, default=None, help="the policy (required; toporoute train qmix writes it)"
+    )
+    add_qmix_loop_options(g)
+
+
+def _read_qmix_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    if args.checkpoint is None:
+        raise InvalidArgumentError(
+            "method qmix needs --checkpoint (a policy from `toporoute train qmix`)", "checkpoint"
+        )
+    return {"checkpoint": args.checkpoint, **read_qmix_loop_options(args)}
+
+
+def _add_conductor_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--level",
+        choices=("easy", "medium", "hard"),
+        default=None,
+        help="difficulty for the density cap 4/7/10 (default: the task's label, else easy)",
+    )
+    g.add_argument(
+        "--feedback-tests",
+        choices=("public", "hidden"),
+        default="public",
+        help="tests behind the tester's feedback: docstring examples (default) or the real tests (an oracle); "
+        "the reward always uses the real tests",
+    )
+    g.add_argument("--no-guided", action="store_true", help="no plan grammar for the orchestrator")
+    g.add_argument(
+        "--density-mode", choices=("paper", "normalized"), default="paper", help="r_g form (paper)"
+    )
+    g.add_argument(
+        "--return-mode", choices=("sum", "mean", "last"), default="sum", help="trajectory return (sum)"
+    )
+    g.add_argument("--strict-tester", action="store_true", help="reject testers outside the last step")
+    g.add_argument("--orchestrator-max-tokens", type=int, default=768, help="tokens of a plan (default 768)")
+
+
+def _read_conductor_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    return {
+        "level": args.level,
+        "feedback_tests": args.feedback_tests,
+        "guided": not args.no_guided,
+        "density_mode": args.density_mode,
+        "return_mode": args.return_mode,
+        "strict_tester": args.strict_tester,
+        "orchestrator_max_tokens": args.orchestrator_max_tokens,
+        "test_timeout_s": args.eval_timeout,
+    }
+
+
+LOOP_OPTIONS = OptionGroup(
+    "dytopo and its worker-loop baselines (random, chain, star, full, parallel)",
+    _add_loop_options,
+    _read_loop_options,
+)
+QMIX_OPTIONS = OptionGroup("qmix (Agent Q-Mix)", _add_qmix_options, _read_qmix_options)
+CONDUCTOR_OPTIONS = OptionGroup("conductor (AgentConductor)", _add_conductor_options, _read_conductor_options)
+
+
+# ------------------------------------------------------------------------------------------------ builders
+
+
+def _settings(cls: type, settings: Mapping[str, Any], method: str) -> Any:
+    """``cls(**settings)`` with an error naming the unknown settings (and the method)."""
+    known = {f.name for f in fields(cls) if f.init}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise InvalidArgumentError(
+            f"method {method!r} has no setting(s) {unknown}; its settings: {sorted(known)}", unknown[0]
+        )
+    return cls(**settings)
+
+
+def _pop(settings: dict[str, Any], key: str) -> Any:
+    return settings.pop(key, None)
+
+
+def _build_dytopo(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+    from .dytopo import DyTopo, LoopConfig
+
+    if rounds is not None:
+        settings["max_rounds"] = rounds
+    return DyTopo(_settings(LoopConfig, settings, "dytopo"), encoder=encoder)
+
+
+def _build_baseline(name: str) -> Builder:
+    def build(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+        from .baselines import BASELINE_ROUNDS, baseline
+        from .dytopo import LoopConfig
+
+        edge_counts = _pop(settings, "edge_counts")
+        if name in ("random", "chain", "star", "full"):  # single and parallel have one round
+            settings["max_rounds"] = BASELINE_ROUNDS if rounds is None else rounds
+        config = _settings(LoopConfig, settings, name)
+        return baseline(name, config, edge_counts=edge_counts, encoder=encoder)
+
+    return build
+
+
+def _build_qmix(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+    from .qmix import QMix, QMixPolicy, QMixSettings
+
+    checkpoint = _pop(settings, "checkpoint")
+    if checkpoint is None:
+        raise InvalidArgumentError(
+            "method qmix needs a checkpoint (toporoute train qmix writes one)", "checkpoint"
+        )
+    settings["rounds"] = rounds
+    return QMix(QMixPolicy.load(checkpoint, encoder=encoder), _settings(QMixSettings, settings, "qmix"))
+
+
+def _build_conductor(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+    from .conductor import Conductor, ConductorSettings
+
+    if rounds is not None:
+        settings["max_turns"] = rounds
+    return Conductor(_settings(ConductorSettings, settings, "conductor"), encoder=encoder)
+
+
+def _read_random_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    from .baselines import dytopo_edge_counts
+    from .dytopo import LoopConfig
+
+    counts = dytopo_edge_counts(run_dir / "dytopo")
+    if not counts:
+        log.warning(
+            "random: no DyTopo run in %s; drawing %d edges per round (run dytopo first to match its edge counts)",
+            run_dir / "dytopo",
+            LoopConfig.random_edges,
+        )
+    return {**_read_loop_options(args, run_dir), "edge_counts": counts}
+
+
+_RANDOM_OPTIONS = OptionGroup(LOOP_OPTIONS.title, LOOP_OPTIONS.add, _read_random_options)
+
+REGISTRY: dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in (
+        MethodSpec(
+            "dytopo",
+            "DyTopo: rounds of workers routed by their need/offer descriptors, a manager halts (T_max 10)",
+            _build_dytopo,
+            LOOP_OPTIONS,
+            uses_encoder=True,
+        ),
+        MethodSpec(
+            "qmix",
+            "Agent Q-Mix: per-agent communication actions from a trained QMIX policy (--checkpoint)",
+            _build_qmix,
+            QMIX_OPTIONS,
+            temperature=0.2,
+        ),
+        MethodSpec(
+            "conductor",
+            "AgentConductor: an orchestrator writes YAML layered DAGs, a tester gives feedback (K 2 turns)",
+            _build_conductor,
+            CONDUCTOR_OPTIONS,
+            temperature=0.2,
+        ),
+        MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
+        MethodSpec(
+            "parallel",
+            "baseline: DyTopo's workers answer once, independently",
+            _build_baseline("parallel"),
+            LOOP_OPTIONS,
+        ),
+        MethodSpec(
+            "random",
+            "baseline: DyTopo's loop on random graphs with DyTopo's per-round edge counts (5 rounds)",
+            _build_baseline("random"),
+            _RANDOM_OPTIONS,
+            after=("dytopo",),
+        ),
+        MethodSpec(
+            "chain", "baseline: DyTopo's loop on a chain (5 rounds)", _build_baseline("chain"), LOOP_OPTIONS
+        ),
+        MethodSpec(
+            "star", "baseline: DyTopo's loop on a star (5 rounds)", _build_baseline("star"), LOOP_OPTIONS
+        ),
+        MethodSpec(
+            "full",
+            "baseline: DyTopo's loop on the complete graph (5 rounds)",
+            _build_baseline("full"),
+            LOOP_OPTIONS,
+        ),
+    )
+}
+METHODS = tuple(REGISTRY)
+
+
+def make_method(
+    name: str, *, rounds: int | None = None, encoder: Encoder | None = None, **settings: Any
+) -> Method:
+    """The method ``name`` with ``settings``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`METHODS`.
+    rounds : int, optional
+        The number of rounds: DyTopo's T_max (default 10), the multi-round baselines' fixed count (default 5),
+        Q-Mix's T (default code 2, math 3), AgentConductor's K turns (default 2).
+    encoder : Encoder, optional
+        The descriptor encoder (DyTopo and its baselines, Q-Mix's encoder task feature, the conductor's
+        searcher); default ``Encoder.default()``, loaded on first use.
+    **settings
+        Fields of the method's settings: :class:`~toporoute.methods.dytopo.LoopConfig` (DyTopo and its
+        baselines; ``random`` also takes ``edge_counts``), :class:`~toporoute.methods.qmix.QMixSettings` plus
+        ``checkpoint`` (required), :class:`~toporoute.methods.conductor.ConductorSettings`. Sampling settings
+        left out take the method's defaults.
+    """
+    spec = REGISTRY.get(name)
+    if spec is None:
+        raise InvalidArgumentError(f"method must be one of {METHODS}; got {name!r}", "method")
+    return spec.build(dict(settings), rounds, encoder)
