@@ -115,7 +115,9 @@ class Team:
 
 
 def run_episodes(method: Conductor, tasks: list[Task], engine: ScriptedEngine, out: Path) -> dict:
-    return asyncio.run(run_method(method, tasks, engine, out, progress=False))
+    # a batch waits for every live episode (not a 0.25 s timer): an episode still in the sandbox on a loaded
+    # machine must not split the round's batch the tests check
+    return asyncio.run(run_method(method, tasks, engine, out, max_wait=30.0, progress=False))
 
 
 def traces(out: Path, episode: str) -> list[dict]:

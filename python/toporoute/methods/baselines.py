@@ -19,7 +19,7 @@ from ..llm.types import Request, Tags
 from ..tasks import Task
 from ..trace.schema import Graph, Message, RoundRecord, Stats, Usage
 from .dytopo import LoopConfig, WorkerLoop
-from .episode import Emit, EpisodeClock, EpisodeOutput, SamplingSettings, answer_from, domain_of
+from .episode import Clock, Emit, EpisodeOutput, SamplingSettings, answer_from, domain_of
 from .prompt_files import read_text
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class SingleCall:
 
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         domain = domain_of(task)
-        clock = EpisodeClock()
+        clock = Clock()
         rc = clock.round()
         request = Request.chat(
             read_text("single", f"{domain}.txt").strip(),

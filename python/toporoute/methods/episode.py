@@ -1,5 +1,5 @@
 """What every method's episode loop shares: the :class:`Method` protocol and its :class:`EpisodeOutput`, request
-seeds and sampling settings, timed LLM calls (:class:`EpisodeClock`), the routed-edge ledger, and answer
+seeds and sampling settings, timed LLM calls (:class:`Clock`), the routed-edge ledger, and answer
 extraction. A method is its own loop over these; its trace records are built with :mod:`toporoute.trace.schema`.
 """
 
@@ -22,11 +22,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOMAINS",
+    "Clock",
     "Emit",
-    "EpisodeClock",
     "EpisodeOutput",
     "Method",
-    "RoundClock",
     "SamplingSettings",
     "answer_from",
     "call_error",
@@ -121,21 +120,26 @@ class SamplingSettings:
         )
 
 
-class RoundClock:
-    """Times one round: its wall time, the LLM calls made through it and the routing work inside
-    :meth:`routing`. Made by :meth:`EpisodeClock.round`, which adds its parts to the episode's totals."""
+class Clock:
+    """Times an episode or one of its rounds: wall time since it started, LLM calls made through it
+    (:meth:`generate`) and routing work inside :meth:`routing`. A round's clock (:meth:`round`) adds its parts
+    to the episode's totals as well."""
 
-    def __init__(self, episode: EpisodeClock) -> None:
-        self._episode = episode
+    def __init__(self, parent: Clock | None = None) -> None:
+        self._parent = parent
         self._start = time.perf_counter()
         self.llm_s = 0.0
         self.routing_s = 0.0
+
+    def round(self) -> Clock:
+        """A clock for the next round, started now."""
+        return Clock(self)
 
     async def generate(self, ctx: EpisodeContext, requests: Sequence[Request]) -> list[Result]:
         """``ctx.generate(requests)``, its wall time counted as LLM time."""
         t0 = time.perf_counter()
         results = await ctx.generate(requests)
-        self._add_llm(time.perf_counter() - t0)
+        self._add(time.perf_counter() - t0, 0.0)
         return results
 
     async def generate_one(self, ctx: EpisodeContext, request: Request) -> Result:
@@ -148,38 +152,17 @@ class RoundClock:
         try:
             yield
         finally:
-            dt = time.perf_counter() - t0
-            self.routing_s += dt
-            self._episode.routing_s += dt
+            self._add(0.0, time.perf_counter() - t0)
 
-    def _add_llm(self, dt: float) -> None:
-        self.llm_s += dt
-        self._episode.llm_s += dt
+    def _add(self, llm_s: float, routing_s: float) -> None:
+        self.llm_s += llm_s
+        self.routing_s += routing_s
+        if self._parent is not None:
+            self._parent._add(llm_s, routing_s)
 
     def timing(self) -> Timing:
-        """The round's timing block, as of now."""
+        """The timing block, as of now."""
         return Timing(time.perf_counter() - self._start, self.llm_s, self.routing_s)
-
-
-class EpisodeClock:
-    """LLM and routing time of an episode, summed over its rounds (:meth:`round`) and any work timed outside
-    a round (:meth:`routing`)."""
-
-    def __init__(self) -> None:
-        self.llm_s = 0.0
-        self.routing_s = 0.0
-
-    def round(self) -> RoundClock:
-        """A clock for the next round, started now."""
-        return RoundClock(self)
-
-    @contextmanager
-    def routing(self) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.routing_s += time.perf_counter() - t0
 
 
 def call_error(result: Result | None) -> str | None:

@@ -25,10 +25,9 @@ from ...tasks import Task, extract_code
 from ...tasks.codetest import TestReport, run_hidden_tests, run_public_tests
 from ...trace.schema import CallUsage, Edge, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
 from ..episode import (
+    Clock,
     Emit,
-    EpisodeClock,
     EpisodeOutput,
-    RoundClock,
     SamplingSettings,
     call_error,
     record_edges,
@@ -228,7 +227,7 @@ class Conductor:
         history: list[_Turn] = []
         rewards: list[float] = []
         answer = ""
-        clock = EpisodeClock()
+        clock = Clock()
         passed = False
         for k in range(s.max_turns):
             rc = clock.round()
@@ -370,7 +369,7 @@ class Conductor:
     async def _execute(
         self,
         ctx: EpisodeContext,
-        rc: RoundClock,
+        rc: Clock,
         task: Task,
         k: int,
         g: TurnGraph,
@@ -534,7 +533,7 @@ class Conductor:
         k: int,
         turn: ConductorTurn,
         executed: tuple[TurnGraph, _TurnRun, Stats] | None,
-        rc: RoundClock,
+        rc: Clock,
     ) -> RoundRecord:
         """The turn's trace record: the orchestrator, the plan and its check, and for an executed plan its
         layers, edges, messages, tester and density."""

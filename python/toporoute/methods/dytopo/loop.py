@@ -35,8 +35,8 @@ from ...trace.schema import (
     Usage,
 )
 from ..episode import (
+    Clock,
     Emit,
-    EpisodeClock,
     EpisodeOutput,
     SamplingSettings,
     domain_of,
@@ -249,7 +249,7 @@ class WorkerLoop:
         memory: list[list[MemoryBlock]] = [[] for _ in range(n)]
         goal = c.initial_goal
         history: list[tuple[list[WorkerOutput], list[int]]] = []
-        clock = EpisodeClock()
+        clock = Clock()
         prev_adj: np.ndarray | None = None
         halted = False
         worker_user = prompt_text("worker_user.txt")

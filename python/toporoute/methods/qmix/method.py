@@ -24,8 +24,8 @@ from ...ops.qmix_params import QMixParams
 from ...tasks import Task
 from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
 from ..episode import (
+    Clock,
     Emit,
-    EpisodeClock,
     EpisodeOutput,
     SamplingSettings,
     call_error,
@@ -199,7 +199,7 @@ class QMix:
         names = team.names
         rounds = s.rounds_for(domain)
         rng = np.random.Generator(np.random.Philox(key=request_seed(s.seed, ctx.episode, "explore")))
-        clock = EpisodeClock()
+        clock = Clock()
         with clock.routing():
             task_vec = policy.task_vector(task.prompt)
         adj_prev = np.eye(n, dtype=bool) if s.initial_adj == "identity" else np.zeros((n, n), dtype=bool)
