@@ -1,5 +1,12 @@
 """Run directories, per-round traces and the HTML report.
 
+- :mod:`.schema`: the typed records (:class:`~.schema.RoundRecord`, :class:`~.schema.EpisodeRecord`,
+  :class:`~.schema.EpisodeFile`) and the blocks every method builds them from; ``to_json`` writes the format
+  below, ``from_json`` reads every version of it since v1;
+- :mod:`.writer`: appends a method's round records to its trace file as rounds finish;
+- :mod:`.reader`: loads a run directory into typed records, tolerating partial and damaged runs;
+- :mod:`.report`: the HTML page and its figures.
+
 A run directory holds one or more method runs over the same task set (``toporoute run A B C --out RUN_DIR``)::
 
     RUN_DIR/
@@ -14,7 +21,9 @@ A run directory holds one or more method runs over the same task set (``toporout
 
 ``toporoute report`` also accepts a single method folder (one that holds ``run.json``).
 
-Round record (``traces/<episode>.jsonl``, one line per round; ``v`` is the format version)::
+Round record (``traces/<episode>.jsonl``, one line per round; ``v`` is the format version). Every method writes
+every field below; one that does not apply to a method is null (``goal``, ``descriptors``, ``scores``,
+``manager``) or empty::
 
     {"v": 1, "method": "dytopo", "episode": "HumanEval-0", "task": "HumanEval/0", "round": 0,
      "goal": "...",                                   # the round goal every worker saw
@@ -39,8 +48,8 @@ Round record (``traces/<episode>.jsonl``, one line per round; ``v`` is the forma
                "jaccard_prev": float | null},        # Jaccard distance to the previous round's edge set
      "timing": {"round_s": float, "llm_s": float, "routing_s": float}}
 
-Agent Q-Mix rounds (``method: "qmix"``) use the same record with ``goal``, ``descriptors`` and ``scores`` absent
-or null and ``manager: null``, plus::
+Agent Q-Mix rounds (``method: "qmix"``) use the same record with ``goal``, ``descriptors``, ``scores`` and
+``manager`` null, plus::
 
      "actions": {"CodeWriter_0": "broadcast_all", ...},   # each agent's communication action this round
      "q": {"CodeWriter_0": [float] * 6} | null,           # its Q-values (null when actions were not reselected)
@@ -70,7 +79,9 @@ AgentConductor turns (``method: "conductor"``, one record per turn; ``round`` is
      "density": {"nodes", "edges", "steps", "depth", "s_complex"},
      "reward": {"r_e": float, "r_g": float, "r": float}, "return_so_far": float
 
-An invalid plan's record has the orchestrator, yaml, check and reward only. The episode record adds
+There ``order`` lists the nodes layer by layer, ``levels`` are the layers, ``stats`` adds ``intra_edges`` (its
+``edges`` counts cross-turn refs too) and ``usage.agents`` holds the orchestrator's call beside the agents'. An
+invalid plan's record has no agents or edges: the orchestrator, yaml, check and reward only. The episode record adds
 ``"conductor": {"level", "level_source", "n_max", "turns": [...], "rewards": [float], "return": float,
 "passed_feedback": bool}``.
 
