@@ -15,9 +15,9 @@ This module imports nothing of the LLM layer: it reads results by their attribut
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -103,6 +103,35 @@ def _round(value: float, digits: int) -> float:
     return round(float(value), digits)
 
 
+def _bool(value: Any, default: bool) -> bool:
+    return value if isinstance(value, bool) else default
+
+
+# a flat record's field type -> how a JSON value is read into it, and the value of a missing or damaged
+# field without a default of its own
+_READERS: dict[str, tuple[Callable[[Any, Any], Any], Any]] = {
+    "int": (_int, 0),
+    "float": (_float, 0.0),
+    "str": (_str, ""),
+    "bool": (_bool, False),
+    "int | None": (lambda v, default: _opt_int(v), None),
+    "float | None": (lambda v, default: _opt_float(v), None),
+    "str | None": (lambda v, default: _opt_str(v), None),
+}
+
+_T = TypeVar("_T")
+
+
+def _read_flat(cls: type[_T], d: Any) -> _T:
+    """A flat record (fields of the types in ``_READERS``) from a JSON object, field by field."""
+    d = _dict(d)
+    values = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        read, zero = _READERS[str(f.type)]
+        values[f.name] = read(d.get(f.name), zero if f.default is MISSING else f.default)
+    return cls(**values)
+
+
 # ---------------------------------------------------------------------------------------------- the blocks
 
 
@@ -128,10 +157,7 @@ class Edge:
 
     @classmethod
     def from_json(cls, d: Any) -> Edge:
-        d = _dict(d)
-        return cls(
-            _str(d.get("src")), _str(d.get("dst")), _opt_float(d.get("score")), _opt_str(d.get("kind"))
-        )
+        return _read_flat(cls, d)
 
 
 @dataclass(frozen=True)
@@ -260,13 +286,7 @@ class Message:
 
     @classmethod
     def from_json(cls, d: Any) -> Message:
-        d = _dict(d)
-        return cls(
-            _str(d.get("public")),
-            _str(d.get("private")),
-            _opt_str(d.get("answer")),
-            _opt_str(d.get("parse_error")),
-        )
+        return _read_flat(cls, d)
 
 
 @dataclass(frozen=True)
@@ -305,14 +325,7 @@ class CallUsage:
 
     @classmethod
     def from_json(cls, d: Any) -> CallUsage:
-        d = _dict(d)
-        return cls(
-            _int(d.get("prompt_tokens")),
-            _int(d.get("completion_tokens")),
-            _float(d.get("latency_s")),
-            _int(d.get("attempts"), 1),
-            d.get("ok") is not False,
-        )
+        return _read_flat(cls, d)
 
 
 @dataclass(frozen=True)
@@ -328,8 +341,7 @@ class EdgeUsage:
 
     @classmethod
     def from_json(cls, d: Any) -> EdgeUsage:
-        d = _dict(d)
-        return cls(_str(d.get("src")), _str(d.get("dst")), _int(d.get("tokens")))
+        return _read_flat(cls, d)
 
 
 @dataclass(frozen=True)
@@ -401,15 +413,7 @@ class Stats:
 
     @classmethod
     def from_json(cls, d: Any) -> Stats | None:
-        if not isinstance(d, dict):
-            return None
-        return cls(
-            _int(d.get("edges")),
-            _float(d.get("density")),
-            _float(d.get("reciprocity")),
-            _opt_float(d.get("jaccard_prev")),
-            _opt_int(d.get("intra_edges")),
-        )
+        return _read_flat(cls, d) if isinstance(d, dict) else None
 
 
 @dataclass(frozen=True)
@@ -429,9 +433,7 @@ class Timing:
 
     @classmethod
     def from_json(cls, d: Any) -> Timing | None:
-        if not isinstance(d, dict):
-            return None
-        return cls(_float(d.get("round_s")), _float(d.get("llm_s")), _float(d.get("routing_s")))
+        return _read_flat(cls, d) if isinstance(d, dict) else None
 
 
 @dataclass(frozen=True)
@@ -689,18 +691,7 @@ class UsageSummary:
 
     @classmethod
     def from_json(cls, d: Any) -> UsageSummary | None:
-        if not isinstance(d, dict):
-            return None
-        return cls(
-            _int(d.get("prompt_tokens")),
-            _int(d.get("completion_tokens")),
-            _int(d.get("calls")),
-            _int(d.get("failed_calls")),
-            _int(d.get("reprompts")),
-            _float(d.get("llm_latency_s")),
-            _int(d.get("messages_routed")),
-            _int(d.get("tokens_routed")),
-        )
+        return _read_flat(cls, d) if isinstance(d, dict) else None
 
 
 @dataclass(frozen=True)

@@ -209,19 +209,18 @@ class QMix:
         steps: list[dict[str, Any]] = []
         actions: np.ndarray | None = None
         record: RoundRecord | None = None
+
+        def observe(adj: np.ndarray, *, after_round: bool) -> np.ndarray:
+            """Every agent's observation over ``adj`` with the outputs and token counts so far."""
+            has_output = np.array([bool(o) for o in outputs])
+            return observations(policy.features, task_vec, adj, has_output, tokens, after_round=after_round)
+
         for t in range(rounds):
             rc = clock.round()
             explored = np.zeros(n, dtype=bool)
             q = None
             with rc.routing():
-                obs = observations(
-                    policy.features,
-                    task_vec,
-                    adj_prev,
-                    np.array([bool(o) for o in outputs]),
-                    tokens,
-                    after_round=t > 0,
-                )
+                obs = observe(adj_prev, after_round=t > 0)
                 if actions is None or s.reselect_each_round:
                     actions, q, hidden, explored = policy.act(
                         obs, adj_prev, hidden, epsilon=s.epsilon, rng=rng, backend=s.backend
@@ -259,14 +258,7 @@ class QMix:
                 if this_round[i]:
                     outputs[i] = this_round[i]
             with rc.routing():
-                post_obs = observations(
-                    policy.features,
-                    task_vec,
-                    adj,
-                    np.array([bool(o) for o in outputs]),
-                    tokens,
-                    after_round=True,
-                )
+                post_obs = observe(adj, after_round=True)
                 state = global_state(policy.features, post_obs, adj)
                 stats = ops.graph_stats(adj, prev=adj_prev if t > 0 else None)
             steps.append(
