@@ -172,7 +172,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command == "run":
         parser = args.run_parser
-        owners = {}
+        owners: dict[str, list[str]] = {}
         for name, spec in REGISTRY.items():
             if spec.options is None:
                 continue

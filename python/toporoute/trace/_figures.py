@@ -164,7 +164,7 @@ def _latency(Figure: Any, run: RunData, colors: list[str]) -> Any:
     fig = Figure(figsize=(9.0, 3.6), layout="constrained")
     ax_t, ax_r = fig.subplots(1, 2)
     names = [m.name for m in run.methods]
-    parts = {"wall": [], "LLM": [], "routing": []}
+    parts: dict[str, list[float]] = {"wall": [], "LLM": [], "routing": []}
     for m in run.methods:
         ok = [r for r in episode_rows(m) if r.status == "ok"]
         for key, attr in (("wall", "wall_s"), ("LLM", "llm_s"), ("routing", "routing_s")):

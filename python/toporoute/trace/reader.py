@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import InvalidArgumentError
 from .schema import FORMAT_VERSION, EpisodeFile, RoundRecord
@@ -436,7 +436,7 @@ def label(value: Any) -> str:
     if isinstance(value, dict):
         for key in ("name", "id", "model", "set"):
             if isinstance(value.get(key), str):
-                return value[key]
+                return str(value[key])
         return ", ".join(f"{k}={label(v)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return ", ".join(label(v) for v in value)
@@ -451,7 +451,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_num(value: Any) -> bool:
+def _is_num(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

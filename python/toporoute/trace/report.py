@@ -395,7 +395,8 @@ def _slim_round(rec: RoundRecord, limit: int) -> dict[str, Any]:
     full = rec.to_json()
     slim = {k: full.get(k) for k in keep}
     slim["scored"] = rec.graph.scores is not None
-    return _clean(slim, limit)
+    cleaned: dict[str, Any] = _clean(slim, limit)
+    return cleaned
 
 
 def _clean(value: Any, limit: int) -> Any:
@@ -427,7 +428,7 @@ def _json_for_script(value: Any) -> str:
 
 
 def _template(name: str) -> str:
-    return resources.files(__package__).joinpath("templates", name).read_text(encoding="utf-8")
+    return (resources.files(__package__) / "templates" / name).read_text(encoding="utf-8")
 
 
 def _e(text: Any) -> str:

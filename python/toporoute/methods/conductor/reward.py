@@ -93,12 +93,12 @@ class TurnRewards:
 
 
 def turn_rewards(
-    errors: Sequence[int],
+    errors: Sequence[int] | np.ndarray,
     verdicts: Sequence[str | None],
-    nodes: Sequence[int],
-    edges: Sequence[int],
-    steps: Sequence[int],
-    n_max: int | Sequence[int],
+    nodes: Sequence[int] | np.ndarray,
+    edges: Sequence[int] | np.ndarray,
+    steps: Sequence[int] | np.ndarray,
+    n_max: int | Sequence[int] | np.ndarray,
     config: RewardConfig | None = None,
 ) -> TurnRewards:
     """Rewards of many turns at once.
@@ -124,13 +124,14 @@ def turn_rewards(
     r_e = np.zeros(t)
     for i in range(t):
         if valid[i]:
-            if verdicts[i] is None:
+            verdict = verdicts[i]
+            if verdict is None:
                 continue
-            if verdicts[i] not in EXEC_REWARD:
+            if verdict not in EXEC_REWARD:
                 raise InvalidArgumentError(
-                    f"verdicts[{i}] must be one of {tuple(EXEC_REWARD)}; got {verdicts[i]!r}", "verdicts"
+                    f"verdicts[{i}] must be one of {tuple(EXEC_REWARD)}; got {verdict!r}", "verdicts"
                 )
-            r_e[i] = EXEC_REWARD[verdicts[i]]
+            r_e[i] = EXEC_REWARD[verdict]
         else:
             if int(err[i]) not in YAML_REWARD:
                 raise InvalidArgumentError(f"errors[{i}] must be 0..4; got {int(err[i])}", "errors")

@@ -107,7 +107,7 @@ class PlanReward:
             caps.append(CAPS[key])
         verdicts: list[str | None] = [None] * n
         given = column("verdict")
-        for i in np.flatnonzero(batch.ok):
+        for i in np.flatnonzero(batch.ok).tolist():
             if self.verdict_fn is not None:
                 row = {
                     k: (v[i] if isinstance(v, Sequence) and len(v) == n else v) for k, v in columns.items()

@@ -41,7 +41,7 @@ def _reaches(adj: np.ndarray, start: int, goal: int) -> bool:
     return False
 
 
-def actions_to_graph(actions: Sequence[int]) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def actions_to_graph(actions: Sequence[int] | np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """phi(u): the round graph of a joint action, and its debate pairs.
 
     Agents are visited in index order, and inside an action partners in increasing order. An edge ``s -> d``

@@ -65,7 +65,8 @@ class QMixAgentNet(nn.Module):
         e = self.neighbours(adj, act)
         deg = e.sum(-1, keepdim=True).clamp(min=1.0)
         h = torch.relu(self.input(obs))
-        for layer in self.gnn:
+        layers: list[_GNNLayer] = list(self.gnn)  # type: ignore[arg-type]  # ModuleList holds modules
+        for layer in layers:
             m = torch.relu(layer.message(h))
             agg = torch.bmm(e, m) / deg
             h = layer.update(agg.reshape(B * N, H), h.reshape(B * N, H)).reshape(B, N, H)
@@ -98,7 +99,8 @@ class QMixMixer(nn.Module):
         hid = torch.nn.functional.elu(torch.bmm(q_taken.view(B, 1, c.n_agents), w1) + b1)
         w2 = self.hyper_w2(state).abs().view(B, c.mix_hidden, 1)
         b2 = self.hyper_b2(state).view(B, 1, 1)
-        return (torch.bmm(hid, w2) + b2).view(B)
+        q_tot: torch.Tensor = (torch.bmm(hid, w2) + b2).view(B)
+        return q_tot
 
 
 class QMixNets(nn.Module):

@@ -39,7 +39,8 @@ def _text(name: str) -> str:
 
 def _spec() -> dict[str, Any]:
     """The parsed ``team.json``."""
-    return read_json("qmix", "team.json")
+    spec: dict[str, Any] = read_json("qmix", "team.json")
+    return spec
 
 
 def _template(key: str) -> str:

@@ -362,7 +362,7 @@ class Trainer:
                     tp.mul_(1.0 - c.target_tau).add_(p, alpha=c.target_tau)
             elif self.grad_steps % c.target_interval == 0:
                 self.target.load_state_dict(self.nets.state_dict())
-        return loss.item()
+        return float(loss.item())
 
     # ------------------------------------------------------------------ the loop
 
