@@ -137,3 +137,34 @@ def test_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
     p = toporoute("report", str(tmp_path / "nothing-here"), cwd=tmp_path)
     assert p.returncode == 2 and "nothing-here" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_run_help_shows_each_methods_own_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from toporoute.cli import main
+
+    def help_text(*argv: str) -> str:
+        with pytest.raises(SystemExit) as exc:
+            main(["run", *argv, "--help"])
+        assert exc.value.code == 0
+        return capsys.readouterr().out
+
+    plain = help_text()
+    assert "toporoute run METHOD --help" in plain and "--tau TAU" not in plain and "--level {" not in plain
+    for name in ("dytopo", "qmix", "conductor", "single", "random", "full"):
+        assert f"\n  {name} " in plain  # the method list with one line each
+    conductor = help_text("conductor")
+    assert "options of conductor (AgentConductor)" in conductor and "--feedback-tests" in conductor
+    assert "--tau TAU" not in conductor and "--checkpoint CHECKPOINT" not in conductor
+    both = help_text("dytopo", "random", "qmix")
+    assert both.count("options of dytopo and its worker-loop baselines") == 1  # shared options, one group
+    assert "--k-in K_IN" in both and "--checkpoint CHECKPOINT" in both and "--level {" not in both
+    assert "--tau TAU" not in help_text("single")
+
+
+def test_an_option_of_a_method_not_run_names_its_method(tmp_path: Path) -> None:
+    p = toporoute("run", "dytopo", "--level", "hard", "--out", str(tmp_path / "x"), cwd=tmp_path)
+    assert p.returncode == 2 and "--level is an option of conductor" in p.stderr, p.stderr
+    p = toporoute("run", "single", "--tau", "0.5", "--out", str(tmp_path / "x"), cwd=tmp_path)
+    assert p.returncode == 2 and "--tau is an option of dytopo" in p.stderr, p.stderr
+    p = toporoute("run", "qmix", "--out", str(tmp_path / "x"), cwd=tmp_path)  # before anything starts
+    assert p.returncode == 2 and "--checkpoint" in p.stderr and "Traceback" not in p.stderr
