@@ -111,11 +111,14 @@ def _route_grid(N: int, D: int) -> list[tuple[str, np.ndarray, np.ndarray, dict,
     return cases
 
 
+# D around the SIMD widths and the GPU's 4-float loads; N up to a warp, and past the 64-agent bitsets
+ROUTE_SHAPES = [(N, D) for N in (1, 2, 3, 5, 8, 13, 33) for D in (1, 3, 7, 8, 9, 16, 384)]
+ROUTE_SHAPES += [(70, 1), (70, 16), (70, 384)]
+
+
 @on_backends("route", reference=False)
-@pytest.mark.parametrize("N", [1, 2, 3, 5, 8, 13, 33, 70])
-@pytest.mark.parametrize("D", [1, 3, 7, 8, 9, 16, 384])
+@pytest.mark.parametrize(("N", "D"), ROUTE_SHAPES)
 def test_route_grid(N: int, D: int, backend: Backend) -> None:
-    # D around the SIMD widths and the GPU's 4-float loads, N around warp and bitset sizes, odd batches
     for ctx, q, k, kw, want in _route_grid(N, D):
         assert_matches("route", backend.route(q, k, **kw), want, ctx)
 
