@@ -75,14 +75,21 @@ _SCORES = Tol(
     1e-6,
     0.0,
     "cosines in [-1, 1] are computed in float64 and rounded to float32 once; backends differ only in the "
-    "float64 summation order (SIMD lanes, FMA on the GPU), which moves a score by at most a float32 ulp (6e-8)",
+    "float64 summation order (SIMD lanes, FMA on the GPU), which can move a score across a rounding boundary: "
+    "an ulp (<= 1.2e-7). The CPU levels agree with the reference bit for bit on every grid here",
 )
 _QMIX = Tol(
     1e-5,
     0.0,
-    "the reference runs the networks in float64; the kernels in float32 with their own summation order "
-    "(SIMD panels, FMA) through the input layer, up to 3 GNN layers, two GRU cells and the head: relative "
-    "float32 error of about 1e-6 on values of order 1-10",
+    "the reference runs the networks in float64, the kernels in float32 with their own summation order "
+    "(SIMD panels, FMA) through the input layer, up to 3 GNN layers, two GRU cells and the head; q and hidden "
+    "are of order 1 (LayerNorm, tanh): measured up to 1e-6 on the CPU levels",
+)
+_QMIX_MIX = Tol(
+    1e-5,
+    1e-6,
+    "as for the agent network, and q_tot reaches about 20, where a float32 ulp is 2e-6: measured up to 7e-6 "
+    "on the CPU levels, hence the relative term",
 )
 _RATIO = Tol(0.0, 1e-12, "ratios of integer counts in float64; only the division may round differently")
 _LIBM = Tol(1e-15, 1e-12, "exp and tanh in float64 from the C++ library and from numpy: a few ulps apart")
@@ -108,7 +115,7 @@ TOLERANCES: dict[str, Tol] = {
     "conductor_density.reward": _LIBM,
     "qmix_forward.q": _QMIX,
     "qmix_forward.hidden": _QMIX,
-    "qmix_mix": _QMIX,
+    "qmix_mix": _QMIX_MIX,
 }
 
 
