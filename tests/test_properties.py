@@ -1,79 +1,20 @@
-"""Property tests (hypothesis) of route and toposort on every backend: invariants that must hold for any input,
-checked directly on the outputs, plus agreement with the numpy reference."""
+"""Property tests (hypothesis) on every backend (tests/_backends.py): invariants that must hold for any input,
+checked directly on each backend's outputs (route, toposort, mean_pool, route_indexed). The compiled core runs
+at this process's SIMD level only: tests/test_parity.py holds every level to the reference, on random inputs
+too."""
 
 from __future__ import annotations
 
 import heapq
 
+import _inputs as inp
 import hypothesis.extra.numpy as hnp
 import numpy as np
-import pytest
-from hypothesis import HealthCheck, given, settings
+from _backends import Backend, assert_matches, mean_pool_f64, on_backends
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toporoute import _core, ops
-from toporoute.backends import cpu
-from toporoute.backends import reference as ref
-
-BACKENDS = ["reference", "cpu"]
-ISAS = list(_core.build_info()["simd"]["supported"])
-
-# deterministic runs (same examples every time) and no example database written into the checkout
-SETTINGS = {
-    "deadline": None,
-    "derandomize": True,
-    "database": None,
-    "suppress_health_check": [HealthCheck.too_slow],
-}
-
-# ---------------------------------------------------------------------------------------------------- strategies
-
-# small, exactly representable values make ties, zero rows and exact +-1 / 0 scores common
-_SIMPLE = st.sampled_from([-3.0, -2.0, -1.0, -0.5, 0.0, 0.0, 0.0, 0.25, 0.5, 1.0, 2.0, 4.0])
-# normal float32 magnitudes in [2^-20, 8] or 0: scaling by 2^+-8 stays exact (no overflow, no subnormals)
-_WIDE = st.floats(-8, 8, width=32, allow_subnormal=False).map(lambda x: x if abs(x) >= 2.0**-20 else 0.0)
-ELEMENTS = st.one_of(_SIMPLE, _WIDE)
-
-
-@st.composite
-def route_inputs(draw):
-    B = draw(st.integers(1, 3))
-    N = draw(st.integers(1, 9))
-    D = draw(st.integers(1, 9))
-    q = draw(hnp.arrays(np.float32, (B, N, D), elements=ELEMENTS))
-    k = draw(hnp.arrays(np.float32, (B, N, D), elements=ELEMENTS))
-    # occasionally copy rows (exact ties across providers) or zero whole rows
-    if draw(st.booleans()) and N >= 2:
-        src, dst = draw(st.integers(0, N - 1)), draw(st.integers(0, N - 1))
-        k[:, dst] = k[:, src]
-    zero = draw(hnp.arrays(np.bool_, (B, N), elements=st.sampled_from([False, False, False, True])))
-    q[zero] = 0
-    active = draw(st.none() | hnp.arrays(np.bool_, (B, N)))
-    tau = draw(st.sampled_from([-1.0, -0.5, 0.0, 0.3, 0.5, 1.0]) | st.floats(-1.0, 1.0))
-    k_in = draw(st.integers(0, N + 1))
-    return q, k, active, tau, k_in
-
-
-def _run_route(backend: str, q, k, active, tau, k_in):
-    return ops.route(q, k, tau=tau, k_in=k_in, active=active, backend=backend)
-
-
 # ---------------------------------------------------------------------------------------------------- route
-
-
-@settings(max_examples=150, **SETTINGS)
-@given(route_inputs())
-def test_route_cpu_equals_reference(inputs) -> None:
-    q, k, active, tau, k_in = inputs
-    want = ref.route(q, k, tau=tau, k_in=k_in, active=active)
-    for isa in ISAS + [""]:
-        got = cpu.route(q, k, tau=tau, k_in=k_in, active=active, isa=isa)
-        np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-6, err_msg=isa)
-        np.testing.assert_array_equal(got.adjacency, want.adjacency, err_msg=isa)
-        np.testing.assert_array_equal(got.inbox, want.inbox, err_msg=isa)
-        np.testing.assert_array_equal(got.in_degree, want.in_degree, err_msg=isa)
-    got = ops.route(q, k, tau=tau, k_in=k_in, active=active, backend="reference")
-    np.testing.assert_array_equal(got.scores, want.scores)
 
 
 def _check_route_invariants(r, q, k, active, tau, k_in) -> None:
@@ -112,73 +53,46 @@ def _check_route_invariants(r, q, k, active, tau, k_in) -> None:
                 assert all((-scores[b, j, i], j) > worst_kept for j in dropped)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=120, **SETTINGS)
-@given(inputs=route_inputs())
-def test_route_invariants(backend: str, inputs) -> None:
-    q, k, active, tau, k_in = inputs
-    r = _run_route(backend, q, k, active, tau, k_in)
+@on_backends("route", simd_levels=False)
+@settings(max_examples=120, **inp.DETERMINISTIC)
+@given(case=inp.route_cases())
+def test_route_invariants(backend: Backend, case: tuple) -> None:
+    q, k, active, tau, k_in = case
+    r = backend.route(q, k, tau=tau, k_in=k_in, active=active)
     _check_route_invariants(r, q, k, active, tau, k_in)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=80, **SETTINGS)
-@given(inputs=route_inputs(), data=st.data())
-def test_route_invariant_under_power_of_two_scaling(backend: str, inputs, data) -> None:
+@on_backends("route", simd_levels=False)
+@settings(max_examples=80, **inp.DETERMINISTIC)
+@given(case=inp.route_cases(), data=st.data())
+def test_route_invariant_under_power_of_two_scaling(
+    backend: Backend, case: tuple, data: st.DataObject
+) -> None:
     # multiplying rows by powers of two scales every float64 product and norm exactly: scores are identical
-    q, k, active, tau, k_in = inputs
+    q, k, active, tau, k_in = case
     B, N, _ = q.shape
     eq = data.draw(hnp.arrays(np.int32, (B, N, 1), elements=st.integers(-8, 8)))
     ek = data.draw(hnp.arrays(np.int32, (B, N, 1), elements=st.integers(-8, 8)))
     qs = (q * np.exp2(eq)).astype(np.float32)
     ks = (k * np.exp2(ek)).astype(np.float32)
-    a = _run_route(backend, q, k, active, tau, k_in)
-    b = _run_route(backend, qs, ks, active, tau, k_in)
-    np.testing.assert_array_equal(b.scores, a.scores)
-    np.testing.assert_array_equal(b.adjacency, a.adjacency)
-    np.testing.assert_array_equal(b.inbox, a.inbox)
-    np.testing.assert_array_equal(b.in_degree, a.in_degree)
+    a = backend.route(q, k, tau=tau, k_in=k_in, active=active)
+    b = backend.route(qs, ks, tau=tau, k_in=k_in, active=active)
+    assert_matches("route", b, a, "scaled by powers of two", exact=True)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=60, **SETTINGS)
-@given(inputs=route_inputs())
-def test_route_single_graph_equals_batch_slice(backend: str, inputs) -> None:
-    q, k, active, tau, k_in = inputs
-    batch = _run_route(backend, q, k, active, tau, k_in)
+@on_backends("route", simd_levels=False)
+@settings(max_examples=60, **inp.DETERMINISTIC)
+@given(case=inp.route_cases())
+def test_route_single_graph_equals_batch_slice(backend: Backend, case: tuple) -> None:
+    q, k, active, tau, k_in = case
+    batch = backend.route(q, k, tau=tau, k_in=k_in, active=active)
     for b in range(q.shape[0]):
-        one = _run_route(backend, q[b], k[b], None if active is None else active[b], tau, k_in)
-        for name in ("scores", "adjacency", "inbox", "in_degree"):
-            np.testing.assert_array_equal(getattr(one, name), getattr(batch, name)[b], err_msg=name)
+        one = backend.route(q[b], k[b], tau=tau, k_in=k_in, active=None if active is None else active[b])
+        episode = type(batch)(*(v[b] for v in vars(batch).values()))
+        assert_matches("route", one, episode, f"episode {b}", exact=True)
 
 
 # ---------------------------------------------------------------------------------------------------- toposort
-
-
-@st.composite
-def graphs(draw, *, dag: bool = False, weighted: bool | None = None):
-    """(adj, weights, active): a batch of random graphs from a drawn seed, density and size (including sizes
-    around the 64-node bitset limit); DAGs are random upper-triangular graphs under a random permutation."""
-    B = draw(st.integers(1, 3))
-    N = draw(st.integers(1, 12) | st.sampled_from([63, 64, 65, 70]))
-    density = draw(st.sampled_from([0.0, 0.05, 0.2, 0.5, 0.9, 1.0]))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if dag:
-        adj = np.zeros((B, N, N), bool)
-        for b in range(B):
-            p = rng.permutation(N)
-            adj[b][np.ix_(p, p)] = np.triu(rng.random((N, N)) < density, k=1)
-    else:
-        adj = rng.random((B, N, N)) < density
-    if weighted is None:
-        weighted = draw(st.booleans())
-    weights = None
-    if weighted:
-        weights = rng.random((B, N, N)).astype(np.float32)
-        if draw(st.booleans()):
-            weights = np.floor(weights * 4) / np.float32(4)  # coarse: many equal sums, zeros
-    active = rng.random((B, N)) < 0.8 if draw(st.booleans()) else None
-    return adj, weights, active
 
 
 def _positions(order: np.ndarray) -> np.ndarray:
@@ -227,22 +141,22 @@ def _check_order(o, adj, weights, active) -> None:
             unplaced[order[t]] = False
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=100, **SETTINGS)
-@given(g=graphs())
-def test_toposort_invariants(backend: str, g) -> None:
+@on_backends("toposort")
+@settings(max_examples=100, **inp.DETERMINISTIC)
+@given(g=inp.graph_cases())
+def test_toposort_invariants(backend: Backend, g: tuple) -> None:
     adj, weights, active = g
-    o = ops.toposort(adj, weights=weights, active=active, backend=backend)
+    o = backend.toposort(adj, weights=weights, active=active)
     _check_order(o, adj, weights, active)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=50, **SETTINGS)
-@given(g=graphs(dag=True))
-def test_toposort_dags(backend: str, g) -> None:
+@on_backends("toposort")
+@settings(max_examples=50, **inp.DETERMINISTIC)
+@given(g=inp.graph_cases(dag=True))
+def test_toposort_dags(backend: Backend, g: tuple) -> None:
     adj, weights, active = g
     B, N, _ = adj.shape
-    o = ops.toposort(adj, weights=weights, active=active, backend=backend)
+    o = backend.toposort(adj, weights=weights, active=active)
     assert o.is_dag.all()
     assert not o.removed.any()
     act = np.ones((B, N), bool) if active is None else active
@@ -266,24 +180,73 @@ def test_toposort_dags(backend: str, g) -> None:
     _check_order(o, adj, weights, active)
 
 
-@settings(max_examples=120, **SETTINGS)
-@given(g=graphs())
-def test_toposort_cpu_equals_reference(g) -> None:
-    adj, weights, active = g
-    want = ref.toposort(adj, weights=weights, active=active)
-    got = ops.toposort(adj, weights=weights, active=active, backend="cpu")
-    for name in ("order", "level", "removed", "is_dag"):
-        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=40, **SETTINGS)
-@given(g=graphs(weighted=False), scale=st.sampled_from([0.5, 1.0, 3.0]))
-def test_toposort_uniform_weights_equal_unweighted(backend: str, g, scale: float) -> None:
+@on_backends("toposort")
+@settings(max_examples=40, **inp.DETERMINISTIC)
+@given(g=inp.graph_cases(weighted=False), scale=st.sampled_from([0.5, 1.0, 3.0]))
+def test_toposort_uniform_weights_equal_unweighted(backend: Backend, g: tuple, scale: float) -> None:
     # equal weights make the weighted key (has in-edges, c * count, index), the same ranking as count
     adj, _, active = g
     w = np.full(adj.shape, scale, np.float32)
-    a = ops.toposort(adj, active=active, backend=backend)
-    b = ops.toposort(adj, weights=w, active=active, backend=backend)
-    for name in ("order", "level", "removed", "is_dag"):
-        np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=name)
+    a = backend.toposort(adj, active=active)
+    b = backend.toposort(adj, weights=w, active=active)
+    assert_matches("toposort", b, a, f"uniform weights {scale}")
+
+
+# ------------------------------------------------------------------------------------------ mean_pool
+
+
+@on_backends("mean_pool")
+@settings(max_examples=120, **inp.DETERMINISTIC)
+@given(data=st.data())
+def test_mean_pool_equals_its_definition(backend: Backend, data: st.DataObject) -> None:
+    n, L, D = data.draw(st.integers(0, 5)), data.draw(st.integers(0, 6)), data.draw(st.integers(0, 9))
+    elements = st.floats(-1e4, 1e4, width=32, allow_subnormal=False)
+    hidden = data.draw(hnp.arrays(np.float32, (n, L, D), elements=elements))
+    values = data.draw(hnp.arrays(np.int64, (n, L), elements=st.integers(0, 2)))
+    mask = values.astype(data.draw(st.sampled_from([np.bool_, np.int32, np.int64])))
+    want = mean_pool_f64(hidden, mask).astype(np.float32)
+    assert_matches("mean_pool", backend.mean_pool(hidden, mask), want)
+    # with out= and rows: those rows written (the same values), every other row untouched
+    M = n + data.draw(st.integers(0, 3))
+    rows = data.draw(st.permutations(range(M)))[:n]
+    out = np.full((M, D), -7, np.float32)
+    backend.mean_pool(hidden, mask, out=out, rows=np.array(rows, np.int64))
+    assert_matches("mean_pool", out[rows], want, "out[rows]")
+    assert (np.delete(out, rows, axis=0) == -7).all()
+
+
+# -------------------------------------------------------------------------------------- route_indexed
+
+
+@st.composite
+def indexed_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
+    """(table, q_rows, k_rows, tau, k_in): small tables of tie-prone values (M = 0 included), int32 or int64
+    rows with -1 padding."""
+    M = draw(st.integers(0, 8))
+    D = draw(st.integers(1, 7))
+    B = draw(st.integers(1, 3))
+    N = draw(st.integers(1, 7))
+    table = draw(
+        hnp.arrays(np.float32, (M, D), elements=st.sampled_from([-2.0, -1.0, 0.0, 0.0, 0.5, 1.0, 3.0]))
+    )
+    rows = st.integers(-1, M - 1) if M else st.just(-1)
+    dtype = draw(st.sampled_from([np.int32, np.int64]))
+    q_rows = draw(hnp.arrays(dtype, (B, N), elements=rows))
+    k_rows = draw(hnp.arrays(dtype, (B, N), elements=rows))
+    tau = draw(st.sampled_from([-1.0, -0.5, 0.0, 0.3, 1.0]))
+    k_in = draw(st.integers(0, N + 1))
+    return table, q_rows, k_rows, tau, k_in
+
+
+@on_backends("route_indexed", simd_levels=False)
+@settings(max_examples=150, **inp.DETERMINISTIC)
+@given(case=indexed_cases())
+def test_route_indexed_equals_route_on_gathered_rows(backend: Backend, case: tuple) -> None:
+    # bit for bit: the backend's own route on table[rows] (zeros and inactive where a row is -1)
+    table, q_rows, k_rows, tau, k_in = case
+    got = backend.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in)
+    active = (q_rows >= 0) & (k_rows >= 0)
+    want = backend.route(
+        inp.gather(table, q_rows), inp.gather(table, k_rows), tau=tau, k_in=k_in, active=active
+    )
+    assert_matches("route_indexed", got, want, exact=True)

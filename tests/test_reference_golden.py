@@ -1,5 +1,6 @@
 """Golden tests of the core ops: small hand-built cases whose expected values are derived by hand (in the
-comments), never by calling another backend. Every case runs on the numpy reference and on the compiled core."""
+comments), never by calling another backend. Every case runs on every backend of its op (tests/_backends.py): the
+numpy reference, the compiled core at each SIMD level, and CUDA with numpy and device inputs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,7 @@ import heapq
 import networkx as nx
 import numpy as np
 import pytest
-
-from toporoute import ops
-
-BACKENDS = ["reference", "cpu"]
+from _backends import Backend, on_backends
 
 F32 = np.float32
 
@@ -34,8 +32,8 @@ def _edge_set(m: np.ndarray) -> set[tuple[int, int]]:
 # ---------------------------------------------------------------------------------------------------- route
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_ties_duplicate_keys_lower_index_first(backend: str) -> None:
+@on_backends("route")
+def test_route_ties_duplicate_keys_lower_index_first(backend: Backend) -> None:
     # Only recipient 0 has a non-zero need (1, 0). Offers: k0 = k2 = k3 = (1, 0) -> score 1 (k0 is the
     # recipient itself: no self edge), k1 = k4 = (1, 1) -> 1/sqrt(2) ~ 0.7071. With tau = 0.5 the candidates
     # of recipient 0 are 1, 2, 3, 4; by descending score with ties to the lower index: 2, 3, 1, 4.
@@ -44,7 +42,7 @@ def test_route_ties_duplicate_keys_lower_index_first(backend: str) -> None:
     s = F32(1 / np.sqrt(2.0))
     expected_col0 = np.array([1, s, 1, 1, s], dtype=np.float32)
     for k_in, inbox0 in [(1, [2]), (2, [2, 3]), (3, [2, 3, 1]), (0, [2, 3, 1, 4]), (6, [2, 3, 1, 4, -1, -1])]:
-        r = ops.route(q, k, tau=0.5, k_in=k_in, backend=backend)
+        r = backend.route(q, k, tau=0.5, k_in=k_in)
         np.testing.assert_allclose(r.scores[:, 0], expected_col0, rtol=1e-6, atol=0)
         assert (r.scores[:, 1:] == 0).all()  # recipients with a zero need score 0
         width = k_in if k_in else 4
@@ -57,20 +55,20 @@ def test_route_ties_duplicate_keys_lower_index_first(backend: str) -> None:
         assert r.in_degree.tolist() == [len(kept), 0, 0, 0, 0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_all_identical_rows_keep_lowest_indices(backend: str) -> None:
+@on_backends("route")
+def test_route_all_identical_rows_keep_lowest_indices(backend: Backend) -> None:
     # Every q and k row is (3, 4): every score is exactly 25 / (5 * 5) = 1. Each recipient keeps the two
     # lowest indices other than itself.
     q = np.tile(_vecs([[3, 4]]), (4, 1))
-    r = ops.route(q, q.copy(), tau=0.5, k_in=2, backend=backend)
+    r = backend.route(q, q.copy(), tau=0.5, k_in=2)
     np.testing.assert_array_equal(r.scores, np.ones((4, 4), dtype=np.float32))
     assert r.inbox.tolist() == [[1, 2], [0, 2], [0, 1], [0, 1]]
     assert r.in_degree.tolist() == [2, 2, 2, 2]
     assert _edge_set(r.adjacency) == {(1, 0), (2, 0), (0, 1), (2, 1), (0, 2), (1, 2), (0, 3), (1, 3)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_distinct_scores_descending_order(backend: str) -> None:
+@on_backends("route")
+def test_route_distinct_scores_descending_order(backend: Backend) -> None:
     # Recipient 0 needs (1, 0). cos with k1 = (1, 3): 1/sqrt(10) = 0.316; k2 = (3, 1): 3/sqrt(10) = 0.949;
     # k3 = (1, 1): 0.707; k4 = (1, 0): 1; k5 = (-1, 1): -0.707. tau = 0.3 -> candidates 4, 2, 3, 1 in that order.
     q = _vecs([[1, 0]] + [[0, 0]] * 5)
@@ -78,20 +76,20 @@ def test_route_distinct_scores_descending_order(backend: str) -> None:
     want = np.array(
         [1, 1 / np.sqrt(10), 3 / np.sqrt(10), 1 / np.sqrt(2), 1, -1 / np.sqrt(2)], dtype=np.float32
     )
-    r = ops.route(q, k, tau=0.3, k_in=3, backend=backend)
+    r = backend.route(q, k, tau=0.3, k_in=3)
     np.testing.assert_allclose(r.scores[:, 0], want, rtol=1e-6, atol=0)
     assert r.inbox[0].tolist() == [4, 2, 3]
     assert _edge_set(r.adjacency) == {(4, 0), (2, 0), (3, 0)}
-    r0 = ops.route(q, k, tau=0.3, k_in=0, backend=backend)
+    r0 = backend.route(q, k, tau=0.3, k_in=0)
     assert r0.inbox.shape == (6, 5)
     assert r0.inbox[0].tolist() == [4, 2, 3, 1, -1]
     assert r0.in_degree[0] == 4
     # tau = 0.32 drops k1 (0.316) but keeps the rest
-    r1 = ops.route(q, k, tau=0.32, k_in=0, backend=backend)
+    r1 = backend.route(q, k, tau=0.32, k_in=0)
     assert r1.inbox[0].tolist() == [4, 2, 3, -1, -1]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backends("route")
 @pytest.mark.parametrize(
     ("qrow", "krow", "tau", "exact"),
     [
@@ -110,13 +108,13 @@ def test_route_distinct_scores_descending_order(backend: str) -> None:
     ],
 )
 def test_route_strict_threshold(
-    backend: str, qrow: list[float], krow: list[float], tau: float, exact: float
+    backend: Backend, qrow: list[float], krow: list[float], tau: float, exact: float
 ) -> None:
     # Agent 1 offers krow to agent 0 which needs qrow; the score equals float32(tau) exactly, so no edge.
     q = _vecs([qrow, [0, 0]])
     k = _vecs([[0, 0], krow])
     assert F32(exact) == F32(tau)
-    r = ops.route(q, k, tau=tau, k_in=0, backend=backend)
+    r = backend.route(q, k, tau=tau, k_in=0)
     assert r.scores[1, 0] == F32(exact)
     assert not r.adjacency.any()
     assert r.inbox.tolist() == [[-1], [-1]]
@@ -124,25 +122,25 @@ def test_route_strict_threshold(
     # the next float32 below tau gives the edge
     below = float(np.nextafter(F32(tau), F32(-2)))
     if below >= -1.0:
-        r = ops.route(q, k, tau=below, k_in=0, backend=backend)
+        r = backend.route(q, k, tau=below, k_in=0)
         assert _edge_set(r.adjacency) == {(1, 0)}
         assert r.inbox.tolist() == [[1], [-1]]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_tau_is_compared_in_float32(backend: str) -> None:
+@on_backends("route")
+def test_route_tau_is_compared_in_float32(backend: Backend) -> None:
     # cos = 0.6 (float64 0.6 rounds to float32 0.60000002384). A float64 tau slightly below 0.6 that still
     # rounds to the same float32 must not create the edge: the comparison is on float32 values.
     q = _vecs([[1, 0], [0, 0]])
     k = _vecs([[0, 0], [3, 4]])
     tau = 0.6 - 1e-12
     assert F32(tau) == F32(0.6)
-    r = ops.route(q, k, tau=tau, k_in=0, backend=backend)
+    r = backend.route(q, k, tau=tau, k_in=0)
     assert not r.adjacency.any()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_zero_rows_get_no_edges_even_with_tau_minus_one(backend: str) -> None:
+@on_backends("route")
+def test_route_zero_rows_get_no_edges_even_with_tau_minus_one(backend: Backend) -> None:
     # q = [0, (1, 0), (0, 1)], k = [(1, 0), 0, (1, 1)], tau = -1, no cap.
     # scores[j, i] = cos(k_j, q_i): column 0 (zero need) and row 1 (zero offer) are 0;
     # [0, 1] = 1, [0, 2] = 0 (orthogonal, but both rows non-zero), [2, 1] = [2, 2] = 1/sqrt(2).
@@ -150,7 +148,7 @@ def test_route_zero_rows_get_no_edges_even_with_tau_minus_one(backend: str) -> N
     q = _vecs([[0, 0], [1, 0], [0, 1]])
     k = _vecs([[1, 0], [0, 0], [1, 1]])
     s = F32(1 / np.sqrt(2.0))
-    r = ops.route(q, k, tau=-1.0, k_in=0, backend=backend)
+    r = backend.route(q, k, tau=-1.0, k_in=0)
     np.testing.assert_allclose(
         r.scores, np.array([[0, 1, 0], [0, 0, 0], [0, s, s]], np.float32), rtol=1e-6, atol=0
     )
@@ -159,10 +157,10 @@ def test_route_zero_rows_get_no_edges_even_with_tau_minus_one(backend: str) -> N
     assert r.in_degree.tolist() == [0, 2, 1]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_all_zero_inputs(backend: str) -> None:
+@on_backends("route")
+def test_route_all_zero_inputs(backend: Backend) -> None:
     q = np.zeros((2, 4, 3), np.float32)
-    r = ops.route(q, q.copy(), tau=-1.0, k_in=0, backend=backend)
+    r = backend.route(q, q.copy(), tau=-1.0, k_in=0)
     assert (r.scores == 0).all()
     assert not r.adjacency.any()
     assert (r.inbox == -1).all()
@@ -170,47 +168,47 @@ def test_route_all_zero_inputs(backend: str) -> None:
     assert (r.in_degree == 0).all()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_inactive_agents(backend: str) -> None:
+@on_backends("route")
+def test_route_inactive_agents(backend: Backend) -> None:
     # Three identical agents (1, 0); agent 1 inactive. Scores touching agent 1 are 0, all others 1.
     # Edges 0->2 and 2->0 only (tau = 0, no cap).
     q = np.tile(_vecs([[1, 0]]), (3, 1))
     active = np.array([True, False, True])
-    r = ops.route(q, q.copy(), tau=0.0, k_in=0, active=active, backend=backend)
+    r = backend.route(q, q.copy(), tau=0.0, k_in=0, active=active)
     np.testing.assert_array_equal(r.scores, np.array([[1, 0, 1], [0, 0, 0], [1, 0, 1]], np.float32))
     assert _edge_set(r.adjacency) == {(0, 2), (2, 0)}
     assert r.inbox.tolist() == [[2, -1], [-1, -1], [0, -1]]
     assert r.in_degree.tolist() == [1, 0, 1]
     # with tau = -1 the inactive agent still gets nothing
-    r = ops.route(q, q.copy(), tau=-1.0, k_in=0, active=active, backend=backend)
+    r = backend.route(q, q.copy(), tau=-1.0, k_in=0, active=active)
     assert _edge_set(r.adjacency) == {(0, 2), (2, 0)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_single_agent(backend: str) -> None:
+@on_backends("route")
+def test_route_single_agent(backend: Backend) -> None:
     q = _vecs([[1, 2]])
-    r = ops.route(q, q.copy(), tau=0.0, k_in=3, backend=backend)
+    r = backend.route(q, q.copy(), tau=0.0, k_in=3)
     assert r.scores.shape == (1, 1) and r.scores[0, 0] == F32(1)
     assert r.adjacency.shape == (1, 1) and not r.adjacency.any()
     assert r.inbox.shape == (1, 3) and r.inbox.tolist() == [[-1, -1, -1]]
     assert r.in_degree.shape == (1,) and r.in_degree.tolist() == [0]
-    r = ops.route(q, q.copy(), tau=0.0, k_in=0, backend=backend)
+    r = backend.route(q, q.copy(), tau=0.0, k_in=0)
     assert r.inbox.shape == (1, 0)
     assert r.inbox.dtype == np.int32
     # batched: one episode of one agent
-    r = ops.route(q[None], q[None].copy(), tau=0.0, k_in=0, backend=backend)
+    r = backend.route(q[None], q[None].copy(), tau=0.0, k_in=0)
     assert r.inbox.shape == (1, 1, 0)
     assert r.in_degree.shape == (1, 1)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backends("route")
 @pytest.mark.parametrize(
     ("n", "k_in", "width"), [(5, 0, 4), (5, 1, 1), (5, 3, 3), (5, 4, 4), (5, 7, 7), (2, 0, 1)]
 )
-def test_route_inbox_width(backend: str, n: int, k_in: int, width: int) -> None:
+def test_route_inbox_width(backend: Backend, n: int, k_in: int, width: int) -> None:
     # All agents identical: every other agent is a candidate with score 1; ties to the lower index.
     q = np.ones((3, n, 4), np.float32)
-    r = ops.route(q, q.copy(), tau=0.0, k_in=k_in, backend=backend)
+    r = backend.route(q, q.copy(), tau=0.0, k_in=k_in)
     assert r.inbox.shape == (3, n, width)
     assert r.scores.shape == (3, n, n) and r.scores.dtype == np.float32
     assert r.adjacency.shape == (3, n, n) and r.adjacency.dtype == np.bool_
@@ -223,8 +221,8 @@ def test_route_inbox_width(backend: str, n: int, k_in: int, width: int) -> None:
     assert (r.adjacency.sum(axis=1) == kept).all()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_route_batch_episodes_are_independent(backend: str) -> None:
+@on_backends("route")
+def test_route_batch_episodes_are_independent(backend: Backend) -> None:
     # Episode 0: the distinct-score case (recipient 0 gets [4, 2, 3]); episode 1: everything zero except
     # agents 0 and 1 with identical rows (edges 0->1 and 1->0).
     q = np.zeros((2, 6, 2), np.float32)
@@ -232,7 +230,7 @@ def test_route_batch_episodes_are_independent(backend: str) -> None:
     q[0, 0] = [1, 0]
     k[0] = _vecs([[1, 0], [1, 3], [3, 1], [1, 1], [1, 0], [-1, 1]])
     q[1, :2] = k[1, :2] = [2, -1]
-    r = ops.route(q, k, tau=0.3, k_in=3, backend=backend)
+    r = backend.route(q, k, tau=0.3, k_in=3)
     assert r.inbox[0, 0].tolist() == [4, 2, 3]
     assert _edge_set(r.adjacency[0]) == {(4, 0), (2, 0), (3, 0)}
     assert _edge_set(r.adjacency[1]) == {(0, 1), (1, 0)}
@@ -264,31 +262,31 @@ def _kahn_min_index(adj: np.ndarray) -> tuple[list[int], list[int]]:
     return order, level
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_only_self_loops(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_only_self_loops(backend: Backend) -> None:
     adj = np.eye(4, dtype=bool)
-    o = ops.toposort(adj, backend=backend)
+    o = backend.toposort(adj)
     assert o.order.tolist() == [0, 1, 2, 3]
     assert o.level.tolist() == [0, 0, 0, 0]
     assert not o.removed.any()
     assert bool(o.is_dag) is True
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_chain_with_self_loops(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_chain_with_self_loops(backend: Backend) -> None:
     # 2 -> 1 -> 0 plus self-loops on 1 and 0: a DAG once self-loops are ignored.
     adj = _graph(3, [(2, 1), (1, 0), (1, 1), (0, 0)])
-    o = ops.toposort(adj, backend=backend)
+    o = backend.toposort(adj)
     assert o.order.tolist() == [2, 1, 0]
     assert o.level.tolist() == [2, 1, 0]
     assert not o.removed.any()
     assert bool(o.is_dag)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_two_cycle(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_two_cycle(backend: Backend) -> None:
     # 0 <-> 1: both have in-degree 1, tie -> 0 first; edge 1 -> 0 comes from an unplaced node: removed.
-    o = ops.toposort(_graph(2, [(0, 1), (1, 0)]), backend=backend)
+    o = backend.toposort(_graph(2, [(0, 1), (1, 0)]))
     assert o.order.tolist() == [0, 1]
     assert o.level.tolist() == [0, 1]
     assert _edge_set(o.removed) == {(1, 0)}
@@ -298,46 +296,46 @@ def test_toposort_two_cycle(backend: str) -> None:
     assert o.is_dag.shape == ()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backends("toposort")
 @pytest.mark.parametrize("length", [3, 4, 5, 6, 65, 100])
-def test_toposort_forward_ring(backend: str, length: int) -> None:
+def test_toposort_forward_ring(backend: Backend, length: int) -> None:
     # i -> i+1 (mod L): all in-degree 1, node 0 first, edge L-1 -> 0 removed, then the chain 1, 2, ...
     adj = _graph(length, [(i, (i + 1) % length) for i in range(length)])
-    o = ops.toposort(adj, backend=backend)
+    o = backend.toposort(adj)
     assert o.order.tolist() == list(range(length))
     assert o.level.tolist() == list(range(length))
     assert _edge_set(o.removed) == {(length - 1, 0)}
     assert not bool(o.is_dag)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backends("toposort")
 @pytest.mark.parametrize("length", [3, 4, 5, 6, 65])
-def test_toposort_backward_ring(backend: str, length: int) -> None:
+def test_toposort_backward_ring(backend: Backend, length: int) -> None:
     # i -> i-1 (mod L): node 0 first (tie), edge 1 -> 0 removed; then L-1 has no unplaced predecessor, then
     # L-2, ..., 1. Levels: 0 -> 0, node i -> L - i.
     adj = _graph(length, [(i, (i - 1) % length) for i in range(length)])
-    o = ops.toposort(adj, backend=backend)
+    o = backend.toposort(adj)
     assert o.order.tolist() == [0] + list(range(length - 1, 0, -1))
     assert o.level.tolist() == [0] + [length - i for i in range(1, length)]
     assert _edge_set(o.removed) == {(1, 0)}
     assert not bool(o.is_dag)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_hand_dag(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_hand_dag(backend: Backend) -> None:
     # 3->1, 3->0, 1->0, 2->0, 4 isolated. Greedy: 2 (in 0, lowest), 3, 1, 0, 4.
     # Levels: 2, 3, 4 are sources (0); 1 -> 1; 0 -> 1 + max(0, 1, 0) = 2.
     adj = _graph(5, [(3, 1), (3, 0), (1, 0), (2, 0)])
-    o = ops.toposort(adj, backend=backend)
+    o = backend.toposort(adj)
     assert o.order.tolist() == [2, 3, 1, 0, 4]
     assert o.level.tolist() == [2, 1, 0, 0, 0]
     assert not o.removed.any()
     assert bool(o.is_dag)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backends("toposort")
 @pytest.mark.parametrize("n", [5, 12, 64, 70])
-def test_toposort_random_dags_match_kahn(backend: str, n: int) -> None:
+def test_toposort_random_dags_match_kahn(backend: Backend, n: int) -> None:
     rng = np.random.default_rng(1234 + n)
     for _ in range(10):
         perm = rng.permutation(n)
@@ -349,100 +347,100 @@ def test_toposort_random_dags_match_kahn(backend: str, n: int) -> None:
         g.add_nodes_from(range(n))
         g.add_edges_from(_edge_set(adj))
         assert order == list(nx.lexicographical_topological_sort(g))
-        o = ops.toposort(adj, backend=backend)
+        o = backend.toposort(adj)
         assert o.order.tolist() == order
         assert o.level.tolist() == level
         assert not o.removed.any()
         assert bool(o.is_dag)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_weighted_breaks_cycle_at_lightest_in_edges(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_weighted_breaks_cycle_at_lightest_in_edges(backend: Backend) -> None:
     # Ring 0 -> 1 -> 2 -> 0 with weights w01 = 5, w12 = 1, w20 = 3. In-weight sums: 0: 3, 1: 5, 2: 1, so node 2
     # goes first and loses 1 -> 2. Then 0 (no unplaced predecessor), then 1.
     adj = _graph(3, [(0, 1), (1, 2), (2, 0)])
     w = np.zeros((3, 3), np.float32)
     w[0, 1], w[1, 2], w[2, 0] = 5, 1, 3
-    o = ops.toposort(adj, weights=w, backend=backend)
+    o = backend.toposort(adj, weights=w)
     assert o.order.tolist() == [2, 0, 1]
     assert o.level.tolist() == [1, 2, 0]
     assert _edge_set(o.removed) == {(1, 2)}
     assert not bool(o.is_dag)
     # unweighted: node 0 first, edge 2 -> 0 removed
-    o = ops.toposort(adj, backend=backend)
+    o = backend.toposort(adj)
     assert o.order.tolist() == [0, 1, 2]
     assert _edge_set(o.removed) == {(2, 0)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_weighted_two_cycles(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_weighted_two_cycles(backend: Backend) -> None:
     # 0->1 (2), 1->2 (2), 2->0 (2), 2->3 (1), 3->1 (0.5).
     # Weighted sums: 0: 2, 1: 2.5, 2: 2, 3: 1 -> place 3, remove 2->3. Then 0: 2, 1: 2, 2: 2 -> tie, place 0,
     # remove 2->0. Then 1 has no unplaced predecessor -> 1 (level 1 + max(0, 0)), then 2 (level 2).
     adj = _graph(4, [(0, 1), (1, 2), (2, 0), (2, 3), (3, 1)])
     w = np.zeros((4, 4), np.float32)
     w[0, 1], w[1, 2], w[2, 0], w[2, 3], w[3, 1] = 2, 2, 2, 1, 0.5
-    o = ops.toposort(adj, weights=w, backend=backend)
+    o = backend.toposort(adj, weights=w)
     assert o.order.tolist() == [3, 0, 1, 2]
     assert o.level.tolist() == [0, 1, 2, 0]
     assert _edge_set(o.removed) == {(2, 3), (2, 0)}
     # Unweighted: in-degrees 1, 2, 1, 1 -> 0 (remove 2->0); then 1, 2, 3 all 1 -> 1 (remove 3->1); then 2, 3.
-    o = ops.toposort(adj, backend=backend)
+    o = backend.toposort(adj)
     assert o.order.tolist() == [0, 1, 2, 3]
     assert o.level.tolist() == [0, 1, 2, 3]
     assert _edge_set(o.removed) == {(2, 0), (3, 1)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_weighted_source_before_zero_weight_in_edge(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_weighted_source_before_zero_weight_in_edge(backend: Backend) -> None:
     # 1 -> 0 with weight 0: node 0 still has an in-edge, so source 1 goes first despite its higher index.
     adj = _graph(2, [(1, 0)])
-    o = ops.toposort(adj, weights=np.zeros((2, 2), np.float32), backend=backend)
+    o = backend.toposort(adj, weights=np.zeros((2, 2), np.float32))
     assert o.order.tolist() == [1, 0]
     assert o.level.tolist() == [1, 0]
     assert bool(o.is_dag)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_weighted_equal_weights_follow_index(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_weighted_equal_weights_follow_index(backend: Backend) -> None:
     adj = _graph(4, [(i, (i + 1) % 4) for i in range(4)])
-    o = ops.toposort(adj, weights=np.full((4, 4), 0.25, np.float32), backend=backend)
+    o = backend.toposort(adj, weights=np.full((4, 4), 0.25, np.float32))
     assert o.order.tolist() == [0, 1, 2, 3]
     assert _edge_set(o.removed) == {(3, 0)}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_inactive_nodes(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_inactive_nodes(backend: Backend) -> None:
     # Node 1 inactive: edges 0->1, 1->2 are ignored, 3->0 remains. Active greedy: 2 (in 0), 3, 0; then 1.
     adj = _graph(4, [(0, 1), (1, 2), (3, 0)])
     active = np.array([True, False, True, True])
-    o = ops.toposort(adj, active=active, backend=backend)
+    o = backend.toposort(adj, active=active)
     assert o.order.tolist() == [2, 3, 0, 1]
     assert o.level.tolist() == [1, -1, 0, 0]
     assert not o.removed.any()
     assert bool(o.is_dag)
     # a cycle through an inactive node is no cycle
     ring = _graph(3, [(0, 1), (1, 2), (2, 0)])
-    o = ops.toposort(ring, active=np.array([True, False, True]), backend=backend)
+    o = backend.toposort(ring, active=np.array([True, False, True]))
     assert o.order.tolist() == [2, 0, 1]
     assert o.level.tolist() == [1, -1, 0]
     assert not o.removed.any() and bool(o.is_dag)
     # all inactive: index order, every level -1
-    o = ops.toposort(ring, active=np.zeros(3, bool), backend=backend)
+    o = backend.toposort(ring, active=np.zeros(3, bool))
     assert o.order.tolist() == [0, 1, 2]
     assert o.level.tolist() == [-1, -1, -1]
     assert bool(o.is_dag)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_toposort_batch_mixed(backend: str) -> None:
+@on_backends("toposort")
+def test_toposort_batch_mixed(backend: Backend) -> None:
     # Batch of the 2-cycle (padded to 3 with an inactive node 2), the hand DAG restricted to 3 nodes and an
     # empty graph: each graph is sorted independently.
     adj = np.zeros((3, 3, 3), bool)
     adj[0] = _graph(3, [(0, 1), (1, 0), (2, 0)])
     adj[1] = _graph(3, [(2, 1), (1, 0), (2, 0)])
     active = np.array([[True, True, False], [True, True, True], [True, True, True]])
-    o = ops.toposort(adj, active=active, backend=backend)
+    o = backend.toposort(adj, active=active)
     assert o.order.tolist() == [[0, 1, 2], [2, 1, 0], [0, 1, 2]]
     assert o.level.tolist() == [[0, 1, -1], [2, 1, 0], [0, 0, 0]]
     assert _edge_set(o.removed[0]) == {(1, 0)}
@@ -453,12 +451,12 @@ def test_toposort_batch_mixed(backend: str) -> None:
 # ---------------------------------------------------------------------------------------------------- graph_stats
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_graph_stats_small(backend: str) -> None:
+@on_backends("graph_stats")
+def test_graph_stats_small(backend: Backend) -> None:
     # 0->1, 1->0, 1->2 (+ a self-loop on 2, ignored): 3 edges of 6 pairs; 0<->1 mutual -> 2 of 3 edges.
     adj = _graph(3, [(0, 1), (1, 0), (1, 2), (2, 2)])
     prev = _graph(3, [(0, 1), (2, 0), (0, 0)])
-    st = ops.graph_stats(adj, prev=prev, backend=backend)
+    st = backend.graph_stats(adj, prev=prev)
     assert int(st.edges) == 3
     assert float(st.density) == pytest.approx(0.5, abs=1e-12)
     assert st.in_degree.tolist() == [1, 1, 1]
@@ -466,14 +464,14 @@ def test_graph_stats_small(backend: str) -> None:
     assert float(st.reciprocity) == pytest.approx(2 / 3, abs=1e-12)
     # intersection {0->1}, union {0->1, 1->0, 1->2, 2->0}: 1 - 1/4
     assert float(st.jaccard) == pytest.approx(0.75, abs=1e-12)
-    assert ops.graph_stats(adj, backend=backend).jaccard is None
+    assert backend.graph_stats(adj).jaccard is None
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_graph_stats_active_mask(backend: str) -> None:
+@on_backends("graph_stats")
+def test_graph_stats_active_mask(backend: Backend) -> None:
     # Node 2 inactive: only 0<->1 remains, 2 edges of 2 pairs, fully reciprocal.
     adj = _graph(3, [(0, 1), (1, 0), (1, 2), (2, 0)])
-    st = ops.graph_stats(adj, np.array([True, True, False]), backend=backend)
+    st = backend.graph_stats(adj, np.array([True, True, False]))
     assert int(st.edges) == 2
     assert float(st.density) == pytest.approx(1.0, abs=1e-12)
     assert float(st.reciprocity) == pytest.approx(1.0, abs=1e-12)
@@ -481,15 +479,15 @@ def test_graph_stats_active_mask(backend: str) -> None:
     assert st.out_degree.tolist() == [1, 1, 0]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_graph_stats_jaccard_edge_cases(backend: str) -> None:
+@on_backends("graph_stats")
+def test_graph_stats_jaccard_edge_cases(backend: Backend) -> None:
     n = 4
     empty = np.zeros((n, n), bool)
     ring = _graph(n, [(i, (i + 1) % n) for i in range(n)])
     back = _graph(n, [((i + 1) % n, i) for i in range(n)])
     adj = np.stack([empty, ring, ring, ring, empty])
     prev = np.stack([empty, ring, back, empty, np.eye(n, dtype=bool)])
-    st = ops.graph_stats(adj, prev=prev, backend=backend)
+    st = backend.graph_stats(adj, prev=prev)
     # both empty -> 0; identical -> 0; disjoint -> 1; against empty -> 1; self-loops only count as empty -> 0
     np.testing.assert_allclose(st.jaccard, [0.0, 0.0, 1.0, 1.0, 0.0], atol=1e-12)
     assert st.edges.tolist() == [0, 4, 4, 4, 0]
@@ -498,18 +496,18 @@ def test_graph_stats_jaccard_edge_cases(backend: str) -> None:
     assert st.edges.dtype == np.int64 and st.density.dtype == np.float64
     assert st.in_degree.dtype == np.int32 and st.in_degree.shape == (5, n)
     # a complete graph is fully reciprocal, density 1
-    full = ops.graph_stats(np.ones((n, n), bool), backend=backend)
+    full = backend.graph_stats(np.ones((n, n), bool))
     assert int(full.edges) == n * (n - 1)
     assert float(full.density) == pytest.approx(1.0, abs=1e-12)
     assert float(full.reciprocity) == pytest.approx(1.0, abs=1e-12)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_graph_stats_fewer_than_two_nodes(backend: str) -> None:
-    st = ops.graph_stats(np.ones((1, 1), bool), backend=backend)
+@on_backends("graph_stats")
+def test_graph_stats_fewer_than_two_nodes(backend: Backend) -> None:
+    st = backend.graph_stats(np.ones((1, 1), bool))
     assert int(st.edges) == 0 and float(st.density) == 0.0 and float(st.reciprocity) == 0.0
     # two nodes, one active
-    st = ops.graph_stats(np.ones((2, 2), bool), np.array([True, False]), backend=backend)
+    st = backend.graph_stats(np.ones((2, 2), bool), np.array([True, False]))
     assert int(st.edges) == 0 and float(st.density) == 0.0
 
 
@@ -528,31 +526,31 @@ TABLE = [
 OVER_CAP = [((4, 5), -0.2449), ((4, 6), -0.4621), ((7, 8), -0.1419), ((7, 9), -0.2782), ((10, 11), -0.0997)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backends("conductor_density")
 @pytest.mark.parametrize(("args", "want"), TABLE)
-def test_conductor_density_table(backend: str, args: tuple[int, ...], want: tuple[float, ...]) -> None:
-    d = ops.conductor_density(*args, backend=backend)
+def test_conductor_density_table(backend: Backend, args: tuple[int, ...], want: tuple[float, ...]) -> None:
+    d = backend.conductor_density(*args)
     got = (float(d.s_node), float(d.s_edge), float(d.s_depth), float(d.s_complex))
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
     assert float(d.reward) == pytest.approx(want[3], abs=1e-4)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_conductor_density_table_vectorised(backend: str) -> None:
+@on_backends("conductor_density")
+def test_conductor_density_table_vectorised(backend: Backend) -> None:
     cols = np.array([a for a, _ in TABLE], dtype=np.int64).T
     want = np.array([w for _, w in TABLE]).T
-    d = ops.conductor_density(*cols, backend=backend)
+    d = backend.conductor_density(*cols)
     for got, exp in zip((d.s_node, d.s_edge, d.s_depth, d.s_complex, d.reward), (*want, want[3])):
         assert got.shape == (len(TABLE),) and got.dtype == np.float64
         np.testing.assert_allclose(got, exp, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backends("conductor_density")
 @pytest.mark.parametrize(("cap_v", "want"), OVER_CAP)
-def test_conductor_density_over_cap_reward(backend: str, cap_v: tuple[int, int], want: float) -> None:
+def test_conductor_density_over_cap_reward(backend: Backend, cap_v: tuple[int, int], want: float) -> None:
     n_max, v = cap_v
     for edges, steps in [(0, 1), (v - 1, v), (3, 2)]:
-        d = ops.conductor_density(v, edges, steps, n_max, backend=backend)
+        d = backend.conductor_density(v, edges, steps, n_max)
         assert float(d.reward) == pytest.approx(want, abs=1e-4)
         # S_complex is still reported, and it is positive while the reward is negative
         assert float(d.s_complex) > 0
@@ -561,13 +559,13 @@ def test_conductor_density_over_cap_reward(backend: str, cap_v: tuple[int, int],
         )
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_conductor_density_broadcasts(backend: str) -> None:
+@on_backends("conductor_density")
+def test_conductor_density_broadcasts(backend: Backend) -> None:
     # nodes (2, 1) x edges (3,) with scalar steps and n_max -> shape (2, 3). At the cap (V = N_max = 4) the
     # reward is still S_complex.
     nodes = np.array([[2], [4]])
     edges = np.array([0, 1, 2])
-    d = ops.conductor_density(nodes, edges, 1, 4, backend=backend)
+    d = backend.conductor_density(nodes, edges, 1, 4)
     assert d.reward.shape == (2, 3)
     np.testing.assert_allclose(d.s_node, np.exp(-np.array([[2, 2, 2], [4, 4, 4]]) / 4), rtol=1e-12)
     np.testing.assert_allclose(d.reward, d.s_complex, rtol=0, atol=0)
