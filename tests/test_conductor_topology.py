@@ -1,7 +1,7 @@
 """AgentConductor's topology language (toporoute.ops.conductor_topology, ops.conductor_check): the spec's vectors
 (methods/agentconductor.md §2.3, §4.7), every error class and rule, extraction, hostile YAML, and properties
-over random plans. Both backends are checked where the compiled core is built; tests/test_conductor_core.py
-holds the exhaustive parity suite."""
+over random plans. Both backends are checked where the compiled core is built; tests/test_parity.py holds the
+exhaustive parity suite."""
 
 from __future__ import annotations
 
