@@ -218,7 +218,9 @@ Status run_tiles(const char* op, std::int64_t B, const Schedule& s, std::size_t 
     }
   }
   if (no_memory != 0) {
-    return Status::out_of_memory(op, "the per-thread scratch of a tile (" + std::to_string(s.per_tile) + " episodes)",
+    return Status::out_of_memory(op,
+                                 "the per-thread scratch of a tile (" + std::to_string(s.per_tile) +
+                                     (s.per_tile == 1 ? " episode)" : " episodes)"),
                                  static_cast<std::uint64_t>(scratch_floats) * sizeof(float));
   }
   return bad.any() ? non_finite() : Status::success();

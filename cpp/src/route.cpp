@@ -249,7 +249,7 @@ Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
   const bool parallel = work >= detail::kParallelWork;  // else one episode or a few: no thread team at all
   const int threads = parallel ? detail::team_size(a.B) : 1;
   const detail::TeamScratch scratch(plan.bytes, threads);
-  if (!scratch.ok()) return scratch.failure("route", "per-thread scratch");
+  if (!scratch.ok()) return scratch.failure(indexed(a) ? "route_indexed" : "route", "per-thread scratch");
   if (!parallel) {
     Scratch s(plan, scratch.slot(0));
     for (std::int64_t b = 0; b < a.B; ++b) {
