@@ -26,6 +26,11 @@ __all__ = [
 ]
 
 
+def _batch(*arrays: Any) -> tuple[Any, ...]:
+    """Adds a batch axis of one to each array of a single-graph call (None stays None)."""
+    return tuple(None if a is None else a[None] for a in arrays)
+
+
 def _unbatch(result: Any) -> Any:
     """Drops the batch axis that the facade added to a single-graph call."""
     return type(result)(*[None if f is None else f[0] for f in vars(result).values()])
@@ -66,8 +71,7 @@ def route(
     impl = backends.select(backend, q)
     if len(qs) == 3:
         return impl.route(q, k, tau=tau, k_in=k_in, active=active)
-    q, k = q[None], k[None]
-    active = None if active is None else active[None]
+    q, k, active = _batch(q, k, active)
     return _unbatch(impl.route(q, k, tau=tau, k_in=k_in, active=active))
 
 
@@ -128,7 +132,7 @@ def route_indexed(
     impl = backends.select(backend, table)
     if len(shape) == 2:
         return impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
-    q_rows, k_rows = q_rows[None], k_rows[None]
+    q_rows, k_rows = _batch(q_rows, k_rows)
     return _unbatch(impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples))
 
 
@@ -202,9 +206,7 @@ def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str 
     impl = backends.select(backend, adj)
     if len(shape) == 3:
         return impl.toposort(adj, weights=weights, active=active)
-    adj = adj[None]
-    weights = None if weights is None else weights[None]
-    active = None if active is None else active[None]
+    adj, weights, active = _batch(adj, weights, active)
     return _unbatch(impl.toposort(adj, weights=weights, active=active))
 
 
@@ -226,9 +228,7 @@ def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str 
     impl = backends.select(backend, adj)
     if len(shape) == 3:
         return impl.graph_stats(adj, active=active, prev=prev)
-    adj = adj[None]
-    prev = None if prev is None else prev[None]
-    active = None if active is None else active[None]
+    adj, prev, active = _batch(adj, prev, active)
     return _unbatch(impl.graph_stats(adj, active=active, prev=prev))
 
 
@@ -320,9 +320,7 @@ def qmix_forward(
     impl = backends.select(backend, obs)
     if len(shape) == 3:
         return _step(impl.qmix_forward(params, obs, adj, hidden, active=active))
-    obs, adj = obs[None], adj[None]
-    hidden = None if hidden is None else hidden[None]
-    active = None if active is None else active[None]
+    obs, adj, hidden, active = _batch(obs, adj, hidden, active)
     q, h = impl.qmix_forward(params, obs, adj, hidden, active=active)
     return QMixStep(q[0], h[0])
 
@@ -352,7 +350,7 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | Non
     impl = backends.select(backend, q_taken)
     single = len(qs) == 1
     if single:
-        q_taken, state = q_taken[None], state[None]
+        q_taken, state = _batch(q_taken, state)
     out = impl.qmix_mix(params, q_taken, state)
     return out[0] if single else out
 
