@@ -182,9 +182,14 @@ Status mean_pool(const PoolArgs* in, std::int64_t count, const PoolOut& o) {
   }
   if (!o.fresh && D > 0) {
     const auto bytes = static_cast<std::size_t>(D) * sizeof(float);
-#pragma omp parallel for schedule(static) if (total * D >= detail::kParallelWork)
-    for (std::int64_t g = 0; g < total; ++g) {
+    auto scatter = [&](std::int64_t g) {
       std::memcpy(o.out + targets[static_cast<std::size_t>(g)] * D, staging_rows + g * D, bytes);
+    };
+    if (total * D < detail::kParallelWork) {
+      for (std::int64_t g = 0; g < total; ++g) scatter(g);
+    } else {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t g = 0; g < total; ++g) scatter(g);
     }
   }
   return Status::success();

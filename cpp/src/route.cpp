@@ -185,16 +185,19 @@ std::int64_t first_bad_row(const RouteArgs& a, const IntView& rows) {
     return r < -1 || r >= a.M;
   };
   detail::FirstError first(a.B);
-  const std::int64_t work = a.B * a.N;
-  (void)work;
-#pragma omp parallel for schedule(static) if (work >= detail::kParallelWork)
-  for (std::int64_t b = 0; b < a.B; ++b) {
+  auto scan = [&](std::int64_t b) {
     for (std::int64_t n = 0; n < a.N; ++n) {
       if (bad(b, n)) {
         first.record(b);
-        break;
+        return;
       }
     }
+  };
+  if (a.B * a.N < detail::kParallelWork) {  // no thread team at all: even an if(false) region costs a team setup
+    for (std::int64_t b = 0; b < a.B && !first.any(); ++b) scan(b);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < a.B; ++b) scan(b);
   }
   if (!first.any()) return -1;
   const std::int64_t b = first.get();
