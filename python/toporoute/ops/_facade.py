@@ -70,7 +70,8 @@ def route(
     qs, tau, k_in = _v.route_args(q, k, active, tau, k_in)
     impl = backends.select(backend, q)
     if len(qs) == 3:
-        return impl.route(q, k, tau=tau, k_in=k_in, active=active)
+        routes: Routes = impl.route(q, k, tau=tau, k_in=k_in, active=active)
+        return routes
     q, k, active = _batch(q, k, active)
     return _unbatch(impl.route(q, k, tau=tau, k_in=k_in, active=active))
 
@@ -131,7 +132,8 @@ def route_indexed(
     triples = None if pool is None else _v.pool_args(pool, table)
     impl = backends.select(backend, table)
     if len(shape) == 2:
-        return impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
+        routes: Routes = impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
+        return routes
     q_rows, k_rows = _batch(q_rows, k_rows)
     return _unbatch(impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples))
 
@@ -205,7 +207,8 @@ def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str 
     shape = _v.graph_args(adj, weights, "weights", "float32", active)
     impl = backends.select(backend, adj)
     if len(shape) == 3:
-        return impl.toposort(adj, weights=weights, active=active)
+        order: Order = impl.toposort(adj, weights=weights, active=active)
+        return order
     adj, weights, active = _batch(adj, weights, active)
     return _unbatch(impl.toposort(adj, weights=weights, active=active))
 
@@ -227,7 +230,8 @@ def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str 
     shape = _v.graph_args(adj, prev, "prev", "bool", active)
     impl = backends.select(backend, adj)
     if len(shape) == 3:
-        return impl.graph_stats(adj, active=active, prev=prev)
+        stats: GraphStats = impl.graph_stats(adj, active=active, prev=prev)
+        return stats
     adj, prev, active = _batch(adj, prev, active)
     return _unbatch(impl.graph_stats(adj, active=active, prev=prev))
 

@@ -68,6 +68,7 @@ def route_args(
 ) -> tuple[tuple[int, ...], float, int]:
     """All checks of ``ops.route``; returns (shape of q, tau, k_in). The common case (numpy float32 arrays, no
     mask, a float and an int) is decided with a handful of comparisons: route itself takes microseconds."""
+    shape: tuple[int, ...]
     if (
         type(q) is _ND
         and type(k) is _ND
@@ -100,6 +101,7 @@ def square(adj: Any, name: str) -> tuple[int, ...]:
 def graph_args(adj: Any, other: Any, other_name: str, other_dtype: str, active: Any) -> tuple[int, ...]:
     """All checks of ``ops.toposort`` (other: weights, float32) and ``ops.graph_stats`` (other: prev, bool);
     returns the shape of adj."""
+    shape: tuple[int, ...]
     if (
         type(adj) is _ND
         and other is None
@@ -119,6 +121,7 @@ def graph_args(adj: Any, other: Any, other_name: str, other_dtype: str, active: 
 
 def qmix_forward_args(config: Any, obs: Any, adj: Any, hidden: Any, active: Any) -> tuple[int, ...]:
     """All array checks of ``ops.qmix_forward`` against ``config`` (a QMixConfig); returns the shape of obs."""
+    shape: tuple[int, ...]
     if (
         type(obs) is _ND
         and type(adj) is _ND
@@ -158,6 +161,7 @@ def qmix_forward_args(config: Any, obs: Any, adj: Any, hidden: Any, active: Any)
 
 def qmix_mix_args(config: Any, q_taken: Any, state: Any) -> tuple[int, ...]:
     """All array checks of ``ops.qmix_mix`` against ``config``; returns the shape of q_taken."""
+    qs: tuple[int, ...]
     if (
         type(q_taken) is _ND
         and type(state) is _ND
@@ -292,6 +296,7 @@ def pool_input(
 def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, int, int]:
     """All shape and dtype checks of ``ops.mean_pool``; returns the shape of hidden. Values (row range and
     repeats, non-finite tokens) are checked by the backends."""
+    shape: tuple[int, int, int]
     if (
         type(hidden) is _ND
         and type(mask) is _ND
@@ -339,6 +344,7 @@ def route_indexed_args(
 ) -> tuple[tuple[int, ...], float, int]:
     """All checks of ``ops.route_indexed`` but the pool; returns (shape of q_rows, tau, k_in). Like
     :func:`route_args`, the common case is decided with a handful of comparisons."""
+    shape: tuple[int, ...]
     if (
         type(table) is _ND
         and type(q_rows) is _ND
