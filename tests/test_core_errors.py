@@ -28,7 +28,12 @@ from toporoute.ops.qmix_params import QMixConfig, QMixParams
 
 resource = pytest.importorskip("resource", reason="RLIMIT_AS needs a POSIX system")
 
-pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
+pytestmark = [
+    pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built"),
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="the address-space cap reads /proc/self/status (Linux)"
+    ),
+]
 
 MB = 1 << 20
 SLACK = 160 * MB  # address space left over the outputs: far below every scenario's scratch
