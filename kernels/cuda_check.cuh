@@ -14,8 +14,9 @@ constexpr unsigned kFullMask = 0xffffffffu;
 /// Largest grid.x we launch; kernels loop over the batch beyond it.
 constexpr std::int64_t kMaxGrid = 2147483647;
 
-/// Ok for cudaSuccess; otherwise StatusCode::unsupported for "this machine or build cannot run it" errors
-/// and StatusCode::runtime for everything else, with the runtime's own text.
+/// Ok for cudaSuccess; otherwise, with the runtime's own text: StatusCode::unsupported for "this machine or
+/// build cannot run it" errors, StatusCode::out_of_memory when device memory ran out (OutOfMemoryError, like
+/// host memory: the remedy is the same smaller batch) and StatusCode::device for every other CUDA failure.
 inline Status status_from_cuda(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::success();
   const bool unsupported = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
@@ -26,7 +27,23 @@ inline Status status_from_cuda(cudaError_t e, const char* what) {
     msg += "; toporoute's kernels were not compiled for this GPU's architecture (rebuild with "
            "TOPOROUTE_CUDA_ARCHS including it)";
   }
-  return Status::error(unsupported ? StatusCode::unsupported : StatusCode::runtime, "", msg);
+  const StatusCode code = unsupported                        ? StatusCode::unsupported
+                          : e == cudaErrorMemoryAllocation ? StatusCode::out_of_memory
+                                                           : StatusCode::device;
+  return Status::error(code, "", msg);
+}
+
+/// cudaMalloc of `bytes` on the current device; out of memory names `op`, `what` and the bytes.
+inline Status device_malloc(void** ptr, std::size_t bytes, const char* op, const char* what) {
+  const cudaError_t e = cudaMalloc(ptr, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky, but leave no trace for the next launch_status
+    int device = 0;
+    cudaGetDevice(&device);
+    return Status::out_of_memory(op, std::string(what) + " in device memory of cuda:" + std::to_string(device),
+                                 bytes);
+  }
+  return status_from_cuda(e, "cudaMalloc");
 }
 
 /// Status of the last kernel launch on this host thread (reads and resets the runtime's last error).

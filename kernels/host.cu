@@ -84,9 +84,9 @@ class DeviceArena {
     size_ += (bytes + 255) / 256 * 256;
     return offset;
   }
-  Status allocate() {
+  Status allocate(const char* op, const char* what) {
     if (size_ == 0) return Status::success();
-    return status_from_cuda(cudaMalloc(&base_, size_), "cudaMalloc");
+    return detail::device_malloc(&base_, size_, op, what);
   }
   template <typename T>
   T* at(std::size_t offset) const {
@@ -112,15 +112,6 @@ bool c_contiguous(std::initializer_list<std::pair<std::int64_t, std::int64_t>> a
   return true;
 }
 
-Status copy_in(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
-  if (bytes == 0) return Status::success();
-  return status_from_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
-}
-
-Status copy_out(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
-  if (bytes == 0) return Status::success();
-  return status_from_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
-}
 
 // The kernel's code is the smallest (b * 2 + which) * N + n over a chunk starting at episode b0: the first
 // episode with a non-finite row, q before k, then the agent; the reference reports the same row.
@@ -133,11 +124,99 @@ Status non_finite_status(std::int64_t N, std::int64_t b0, unsigned long long cod
                            std::to_string(code % n));
 }
 
-// Episodes per trip through the device buffer: about kChunkBytes of inputs and outputs, at least one.
-std::int64_t chunk_episodes(std::int64_t B, std::size_t bytes_per_episode) {
-  const auto fit = static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(bytes_per_episode, 1));
-  return std::clamp<std::int64_t>(fit, 1, B);
-}
+// A batch of B episodes streamed between C-contiguous host arrays and one device buffer, `chunk` episodes per
+// trip (about kChunkBytes of rows, at least one episode), the one copy loop behind every host-memory entry
+// point. Each array is a run of fixed-size per-episode rows: inputs are copied in before each chunk's launch,
+// outputs copied back after it, on one stream. An optional error word (a device uint64 the kernels lower) is
+// reset to all ones before each launch and read back after it.
+class ChunkedTransfer {
+ public:
+  /// Declares an input of `row` bytes per episode (absent, with a null device pointer, when `host` is null or
+  /// `row` is 0); returns its id.
+  int input(const void* host, std::size_t row) { return add(host, nullptr, row); }
+  /// Declares an output of `row` bytes per episode; returns its id.
+  int output(void* host, std::size_t row) { return add(nullptr, host, row); }
+  /// Declares the error word; returns its id.
+  int error_word() {
+    err_ = add(nullptr, nullptr, 0);
+    arrays_[static_cast<std::size_t>(err_)].fixed = sizeof(unsigned long long);
+    return err_;
+  }
+
+  /// Picks the chunk for B > 0 episodes and allocates the device buffer on the current device (out of memory
+  /// names `op`).
+  Status allocate(const char* op, std::int64_t B) {
+    std::size_t per_episode = 0;
+    for (const Array& a : arrays_) per_episode += a.row;
+    const auto fit = static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(per_episode, 1));
+    chunk_ = std::clamp<std::int64_t>(fit, 1, B);
+    for (Array& a : arrays_) a.at = arena_.reserve(static_cast<std::size_t>(chunk_) * a.row + a.fixed);
+    return arena_.allocate(op, "the chunk buffer of the inputs and outputs");
+  }
+
+  /// Device memory of array `id` (null when absent); valid after allocate().
+  template <typename T>
+  T* device(int id) const {
+    const Array& a = arrays_[static_cast<std::size_t>(id)];
+    return a.row == 0 && a.fixed == 0 ? nullptr : arena_.at<T>(a.at);
+  }
+
+  /// For every chunk [b0, b0 + count) of B episodes: copies the inputs in, calls launch(b0, count) to enqueue
+  /// the kernels on `st`, copies the outputs back. With an error word, the stream is synchronised after each
+  /// chunk and check(b0, count, word) may end the run with a non-ok Status; without one, it is synchronised
+  /// once at the end (`kernel` names the work in a CUDA error).
+  template <class Launch, class Check>
+  Status run(std::int64_t B, cudaStream_t st, const char* kernel, Launch launch, Check check) {
+    for (std::int64_t b0 = 0; b0 < B; b0 += chunk_) {
+      const std::int64_t count = std::min(chunk_, B - b0);
+      const auto first = static_cast<std::size_t>(b0), n = static_cast<std::size_t>(count);
+      for (const Array& a : arrays_) {
+        if (a.in == nullptr || a.row == 0) continue;
+        TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
+            cudaMemcpyAsync(arena_.at<void>(a.at), a.in + first * a.row, n * a.row, cudaMemcpyHostToDevice, st),
+            "cudaMemcpyAsync"));
+      }
+      if (err_ >= 0) {
+        TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
+            cudaMemsetAsync(device<void>(err_), 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync"));
+      }
+      TOPOROUTE_RETURN_IF_ERROR(launch(b0, count));
+      for (const Array& a : arrays_) {
+        if (a.out == nullptr || a.row == 0) continue;
+        TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
+            cudaMemcpyAsync(a.out + first * a.row, arena_.at<void>(a.at), n * a.row, cudaMemcpyDeviceToHost, st),
+            "cudaMemcpyAsync"));
+      }
+      if (err_ < 0) continue;
+      unsigned long long word = 0;
+      TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
+          cudaMemcpyAsync(&word, device<void>(err_), sizeof(word), cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync"));
+      TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(cudaStreamSynchronize(st), kernel));
+      TOPOROUTE_RETURN_IF_ERROR(check(b0, count, word));
+    }
+    return err_ >= 0 ? Status::success() : status_from_cuda(cudaStreamSynchronize(st), kernel);
+  }
+
+ private:
+  struct Array {
+    const char* in = nullptr;
+    char* out = nullptr;
+    std::size_t row = 0, fixed = 0, at = 0;
+  };
+  int add(const void* in, void* out, std::size_t row) {
+    Array a;
+    a.in = static_cast<const char*>(in);
+    a.out = static_cast<char*>(out);
+    a.row = in == nullptr && out == nullptr ? 0 : row;
+    arrays_.push_back(a);
+    return static_cast<int>(arrays_.size()) - 1;
+  }
+
+  std::vector<Array> arrays_;
+  DeviceArena arena_;
+  std::int64_t chunk_ = 1;
+  int err_ = -1;
+};
 
 std::string format_value(float v) {
   std::ostringstream os;
@@ -220,15 +299,13 @@ std::vector<std::string> device_names() {
 Status launch_route_on(int device, const RouteArgs& args, const RouteOut& out, unsigned long long* err,
                        void* stream) {
   DeviceScope scope;
-  Status s = scope.enter(device);
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
   return launch_route(args, out, err, stream);
 }
 
 Status launch_toposort_on(int device, const ToposortArgs& args, const ToposortOut& out, void* stream) {
   DeviceScope scope;
-  Status s = scope.enter(device);
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
   return launch_toposort(args, out, stream);
 }
 
@@ -243,74 +320,41 @@ Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
   if (B == 0 || N == 0) return launch_route(args, out, nullptr, nullptr);  // validates, launches nothing
 
   DeviceScope scope;
-  Status s = scope.enter(device);
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
 
-  // Per-episode sizes; the batch goes through one device buffer in chunks of episodes.
+  // Per-episode rows; the batch goes through one device buffer in chunks of episodes.
   const auto n = static_cast<std::size_t>(N);
   const std::size_t q_row = n * static_cast<std::size_t>(D) * sizeof(float);
-  const std::size_t active_row = args.active != nullptr ? n : 0;
-  const std::size_t scores_row = n * n * sizeof(float), adjacency_row = n * n;
-  const std::size_t inbox_row = n * static_cast<std::size_t>(K) * sizeof(std::int32_t);
-  const std::size_t in_degree_row = n * sizeof(std::int32_t);
-  const std::int64_t chunk =
-      chunk_episodes(B, 2 * q_row + active_row + scores_row + adjacency_row + inbox_row + in_degree_row);
-  const auto c = static_cast<std::size_t>(chunk);
-  DeviceArena arena;
-  const std::size_t q_at = arena.reserve(c * q_row), k_at = arena.reserve(c * q_row);
-  const std::size_t active_at = arena.reserve(c * active_row);
-  const std::size_t scores_at = arena.reserve(c * scores_row), adjacency_at = arena.reserve(c * adjacency_row);
-  const std::size_t inbox_at = arena.reserve(c * inbox_row), in_degree_at = arena.reserve(c * in_degree_row);
-  const std::size_t err_at = arena.reserve(sizeof(unsigned long long));
-  if (!(s = arena.allocate()).ok()) return s;
+  ChunkedTransfer t;
+  const int q = t.input(args.q, q_row), k = t.input(args.k, q_row), active = t.input(args.active, n);
+  const int scores = t.output(out.scores, n * n * sizeof(float)), adjacency = t.output(out.adjacency, n * n);
+  const int inbox = t.output(out.inbox, n * static_cast<std::size_t>(K) * sizeof(std::int32_t));
+  const int in_degree = t.output(out.in_degree, n * sizeof(std::int32_t));
+  const int err = t.error_word();
+  TOPOROUTE_RETURN_IF_ERROR(t.allocate("route", B));
 
   RouteArgs dev = args;
-  dev.q = arena.at<const float>(q_at);
-  dev.k = arena.at<const float>(k_at);
-  dev.active = args.active != nullptr ? arena.at<const std::uint8_t>(active_at) : nullptr;
+  dev.q = t.device<const float>(q);
+  dev.k = t.device<const float>(k);
+  dev.active = t.device<const std::uint8_t>(active);
   dev.q_sb = dev.k_sb = N * D;
   dev.q_sn = dev.k_sn = D;
   dev.a_sb = N;
   dev.a_sn = 1;
-  RouteOut dout;
-  dout.scores = arena.at<float>(scores_at);
-  dout.adjacency = arena.at<std::uint8_t>(adjacency_at);
-  dout.inbox = arena.at<std::int32_t>(inbox_at);
-  dout.in_degree = arena.at<std::int32_t>(in_degree_at);
-  auto* err = arena.at<unsigned long long>(err_at);
-
+  const RouteOut dout{t.device<float>(scores), t.device<std::uint8_t>(adjacency), t.device<std::int32_t>(inbox),
+                      t.device<std::int32_t>(in_degree)};
   // The per-thread default stream: concurrent callers on different host threads do not serialise.
   const cudaStream_t st = cudaStreamPerThread;
-  const auto* q_host = reinterpret_cast<const char*>(args.q);
-  const auto* k_host = reinterpret_cast<const char*>(args.k);
-  const auto* active_host = reinterpret_cast<const char*>(args.active);
-  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
-    dev.B = std::min(chunk, B - b0);
-    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
-    if (!(s = copy_in(arena.at<void>(q_at), q_host + at * q_row, e * q_row, st)).ok()) return s;
-    if (!(s = copy_in(arena.at<void>(k_at), k_host + at * q_row, e * q_row, st)).ok()) return s;
-    if (active_row != 0 &&
-        !(s = copy_in(arena.at<void>(active_at), active_host + at * active_row, e * active_row, st)).ok()) {
-      return s;
-    }
-    s = status_from_cuda(cudaMemsetAsync(err, 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync");
-    if (!s.ok()) return s;
-    if (!(s = launch_route(dev, dout, err, st)).ok()) return s;
-    unsigned long long err_host = 0;
-    if (!(s = copy_out(reinterpret_cast<char*>(out.scores) + at * scores_row, dout.scores, e * scores_row, st)).ok()) {
-      return s;
-    }
-    if (!(s = copy_out(out.adjacency + at * adjacency_row, dout.adjacency, e * adjacency_row, st)).ok()) return s;
-    if (!(s = copy_out(reinterpret_cast<char*>(out.inbox) + at * inbox_row, dout.inbox, e * inbox_row, st)).ok()) {
-      return s;
-    }
-    if (!(s = copy_out(out.in_degree + at * N, dout.in_degree, e * in_degree_row, st)).ok()) return s;
-    if (!(s = copy_out(&err_host, err, sizeof(err_host), st)).ok()) return s;
-    if (!(s = status_from_cuda(cudaStreamSynchronize(st), "route_kernel")).ok()) return s;
-    // chunks run in episode order, so the first chunk with a bad row holds the first bad episode
-    if (err_host != ~0ull) return non_finite_status(N, b0, err_host);
-  }
-  return Status::success();
+  return t.run(
+      B, st, "route_kernel",
+      [&](std::int64_t, std::int64_t count) {
+        dev.B = count;
+        return launch_route(dev, dout, t.device<unsigned long long>(err), st);
+      },
+      // chunks run in episode order, so the first chunk with a bad row holds the first bad episode
+      [&](std::int64_t b0, std::int64_t, unsigned long long code) {
+        return code == ~0ull ? Status::success() : non_finite_status(N, b0, code);
+      });
 }
 
 Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int device) {
@@ -325,61 +369,39 @@ Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int devic
   if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
     return invalid("active", "active must be C-contiguous");
   }
-  Status s = check_weights(args);
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(check_weights(args));
   if (B == 0) return Status::success();
 
   DeviceScope scope;
-  if (!(s = scope.enter(device)).ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
 
   const auto n = static_cast<std::size_t>(N);
-  const std::size_t adj_row = n * n, weights_row = args.weights != nullptr ? n * n * sizeof(float) : 0;
-  const std::size_t active_row = args.active != nullptr ? n : 0, order_row = n * sizeof(std::int32_t);
-  const std::int64_t chunk = chunk_episodes(B, 2 * adj_row + weights_row + active_row + 2 * order_row + 1);
-  const auto c = static_cast<std::size_t>(chunk);
-  DeviceArena arena;
-  const std::size_t adj_at = arena.reserve(c * adj_row), weights_at = arena.reserve(c * weights_row);
-  const std::size_t active_at = arena.reserve(c * active_row), order_at = arena.reserve(c * order_row);
-  const std::size_t level_at = arena.reserve(c * order_row), removed_at = arena.reserve(c * adj_row);
-  const std::size_t is_dag_at = arena.reserve(c);
-  if (!(s = arena.allocate()).ok()) return s;
+  ChunkedTransfer t;
+  const int adj = t.input(args.adj, n * n), weights = t.input(args.weights, n * n * sizeof(float));
+  const int active = t.input(args.active, n);
+  const int order = t.output(out.order, n * sizeof(std::int32_t)), level = t.output(out.level, n * sizeof(std::int32_t));
+  const int removed = t.output(out.removed, n * n), is_dag = t.output(out.is_dag, 1);
+  TOPOROUTE_RETURN_IF_ERROR(t.allocate("toposort", B));
 
   ToposortArgs dev = args;
-  dev.adj = arena.at<const std::uint8_t>(adj_at);
-  dev.weights = args.weights != nullptr ? arena.at<const float>(weights_at) : nullptr;
-  dev.active = args.active != nullptr ? arena.at<const std::uint8_t>(active_at) : nullptr;
+  dev.adj = t.device<const std::uint8_t>(adj);
+  dev.weights = t.device<const float>(weights);
+  dev.active = t.device<const std::uint8_t>(active);
   dev.adj_sb = dev.w_sb = N * N;
   dev.adj_sr = dev.w_sr = N;
   dev.adj_sc = dev.w_sc = 1;
   dev.a_sb = N;
   dev.a_sn = 1;
-  ToposortOut dout;
-  dout.order = arena.at<std::int32_t>(order_at);
-  dout.level = arena.at<std::int32_t>(level_at);
-  dout.removed = arena.at<std::uint8_t>(removed_at);
-  dout.is_dag = arena.at<std::uint8_t>(is_dag_at);
-
+  const ToposortOut dout{t.device<std::int32_t>(order), t.device<std::int32_t>(level), t.device<std::uint8_t>(removed),
+                         t.device<std::uint8_t>(is_dag)};
   const cudaStream_t st = cudaStreamPerThread;
-  const auto* weights_host = reinterpret_cast<const char*>(args.weights);
-  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
-    dev.B = std::min(chunk, B - b0);
-    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
-    if (!(s = copy_in(arena.at<void>(adj_at), args.adj + at * adj_row, e * adj_row, st)).ok()) return s;
-    if (weights_row != 0 &&
-        !(s = copy_in(arena.at<void>(weights_at), weights_host + at * weights_row, e * weights_row, st)).ok()) {
-      return s;
-    }
-    if (active_row != 0 &&
-        !(s = copy_in(arena.at<void>(active_at), args.active + at * active_row, e * active_row, st)).ok()) {
-      return s;
-    }
-    if (!(s = launch_toposort(dev, dout, st)).ok()) return s;
-    if (!(s = copy_out(out.order + at * n, dout.order, e * order_row, st)).ok()) return s;
-    if (!(s = copy_out(out.level + at * n, dout.level, e * order_row, st)).ok()) return s;
-    if (!(s = copy_out(out.removed + at * adj_row, dout.removed, e * adj_row, st)).ok()) return s;
-    if (!(s = copy_out(out.is_dag + at, dout.is_dag, e, st)).ok()) return s;
-  }
-  return status_from_cuda(cudaStreamSynchronize(st), "toposort kernel");
+  return t.run(
+      B, st, "toposort kernel",
+      [&](std::int64_t, std::int64_t count) {
+        dev.B = count;
+        return launch_toposort(dev, dout, st);
+      },
+      [](std::int64_t, std::int64_t, unsigned long long) { return Status::success(); });
 }
 
 // ------------------------------------------------------------------------------------------------ Q-Mix
@@ -518,13 +540,12 @@ Status QMixDeviceWeights::create(const QMixConfig& c, const std::vector<const fl
   }
 
   DeviceScope scope;
-  Status s = scope.enter(device);
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
   void* data = nullptr;
-  if (!(s = status_from_cuda(cudaMalloc(&data, buf.size() * sizeof(float)), "cudaMalloc")).ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(detail::device_malloc(&data, buf.size() * sizeof(float), "QMixWeightsCuda", "the packed weights"));
   w->data_ = static_cast<float*>(data);
-  s = status_from_cuda(cudaMemcpy(data, buf.data(), buf.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
+      cudaMemcpy(data, buf.data(), buf.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy"));
   *out = std::move(w);
   return Status::success();
 }
@@ -538,16 +559,14 @@ QMixDeviceWeights::~QMixDeviceWeights() {
 Status launch_qmix_forward_on(const QMixDeviceWeights& w, const QMixForwardArgs& args, const QMixForwardOut& out,
                               unsigned long long* err, void* stream) {
   DeviceScope scope;
-  Status s = scope.enter(w.device());
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
   return launch_qmix_forward(w, args, out, err, stream);
 }
 
 Status launch_qmix_mix_on(const QMixDeviceWeights& w, const QMixMixArgs& args, float* q_tot,
                           unsigned long long* err, void* stream) {
   DeviceScope scope;
-  Status s = scope.enter(w.device());
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
   return launch_qmix_mix(w, args, q_tot, err, stream);
 }
 
@@ -566,28 +585,23 @@ Status qmix_forward_host(const QMixDeviceWeights& w, const QMixForwardArgs& a, c
   if (N > kQMixMaxAgents || B == 0 || N == 0) return launch_qmix_forward(w, a, out, nullptr, nullptr);
 
   DeviceScope scope;
-  Status s = scope.enter(w.device());
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
   const auto n = static_cast<std::size_t>(N);
-  const std::size_t obs_row = n * static_cast<std::size_t>(c.obs_dim) * sizeof(float), adj_row = n * n;
-  const std::size_t hid_row = a.hidden != nullptr ? n * static_cast<std::size_t>(H) * sizeof(float) : 0;
-  const std::size_t act_row = a.active != nullptr ? n : 0;
-  const std::size_t q_row = n * static_cast<std::size_t>(A) * sizeof(float);
-  const std::size_t h_row = n * static_cast<std::size_t>(H) * sizeof(float);
-  const std::int64_t chunk = chunk_episodes(B, obs_row + adj_row + hid_row + act_row + q_row + h_row);
-  const auto e_max = static_cast<std::size_t>(chunk);
-  DeviceArena arena;
-  const std::size_t obs_at = arena.reserve(e_max * obs_row), adj_at = arena.reserve(e_max * adj_row);
-  const std::size_t hid_at = arena.reserve(e_max * hid_row), act_at = arena.reserve(e_max * act_row);
-  const std::size_t q_at = arena.reserve(e_max * q_row), h_at = arena.reserve(e_max * h_row);
-  const std::size_t err_at = arena.reserve(sizeof(unsigned long long));
-  if (!(s = arena.allocate()).ok()) return s;
+  ChunkedTransfer t;
+  const int obs = t.input(a.obs, n * static_cast<std::size_t>(c.obs_dim) * sizeof(float));
+  const int adj = t.input(a.adj, n * n);
+  const int hid = t.input(a.hidden, n * static_cast<std::size_t>(H) * sizeof(float));
+  const int act = t.input(a.active, n);
+  const int q = t.output(out.q, n * static_cast<std::size_t>(A) * sizeof(float));
+  const int h = t.output(out.hidden, n * static_cast<std::size_t>(H) * sizeof(float));
+  const int err = t.error_word();
+  TOPOROUTE_RETURN_IF_ERROR(t.allocate("qmix_forward", B));
 
   QMixForwardArgs dev = a;
-  dev.obs = arena.at<const float>(obs_at);
-  dev.adj = arena.at<const std::uint8_t>(adj_at);
-  dev.hidden = a.hidden != nullptr ? arena.at<const float>(hid_at) : nullptr;
-  dev.active = a.active != nullptr ? arena.at<const std::uint8_t>(act_at) : nullptr;
+  dev.obs = t.device<const float>(obs);
+  dev.adj = t.device<const std::uint8_t>(adj);
+  dev.hidden = t.device<const float>(hid);
+  dev.active = t.device<const std::uint8_t>(act);
   dev.obs_sb = N * c.obs_dim;
   dev.obs_sn = c.obs_dim;
   dev.adj_sb = N * N;
@@ -596,43 +610,29 @@ Status qmix_forward_host(const QMixDeviceWeights& w, const QMixForwardArgs& a, c
   dev.hid_sn = H;
   dev.obs_sd = dev.adj_sc = dev.hid_sd = dev.act_sn = 1;
   dev.act_sb = N;
-  const QMixForwardOut dout{arena.at<float>(q_at), arena.at<float>(h_at)};
-  auto* err = arena.at<unsigned long long>(err_at);
+  const QMixForwardOut dout{t.device<float>(q), t.device<float>(h)};
 
   const cudaStream_t st = cudaStreamPerThread;
-  const auto* obs_host = reinterpret_cast<const char*>(a.obs);
-  const auto* hid_host = reinterpret_cast<const char*>(a.hidden);
   std::int64_t hidden_b = -1, hidden_n = -1;  // the first non-finite hidden row seen (reported if obs is fine)
-  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
-    dev.B = std::min(chunk, B - b0);
-    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
-    if (!(s = copy_in(arena.at<void>(obs_at), obs_host + at * obs_row, e * obs_row, st)).ok()) return s;
-    if (!(s = copy_in(arena.at<void>(adj_at), a.adj + at * adj_row, e * adj_row, st)).ok()) return s;
-    if (hid_row != 0 && !(s = copy_in(arena.at<void>(hid_at), hid_host + at * hid_row, e * hid_row, st)).ok()) {
-      return s;
-    }
-    if (act_row != 0 && !(s = copy_in(arena.at<void>(act_at), a.active + at * act_row, e * act_row, st)).ok()) {
-      return s;
-    }
-    s = status_from_cuda(cudaMemsetAsync(err, 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync");
-    if (!s.ok()) return s;
-    if (!(s = launch_qmix_forward(w, dev, dout, err, st)).ok()) return s;
-    unsigned long long code = 0;
-    if (!(s = copy_out(reinterpret_cast<char*>(out.q) + at * q_row, dout.q, e * q_row, st)).ok()) return s;
-    if (!(s = copy_out(reinterpret_cast<char*>(out.hidden) + at * h_row, dout.hidden, e * h_row, st)).ok()) return s;
-    if (!(s = copy_out(&code, err, sizeof(code), st)).ok()) return s;
-    if (!(s = status_from_cuda(cudaStreamSynchronize(st), "qmix_forward_kernel")).ok()) return s;
-    if (code == ~0ull) continue;
-    const auto rows = static_cast<unsigned long long>(dev.B * N);
-    const auto b = b0 + static_cast<std::int64_t>(code % rows / n);
-    const auto agent = static_cast<std::int64_t>(code % n);
-    // obs is checked over the whole batch first (the reference's order): an obs row ends the search
-    if (code < rows) return qmix_non_finite("obs", b, agent);
-    if (hidden_b < 0) {
-      hidden_b = b;
-      hidden_n = agent;
-    }
-  }
+  TOPOROUTE_RETURN_IF_ERROR(t.run(
+      B, st, "qmix_forward_kernel",
+      [&](std::int64_t, std::int64_t count) {
+        dev.B = count;
+        return launch_qmix_forward(w, dev, dout, t.device<unsigned long long>(err), st);
+      },
+      [&](std::int64_t b0, std::int64_t count, unsigned long long code) {
+        if (code == ~0ull) return Status::success();
+        const auto rows = static_cast<unsigned long long>(count * N);
+        const auto b = b0 + static_cast<std::int64_t>(code % rows / n);
+        const auto agent = static_cast<std::int64_t>(code % n);
+        // obs is checked over the whole batch first (the reference's order): an obs row ends the search
+        if (code < rows) return qmix_non_finite("obs", b, agent);
+        if (hidden_b < 0) {
+          hidden_b = b;
+          hidden_n = agent;
+        }
+        return Status::success();
+      }));
   if (hidden_b >= 0) return qmix_non_finite("hidden", hidden_b, hidden_n);
   return Status::success();
 }
@@ -646,42 +646,34 @@ Status qmix_mix_host(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_
   if (!w.has_mixer() || B == 0) return launch_qmix_mix(w, a, q_tot, nullptr, nullptr);
 
   DeviceScope scope;
-  Status s = scope.enter(w.device());
-  if (!s.ok()) return s;
-  const std::size_t q_row = static_cast<std::size_t>(c.n_agents) * sizeof(float);
-  const std::size_t s_row = static_cast<std::size_t>(c.state_dim) * sizeof(float);
-  const std::int64_t chunk = chunk_episodes(B, q_row + s_row + sizeof(float));
-  const auto e_max = static_cast<std::size_t>(chunk);
-  DeviceArena arena;
-  const std::size_t q_at = arena.reserve(e_max * q_row), s_at = arena.reserve(e_max * s_row);
-  const std::size_t out_at = arena.reserve(e_max * sizeof(float)), err_at = arena.reserve(sizeof(unsigned long long));
-  if (!(s = arena.allocate()).ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
+  ChunkedTransfer t;
+  const int q = t.input(a.q_taken, static_cast<std::size_t>(c.n_agents) * sizeof(float));
+  const int state = t.input(a.state, static_cast<std::size_t>(c.state_dim) * sizeof(float));
+  const int out = t.output(q_tot, sizeof(float));
+  const int err = t.error_word();
+  TOPOROUTE_RETURN_IF_ERROR(t.allocate("qmix_mix", B));
   QMixMixArgs dev = a;
-  dev.q_taken = arena.at<const float>(q_at);
-  dev.state = arena.at<const float>(s_at);
+  dev.q_taken = t.device<const float>(q);
+  dev.state = t.device<const float>(state);
   dev.q_sb = c.n_agents;
   dev.s_sb = c.state_dim;
   dev.q_sa = dev.s_sd = 1;
-  auto* err = arena.at<unsigned long long>(err_at);
   const cudaStream_t st = cudaStreamPerThread;
   std::int64_t state_b = -1;
-  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
-    dev.B = std::min(chunk, B - b0);
-    const auto e = static_cast<std::size_t>(dev.B), at = static_cast<std::size_t>(b0);
-    if (!(s = copy_in(arena.at<void>(q_at), a.q_taken + at * c.n_agents, e * q_row, st)).ok()) return s;
-    if (!(s = copy_in(arena.at<void>(s_at), a.state + at * c.state_dim, e * s_row, st)).ok()) return s;
-    s = status_from_cuda(cudaMemsetAsync(err, 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync");
-    if (!s.ok()) return s;
-    if (!(s = launch_qmix_mix(w, dev, arena.at<float>(out_at), err, st)).ok()) return s;
-    unsigned long long code = 0;
-    if (!(s = copy_out(q_tot + at, arena.at<float>(out_at), e * sizeof(float), st)).ok()) return s;
-    if (!(s = copy_out(&code, err, sizeof(code), st)).ok()) return s;
-    if (!(s = status_from_cuda(cudaStreamSynchronize(st), "qmix_mix_kernel")).ok()) return s;
-    if (code == ~0ull) continue;
-    const auto b = b0 + static_cast<std::int64_t>(code % static_cast<unsigned long long>(dev.B));
-    if (code < static_cast<unsigned long long>(dev.B)) return qmix_non_finite("q_taken", b, -1);
-    if (state_b < 0) state_b = b;
-  }
+  TOPOROUTE_RETURN_IF_ERROR(t.run(
+      B, st, "qmix_mix_kernel",
+      [&](std::int64_t, std::int64_t count) {
+        dev.B = count;
+        return launch_qmix_mix(w, dev, t.device<float>(out), t.device<unsigned long long>(err), st);
+      },
+      [&](std::int64_t b0, std::int64_t count, unsigned long long code) {
+        if (code == ~0ull) return Status::success();
+        const auto b = b0 + static_cast<std::int64_t>(code % static_cast<unsigned long long>(count));
+        if (code < static_cast<unsigned long long>(count)) return qmix_non_finite("q_taken", b, -1);
+        if (state_b < 0) state_b = b;
+        return Status::success();
+      }));
   if (state_b >= 0) return qmix_non_finite("state", state_b, -1);
   return Status::success();
 }

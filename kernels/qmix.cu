@@ -326,11 +326,9 @@ template <typename Kernel>
 Status prepare_smem(Kernel kernel, std::size_t bytes, const char* what) {
   if (bytes <= kDefaultSmem) return Status::success();
   int device = 0, limit = 0;
-  Status s = detail::status_from_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  if (!s.ok()) return s;
-  s = detail::status_from_cuda(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-                               "cudaDeviceGetAttribute");
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(detail::status_from_cuda(cudaGetDevice(&device), "cudaGetDevice"));
+  TOPOROUTE_RETURN_IF_ERROR(detail::status_from_cuda(
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute"));
   if (bytes > static_cast<std::size_t>(limit)) {
     return Status::error(StatusCode::unsupported, "params",
                          std::string(what) + " needs " + std::to_string(bytes) +
@@ -381,8 +379,7 @@ Status launch_qmix_forward(const QMixDeviceWeights& w, const QMixForwardArgs& a,
   p.uw = std::max({p.obs_dim, p.H, p.Hq});
   const std::size_t bytes = static_cast<std::size_t>(p.rpad) *
                             (sizeof(unsigned long long) + sizeof(float) * (p.uw + 4 * p.H + p.A));
-  Status s = prepare_smem(qmix_forward_kernel, bytes, "the CUDA qmix forward");
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(prepare_smem(qmix_forward_kernel, bytes, "the CUDA qmix forward"));
   const std::int64_t groups = (a.B + p.group - 1) / p.group;
   qmix_forward_kernel<<<grid_for(groups), kThreads, bytes, static_cast<cudaStream_t>(stream)>>>(p);
   return detail::launch_status("qmix_forward_kernel");
@@ -415,8 +412,7 @@ Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* 
   const std::size_t per_row = static_cast<std::size_t>(p.S) + (p.b1_hidden ? 4 : 3) * p.Hh +
                               static_cast<std::size_t>(p.n_agents + 2) * p.M + 1 + p.n_agents;
   const std::size_t bytes = static_cast<std::size_t>(p.rpad) * per_row * sizeof(float);
-  Status s = prepare_smem(qmix_mix_kernel, bytes, "the CUDA qmix mixer");
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(prepare_smem(qmix_mix_kernel, bytes, "the CUDA qmix mixer"));
   const std::int64_t groups = (a.B + kMixRows - 1) / kMixRows;
   qmix_mix_kernel<<<grid_for(groups), kThreads, bytes, static_cast<cudaStream_t>(stream)>>>(p);
   return detail::launch_status("qmix_mix_kernel");

@@ -217,6 +217,22 @@ def test_route_unknown_backend() -> None:
     good_route("cpu")
 
 
+def test_remembered_backend_choice_answers_only_for_its_own_value() -> None:
+    """backends.select remembers its answer for numpy inputs per backend= value: alternating values keep their
+    own backend, and a bad value (unhashable ones included) is still refused with its name."""
+    from toporoute import backends
+
+    for _ in range(2):
+        assert backends.select("reference", Q) is ref
+        assert backends.select("cpu", Q) is cpu
+    for bad in (["cpu"], 3, "CPU"):
+        with pytest.raises(errors.InvalidArgumentError) as e:
+            ops.route(Q, K, backend=bad)
+        check(e, errors.InvalidArgumentError, "backend", repr(bad))
+    good_route("reference")
+    good_route("cpu")
+
+
 class FakeArray:
     """Has shape and dtype (so the facade's checks pass) and slicing, but is not a numpy array."""
 

@@ -1,7 +1,9 @@
 #include "common.hpp"
 
 #include <algorithm>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 
 namespace toporoute::bindings {
 
@@ -14,6 +16,44 @@ std::string shape_str(const std::vector<std::int64_t>& shape) {
   return os.str();
 }
 
+namespace {
+
+// Sets toporoute.errors.<cls>(message, arg) as the pending Python exception. When that class cannot be had
+// (e.g. during interpreter shutdown) the builtin `fallback` is set instead, so an error is never lost.
+void set_error(const char* cls, const std::string& arg, const std::string& message, PyObject* fallback) noexcept {
+  try {
+    py::object errors = py::module_::import("toporoute.errors");
+    py::object exc = errors.attr(cls)(message, arg.empty() ? py::object(py::none()) : py::object(py::str(arg)));
+    PyErr_SetObject(py::type::handle_of(exc).ptr(), exc.ptr());
+  } catch (...) {
+    PyErr_SetString(fallback, message.c_str());
+  }
+}
+
+// The class of toporoute.errors for a Status code, and the builtin exception it derives from.
+std::pair<const char*, PyObject*> error_class(StatusCode code) {
+  switch (code) {
+    case StatusCode::ok:
+    case StatusCode::runtime:
+      break;
+    case StatusCode::invalid_argument:
+      return {"InvalidArgumentError", PyExc_ValueError};
+    case StatusCode::non_finite:
+      return {"NonFiniteError", PyExc_ValueError};
+    case StatusCode::out_of_range:
+      return {"OutOfRangeError", PyExc_ValueError};
+    case StatusCode::unsupported:
+      return {"BackendUnavailableError", PyExc_RuntimeError};
+    case StatusCode::out_of_memory:
+      return {"OutOfMemoryError", PyExc_MemoryError};
+    case StatusCode::device:
+      return {"DeviceError", PyExc_RuntimeError};
+  }
+  return {"CoreError", PyExc_RuntimeError};
+}
+
+}  // namespace
+
 void raise_error(const char* cls, const std::string& arg, const std::string& message) {
   py::object errors = py::module_::import("toporoute.errors");
   py::object exc = errors.attr(cls)(message, arg.empty() ? py::object(py::none()) : py::object(py::str(arg)));
@@ -22,21 +62,73 @@ void raise_error(const char* cls, const std::string& arg, const std::string& mes
 }
 
 void raise_status(const Status& s) {
-  switch (s.code) {
-    case StatusCode::ok:
-      return;
-    case StatusCode::invalid_argument:
-      raise_error("InvalidArgumentError", s.arg, s.message);
-    case StatusCode::non_finite:
-      raise_error("NonFiniteError", s.arg, s.message);
-    case StatusCode::out_of_range:
-      raise_error("OutOfRangeError", s.arg, s.message);
-    case StatusCode::unsupported:
-      raise_error("BackendUnavailableError", s.arg, s.message);
-    case StatusCode::runtime:
-      break;
+  if (s.ok()) return;
+  raise_error(error_class(s.code).first, s.arg, s.message);
+}
+
+Status status_of_current_exception(const char* op) noexcept {
+  try {
+    try {
+      throw;
+    } catch (const std::bad_alloc&) {
+      return Status::error(StatusCode::out_of_memory, "", std::string(op) + ": could not allocate memory (std::bad_alloc)");
+    } catch (const std::length_error& e) {
+      return Status::error(StatusCode::out_of_memory, "",
+                           std::string(op) + ": could not allocate memory (" + e.what() + ")");
+    } catch (const std::exception& e) {
+      return Status::error(StatusCode::runtime, "", std::string(op) + " failed in the core: " + e.what());
+    } catch (...) {
+      return Status::error(StatusCode::runtime, "", std::string(op) + " failed in the core (unknown exception)");
+    }
+  } catch (...) {  // building the message itself failed: no memory left for it
+    Status s;
+    s.code = StatusCode::out_of_memory;
+    return s;
   }
-  throw std::runtime_error(s.message);
+}
+
+void register_error_translator() {
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    try {
+      std::rethrow_exception(p);
+    } catch (const py::cast_error& e) {
+      set_error("CoreError", "", std::string("toporoute core: ") + e.what(), PyExc_RuntimeError);
+    } catch (const py::reference_cast_error& e) {
+      set_error("CoreError", "", std::string("toporoute core: ") + e.what(), PyExc_RuntimeError);
+    } catch (const py::builtin_exception&) {
+      throw;  // pybind11's TypeError, ValueError, IndexError, ...: its own translator keeps their classes
+    } catch (const std::bad_alloc&) {
+      set_error("OutOfMemoryError", "", "toporoute core: could not allocate memory (std::bad_alloc)",
+                PyExc_MemoryError);
+    } catch (const std::length_error& e) {
+      set_error("OutOfMemoryError", "", std::string("toporoute core: could not allocate memory (") + e.what() + ")",
+                PyExc_MemoryError);
+    } catch (const std::exception& e) {
+      set_error("CoreError", "", std::string("toporoute core: ") + e.what(), PyExc_RuntimeError);
+    } catch (...) {
+      set_error("CoreError", "", "toporoute core: unknown C++ exception", PyExc_RuntimeError);
+    }
+  });
+}
+
+void raise_for_test(const std::string& kind) {
+  if (kind == "bad_alloc") throw std::bad_alloc();
+  if (kind == "length_error") throw std::length_error("vector::_M_default_append");
+  if (kind == "runtime_error") throw std::runtime_error("a failure inside the core");
+  if (kind == "unknown") throw 42;
+  if (kind == "cast_error") throw py::cast_error("Unable to cast Python instance to C++ type");
+  const std::pair<const char*, StatusCode> codes[] = {{"status_runtime", StatusCode::runtime},
+                                                      {"status_out_of_memory", StatusCode::out_of_memory},
+                                                      {"status_device", StatusCode::device}};
+  for (const auto& [name, code] : codes) {
+    if (kind == name) raise_status(Status::error(code, "", std::string("_raise_for_test: ") + name));
+  }
+  if (kind == "core_bad_alloc") run_core("_raise_for_test", []() -> Status { throw std::bad_alloc(); });
+  if (kind == "core_runtime_error") {
+    run_core("_raise_for_test", []() -> Status { throw std::runtime_error("a failure inside the core"); });
+  }
+  raise_error("InvalidArgumentError", "kind", "unknown kind '" + kind + "'");
 }
 
 namespace {
@@ -139,21 +231,27 @@ void expect_shape(const HostView& v, const char* name, const std::vector<std::in
   if (v.shape != expected) raise_shape(name, expected, v.shape, arg);
 }
 
-void require_unit_last_stride(const HostView& v, const char* name, const char* arg) {
-  const bool empty = std::find(v.shape.begin(), v.shape.end(), 0) != v.shape.end();
-  if (!empty && v.shape.back() > 1 && v.strides.back() != 1) {
+void require_unit_last_stride(const std::int64_t* shape, const std::int64_t* strides, int ndim, const char* name,
+                              const char* arg) {
+  const bool empty = std::find(shape, shape + ndim, 0) != shape + ndim;
+  if (!empty && shape[ndim - 1] > 1 && strides[ndim - 1] != 1) {
     raise_error("DTypeError", arg != nullptr ? arg : name,
                 std::string(name) + " must be contiguous along its last axis (stride 1); got stride " +
-                    std::to_string(v.strides.back()) + " elements: pass numpy.ascontiguousarray(" + name + ")");
+                    std::to_string(strides[ndim - 1]) + " elements: pass numpy.ascontiguousarray(" + name + ")");
   }
 }
 
-void require_writeable_c_contiguous(const HostView& v, const char* name) {
-  const py::array a = py::reinterpret_borrow<py::array>(v.array);
+void require_writeable_c_contiguous(const py::handle& array, const char* name) {
+  const py::array a = py::reinterpret_borrow<py::array>(array);
   if (!(a.flags() & py::array::c_style)) {
+    std::vector<std::int64_t> shape, strides;
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+      shape.push_back(static_cast<std::int64_t>(a.shape(d)));
+      strides.push_back(static_cast<std::int64_t>(a.strides(d) / a.itemsize()));
+    }
     raise_error("DTypeError", name,
                 std::string(name) + " must be C-contiguous (it is written in place); got strides " +
-                    shape_str(v.strides) + " elements for shape " + shape_str(v.shape));
+                    shape_str(strides) + " elements for shape " + shape_str(shape));
   }
   if (!a.writeable()) {
     raise_error("InvalidArgumentError", name,
@@ -161,31 +259,58 @@ void require_writeable_c_contiguous(const HostView& v, const char* name) {
   }
 }
 
-py::array empty_bool_array(const std::vector<std::int64_t>& shape) {
-  std::vector<py::ssize_t> s(shape.begin(), shape.end());
-  return py::array(py::dtype::of<bool>(), s);
+py::tuple NewOutputs::allocate() {
+  const auto& api = py::detail::npy_api::get();
+  py::tuple arrays(count_);
+  for (int i = 0; i < count_; ++i) {
+    const Spec& s = specs_[i];
+    if (s.ndim < 0) {
+      arrays[static_cast<std::size_t>(i)] = py::none();
+      continue;
+    }
+    // PyArray_NewFromDescr steals the descriptor reference, also on failure.
+    PyObject* a = api.PyArray_NewFromDescr_(api.PyArray_Type_, api.PyArray_DescrFromType_(s.type), s.ndim, s.shape,
+                                            nullptr, nullptr, 0, nullptr);
+    if (a == nullptr) {
+      PyErr_Clear();  // numpy's MemoryError (or "array is too big"): replaced by one that names the op
+      std::uint64_t bytes = 0;
+      std::string names;
+      for (int j = 0; j < count_; ++j) {
+        std::uint64_t n = specs_[j].ndim < 0 ? 0 : specs_[j].item;
+        for (int d = 0; d < specs_[j].ndim; ++d) {
+          if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(specs_[j].shape[d]), &n)) n = UINT64_MAX;
+        }
+        if (__builtin_add_overflow(bytes, n, &bytes)) bytes = UINT64_MAX;
+      }
+      raise_status(Status::out_of_memory(op_, "its output arrays", bytes));
+    }
+    data_[i] = py::detail::array_proxy(a)->data;
+    arrays[static_cast<std::size_t>(i)] = py::reinterpret_steal<py::object>(a);
+  }
+  return arrays;
 }
 
 RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active) {
   RouteInputs in;
-  in.q = host_view<float>(q, "q", 3);
-  in.k = host_view<float>(k, "k", 3);
-  expect_shape(in.k, "k", in.q.shape);
-  in.active = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (in.active.present()) expect_shape(in.active, "active", {in.q.shape[0], in.q.shape[1]});
+  in.q = fast_view<float, 3>(q, "q");
+  in.k = fast_view<float, 3>(k, "k");
+  expect_dims(in.k, "k", {in.q.shape[0], in.q.shape[1], in.q.shape[2]});
+  in.active = optional_fast_view<std::uint8_t, 2>(active, "active", true);
+  if (in.active.present()) expect_dims(in.active, "active", {in.q.shape[0], in.q.shape[1]});
   return in;
 }
 
 IndexedRouteInputs indexed_route_inputs(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
                                         const py::handle& active) {
   IndexedRouteInputs in;
-  in.table = host_view<float>(table, "table", 2);
+  in.table = fast_view<float, 2>(table, "table");
   require_unit_last_stride(in.table, "table");
-  in.q_rows = int_host_view(q_rows, "q_rows", 2, false);
-  in.k_rows = int_host_view(k_rows, "k_rows", 2, false);
-  expect_shape(in.k_rows.host, "k_rows", in.q_rows.host.shape);
-  in.active = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (in.active.present()) expect_shape(in.active, "active", in.q_rows.host.shape);
+  in.q_rows = fast_int_view<2>(q_rows, "q_rows", false);
+  in.k_rows = fast_int_view<2>(k_rows, "k_rows", false);
+  const std::int64_t B = in.q_rows.v.shape[0], N = in.q_rows.v.shape[1];
+  expect_dims(in.k_rows.v, "k_rows", {B, N});
+  in.active = optional_fast_view<std::uint8_t, 2>(active, "active", true);
+  if (in.active.present()) expect_dims(in.active, "active", {B, N});
   return in;
 }
 
@@ -195,8 +320,8 @@ RouteArgs indexed_route_args(const IndexedRouteInputs& in, double tau, std::int6
   a.M = in.table.shape[0];
   a.D = in.table.shape[1];
   a.q_sn = a.k_sn = in.table.strides[0];
-  a.B = in.q_rows.host.shape[0];
-  a.N = in.q_rows.host.shape[1];
+  a.B = in.q_rows.v.shape[0];
+  a.N = in.q_rows.v.shape[1];
   a.q_rows = in.q_rows.view();
   a.k_rows = in.k_rows.view();
   if (in.active.present()) {
@@ -212,41 +337,43 @@ RouteArgs indexed_route_args(const IndexedRouteInputs& in, double tau, std::int6
 
 ToposortInputs toposort_inputs(const py::handle& adj, const py::handle& weights, const py::handle& active) {
   ToposortInputs in;
-  in.adj = host_view<std::uint8_t>(adj, "adj", 3, true);
+  in.adj = fast_view<std::uint8_t, 3>(adj, "adj", true);
   const std::int64_t B = in.adj.shape[0], N = in.adj.shape[1];
-  expect_shape(in.adj, "adj", {B, N, N});
-  in.weights = optional_host_view<float>(weights, "weights", 3);
-  if (in.weights.present()) expect_shape(in.weights, "weights", in.adj.shape);
-  in.active = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (in.active.present()) expect_shape(in.active, "active", {B, N});
+  expect_dims(in.adj, "adj", {B, N, N});
+  in.weights = optional_fast_view<float, 3>(weights, "weights");
+  if (in.weights.present()) expect_dims(in.weights, "weights", {B, N, N});
+  in.active = optional_fast_view<std::uint8_t, 2>(active, "active", true);
+  if (in.active.present()) expect_dims(in.active, "active", {B, N});
   return in;
 }
 
-RouteOutputs route_outputs(std::int64_t B, std::int64_t N, std::int64_t K) {
-  auto scores = empty_array<float>({B, N, N});
-  py::array adjacency = empty_bool_array({B, N, N});
-  auto inbox = empty_array<std::int32_t>({B, N, K});
-  auto in_degree = empty_array<std::int32_t>({B, N});
+RouteOutputs route_outputs(const char* op, std::int64_t B, std::int64_t N, std::int64_t K) {
+  NewOutputs o(op);
+  o.add<float>({B, N, N});
+  o.add<bool>({B, N, N});
+  o.add<std::int32_t>({B, N, K});
+  o.add<std::int32_t>({B, N});
   RouteOutputs out;
-  out.view.scores = scores.mutable_data();
-  out.view.adjacency = static_cast<std::uint8_t*>(adjacency.mutable_data());
-  out.view.inbox = inbox.mutable_data();
-  out.view.in_degree = in_degree.mutable_data();
-  out.arrays = py::make_tuple(scores, adjacency, inbox, in_degree);
+  out.arrays = o.allocate();
+  out.view.scores = o.data<float>(0);
+  out.view.adjacency = o.data<std::uint8_t>(1);
+  out.view.inbox = o.data<std::int32_t>(2);
+  out.view.in_degree = o.data<std::int32_t>(3);
   return out;
 }
 
-ToposortOutputs toposort_outputs(std::int64_t B, std::int64_t N) {
-  auto order = empty_array<std::int32_t>({B, N});
-  auto level = empty_array<std::int32_t>({B, N});
-  py::array removed = empty_bool_array({B, N, N});
-  py::array is_dag = empty_bool_array({B});
+ToposortOutputs toposort_outputs(const char* op, std::int64_t B, std::int64_t N) {
+  NewOutputs o(op);
+  o.add<std::int32_t>({B, N});
+  o.add<std::int32_t>({B, N});
+  o.add<bool>({B, N, N});
+  o.add<bool>({B});
   ToposortOutputs out;
-  out.view.order = order.mutable_data();
-  out.view.level = level.mutable_data();
-  out.view.removed = static_cast<std::uint8_t*>(removed.mutable_data());
-  out.view.is_dag = static_cast<std::uint8_t*>(is_dag.mutable_data());
-  out.arrays = py::make_tuple(order, level, removed, is_dag);
+  out.arrays = o.allocate();
+  out.view.order = o.data<std::int32_t>(0);
+  out.view.level = o.data<std::int32_t>(1);
+  out.view.removed = o.data<std::uint8_t>(2);
+  out.view.is_dag = o.data<std::uint8_t>(3);
   return out;
 }
 

@@ -1,11 +1,15 @@
 #pragma once
-// Shared glue for the pybind11 module: the one place where a core Status becomes a Python exception, and
-// zero-copy extraction of numpy views (dtype, ndim, shape and element strides checked, never converted).
+// Shared glue for the pybind11 module: the one place where a core Status or a C++ exception becomes a Python
+// exception (toporoute.errors), zero-copy extraction of numpy views (dtype, ndim, shape and element strides
+// checked, never converted) and the allocation of output arrays.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "toporoute/status.hpp"
@@ -19,6 +23,36 @@ namespace py = pybind11;
 void raise_status(const Status& s);
 /// Raises toporoute.errors.<cls>(message, arg).
 [[noreturn]] void raise_error(const char* cls, const std::string& arg, const std::string& message);
+
+/// Registers the module's exception translator (module-local, so other pybind11 modules are unaffected): a
+/// std::bad_alloc (or std::length_error, a container asked for more than it can hold) escaping any binding
+/// becomes toporoute.errors.OutOfMemoryError, any other C++ exception (pybind11's cast errors included)
+/// toporoute.errors.CoreError. pybind11's own exceptions that map to TypeError, ValueError, ... keep them.
+void register_error_translator();
+
+/// Fails as `kind` names, through raise_status, the translator or run_core (module function _raise_for_test).
+[[noreturn]] void raise_for_test(const std::string& kind);
+
+/// The Status for the exception being handled (call only inside a catch block): StatusCode::out_of_memory for
+/// an allocation failure, StatusCode::runtime for anything else, the message naming `op`. Never throws.
+Status status_of_current_exception(const char* op) noexcept;
+
+/// Runs the core call `f` (returning a Status) for `op` with the GIL released and raises what it returns. An
+/// exception escaping the core is caught on this side of the GIL release and reported like a Status (see
+/// status_of_current_exception), so it never unwinds through the released GIL.
+template <class F>
+void run_core(const char* op, F&& f) {
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    try {
+      s = f();
+    } catch (...) {
+      s = status_of_current_exception(op);
+    }
+  }
+  raise_status(s);
+}
 
 /// A numpy array checked for dtype and rank, with element strides; default-constructed = absent argument.
 struct HostView {
@@ -105,38 +139,163 @@ FastView<ND> optional_fast_view(const py::handle& obj, const char* name, bool is
   return fast_view<T, ND>(obj, name, is_bool);
 }
 
+/// An integer view for per-call hot paths: int32 or int64 (or bool when `allow_bool`), rank ND. Same checks and
+/// messages as int_host_view, which it falls back to for anything but a native-order array of those dtypes.
+template <int ND>
+struct FastIntView {
+  FastView<ND> v;
+  IntType type = IntType::i64;
+  /// The core's view (2-D only).
+  IntView view() const {
+    IntView out;
+    out.data = v.data;
+    out.type = type;
+    out.s0 = v.strides[0];
+    out.s1 = v.strides[ND - 1];
+    return out;
+  }
+};
+
+template <int ND>
+FastIntView<ND> fast_int_view(const py::handle& obj, const char* name, bool allow_bool) {
+  const auto& api = py::detail::npy_api::get();
+  PyObject* p = obj.ptr();
+  if (api.PyArray_Check_(p)) {
+    const auto* a = py::detail::array_proxy(p);
+    const auto* d = py::detail::array_descriptor_proxy(a->descr);
+    FastIntView<ND> out;
+    bool known = true;
+    if (d->type_num == py::detail::npy_api::NPY_INT64_) {
+      out.type = IntType::i64;
+    } else if (d->type_num == py::detail::npy_api::NPY_INT32_) {
+      out.type = IntType::i32;
+    } else if (allow_bool && d->type_num == py::detail::npy_api::NPY_BOOL_) {
+      out.type = IntType::u8;
+    } else {
+      known = false;
+    }
+    const auto item = static_cast<py::ssize_t>(out.type == IntType::i64 ? 8 : out.type == IntType::i32 ? 4 : 1);
+    if (known && a->nd == ND && d->byteorder != '>') {
+      out.v.data = a->data;
+      out.v.given = true;
+      for (int i = 0; i < ND; ++i) {
+        out.v.shape[i] = static_cast<std::int64_t>(a->dimensions[i]);
+        if (a->strides[i] % item != 0) out.v.given = false;
+        out.v.strides[i] = static_cast<std::int64_t>(a->strides[i] / item);
+      }
+      if (out.v.given) return out;
+    }
+  }
+  const IntHostView h = int_host_view(obj, name, ND, allow_bool);  // raises with the full message, or accepts
+  FastIntView<ND> out;
+  out.type = h.type;
+  out.v.data = h.host.data;
+  out.v.given = true;
+  for (int i = 0; i < ND; ++i) {
+    out.v.shape[i] = h.host.shape[static_cast<std::size_t>(i)];
+    out.v.strides[i] = h.host.strides[static_cast<std::size_t>(i)];
+  }
+  return out;
+}
+
 /// Raises ShapeError unless view.shape == expected.
 void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected,
                   const char* arg = nullptr);
 
-/// Raises DTypeError unless the last axis has unit stride (rows are read as vectors, never copied).
-void require_unit_last_stride(const HostView& v, const char* name, const char* arg = nullptr);
-
-/// Raises unless the array can be written in place as one C-contiguous block (DTypeError for the layout,
-/// InvalidArgumentError for a read-only array).
-void require_writeable_c_contiguous(const HostView& v, const char* name);
-
-/// A new C-contiguous numpy array of the given shape.
-template <typename T>
-py::array_t<T> empty_array(const std::vector<std::int64_t>& shape) {
-  std::vector<py::ssize_t> s(shape.begin(), shape.end());
-  return py::array_t<T>(s);
+/// Raises ShapeError naming `name` unless v.shape equals `want`, with expect_shape's message. View: FastView,
+/// HostView or a DLPack device view (anything with shape[i]).
+template <class View>
+void expect_dims(const View& v, const char* name, std::initializer_list<std::int64_t> want) {
+  std::size_t i = 0;
+  for (const std::int64_t w : want) {
+    if (v.shape[i++] != w) {
+      std::vector<std::int64_t> got;
+      for (std::size_t d = 0; d < want.size(); ++d) got.push_back(v.shape[d]);
+      raise_shape(name, want, got);
+    }
+  }
 }
 
-/// A new C-contiguous numpy bool array of the given shape.
-py::array empty_bool_array(const std::vector<std::int64_t>& shape);
+/// Raises DTypeError unless the last axis of a rank-`ndim` view has unit stride (rows are read as vectors,
+/// never copied); empty arrays and rows of one element impose nothing.
+void require_unit_last_stride(const std::int64_t* shape, const std::int64_t* strides, int ndim, const char* name,
+                              const char* arg = nullptr);
+inline void require_unit_last_stride(const HostView& v, const char* name, const char* arg = nullptr) {
+  require_unit_last_stride(v.shape.data(), v.strides.data(), static_cast<int>(v.shape.size()), name, arg);
+}
+template <int ND>
+void require_unit_last_stride(const FastView<ND>& v, const char* name, const char* arg = nullptr) {
+  require_unit_last_stride(v.shape, v.strides, ND, name, arg);
+}
+
+/// Raises unless the numpy array `array` (dtype already checked) can be written in place as one C-contiguous
+/// block (DTypeError for the layout, InvalidArgumentError for a read-only array).
+void require_writeable_c_contiguous(const py::handle& array, const char* name);
+
+/// The outputs of one call: each a new C-contiguous numpy array, allocated once, straight through numpy's C
+/// API (no intermediate shape vectors or dtype objects: this runs on every microsecond call). Declare every
+/// output with add / add_none, then allocate(); a failed allocation raises OutOfMemoryError naming the op and
+/// the bytes of all its outputs.
+class NewOutputs {
+ public:
+  static constexpr int kMax = 8;
+  explicit NewOutputs(const char* op) : op_(op) {}
+
+  /// Declares the next output (T: float, double, std::int32_t, std::int64_t, or bool).
+  template <typename T>
+  void add(std::initializer_list<std::int64_t> shape) {
+    Spec& s = specs_[count_++];
+    s.type = type_num<T>();
+    s.item = sizeof(T);
+    s.ndim = static_cast<int>(shape.size());
+    int d = 0;
+    for (const std::int64_t x : shape) s.shape[d++] = static_cast<py::ssize_t>(x);
+  }
+  /// Declares an absent output (None in the tuple).
+  void add_none() { specs_[count_++].ndim = -1; }
+
+  /// Allocates every declared output; data<T>(i) is output i's buffer afterwards.
+  py::tuple allocate();
+  template <typename T>
+  T* data(int i) const {
+    return static_cast<T*>(data_[i]);
+  }
+
+ private:
+  struct Spec {
+    int type = 0;
+    std::size_t item = 1;
+    int ndim = 0;
+    py::ssize_t shape[3] = {};
+  };
+  template <typename T>
+  static constexpr int type_num() {
+    if constexpr (std::is_same_v<T, bool>) {
+      return py::detail::npy_api::NPY_BOOL_;
+    } else {
+      return py::detail::npy_format_descriptor<T>::value;
+    }
+  }
+
+  const char* op_;
+  Spec specs_[kMax];
+  void* data_[kMax] = {};
+  int count_ = 0;
+};
 
 std::string shape_str(const std::vector<std::int64_t>& shape);
 
 /// Checked numpy inputs of route: q, k (B, N, D) float32 of one shape, optional active (B, N) bool.
 struct RouteInputs {
-  HostView q, k, active;
+  FastView<3> q, k;
+  FastView<2> active;
 };
 RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active);
 
 /// Checked numpy inputs of toposort: adj (B, N, N) bool, optional weights (B, N, N) float32 and active (B, N).
 struct ToposortInputs {
-  HostView adj, weights, active;
+  FastView<3> adj, weights;
+  FastView<2> active;
 };
 ToposortInputs toposort_inputs(const py::handle& adj, const py::handle& weights, const py::handle& active);
 
@@ -145,20 +304,20 @@ struct RouteOutputs {
   py::tuple arrays;  // (scores f32 (B,N,N), adjacency bool (B,N,N), inbox i32 (B,N,K), in_degree i32 (B,N))
   RouteOut view;
 };
-RouteOutputs route_outputs(std::int64_t B, std::int64_t N, std::int64_t K);
+RouteOutputs route_outputs(const char* op, std::int64_t B, std::int64_t N, std::int64_t K);
 
 /// New numpy outputs of toposort and the view the core writes into.
 struct ToposortOutputs {
   py::tuple arrays;  // (order i32 (B,N), level i32 (B,N), removed bool (B,N,N), is_dag bool (B,))
   ToposortOut view;
 };
-ToposortOutputs toposort_outputs(std::int64_t B, std::int64_t N);
+ToposortOutputs toposort_outputs(const char* op, std::int64_t B, std::int64_t N);
 
 /// Checked numpy inputs of an indexed route: table (M, D) float32 with unit last stride, q_rows and k_rows
 /// (B, N) int32 / int64 of one shape, optional active (B, N) bool.
 struct IndexedRouteInputs {
-  HostView table, active;
-  IntHostView q_rows, k_rows;
+  FastView<2> table, active;
+  FastIntView<2> q_rows, k_rows;
 };
 IndexedRouteInputs indexed_route_inputs(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
                                         const py::handle& active);
@@ -168,8 +327,8 @@ inline std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in
 
 /// RouteArgs over q, k (B, N, D) and an optional active (B, N) view. View: HostView or a DLPack device view
 /// (members data, shape, strides in elements, present()).
-template <typename View>
-RouteArgs route_args(const View& q, const View& k, const View& active, double tau, std::int64_t k_in) {
+template <typename View3, typename View2>
+RouteArgs route_args(const View3& q, const View3& k, const View2& active, double tau, std::int64_t k_in) {
   RouteArgs a;
   a.q = static_cast<const float*>(q.data);
   a.k = static_cast<const float*>(k.data);
@@ -192,8 +351,8 @@ RouteArgs route_args(const View& q, const View& k, const View& active, double ta
 }
 
 /// ToposortArgs over adj (B, N, N) and optional weights (B, N, N) and active (B, N) views.
-template <typename View>
-ToposortArgs toposort_args(const View& adj, const View& weights, const View& active) {
+template <typename View3, typename View2>
+ToposortArgs toposort_args(const View3& adj, const View3& weights, const View2& active) {
   ToposortArgs a;
   a.adj = static_cast<const std::uint8_t*>(adj.data);
   a.B = adj.shape[0];

@@ -82,17 +82,16 @@ std::vector<T> array_arg(const py::handle& obj, const char* name, std::int64_t n
   return out;
 }
 
-template <typename T>
-py::array_t<T> to_array(const std::vector<T>& v) {
-  auto out = empty_array<T>({static_cast<std::int64_t>(v.size())});
-  if (!v.empty()) std::memcpy(out.mutable_data(), v.data(), v.size() * sizeof(T));
-  return out;
-}
-
-py::array to_bool_array(const std::vector<std::uint8_t>& v) {
-  py::array out = empty_bool_array({static_cast<std::int64_t>(v.size())});
-  if (!v.empty()) std::memcpy(out.mutable_data(), v.data(), v.size());
-  return out;
+// A new 1-D numpy array of dtype Out (T, or bool for a vector of 0/1 bytes) holding v.
+template <typename Out = void, typename T>
+py::object to_array(const std::vector<T>& v) {
+  using Elem = std::conditional_t<std::is_void_v<Out>, T, Out>;
+  static_assert(sizeof(Elem) == sizeof(T));
+  NewOutputs out("conductor_check");
+  out.add<Elem>({static_cast<std::int64_t>(v.size())});
+  py::object array = out.allocate()[0];
+  if (!v.empty()) std::memcpy(out.data<Elem>(0), v.data(), v.size() * sizeof(T));
+  return array;
 }
 
 py::list bytes_out(const std::vector<std::string>& v) {
@@ -139,12 +138,7 @@ py::dict conductor_check(const py::handle& texts, const py::handle& pool, const 
   a.options.max_agents = max_agents;
   a.options.max_refs = max_refs;
   ConductorBatch o;
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::conductor_check(a, &o);
-  }
-  raise_status(s);
+  run_core("conductor_check", [&] { return toporoute::conductor_check(a, &o); });
 
   py::dict d;
   d["error"] = to_array(o.error);
@@ -165,7 +159,7 @@ py::dict conductor_check(const py::handle& texts, const py::handle& pool, const 
   d["node_self"] = to_array(o.node_self);
   d["ref_off"] = to_array(o.ref_off);
   d["ref_src"] = to_array(o.ref_src);
-  d["ref_cross"] = to_bool_array(o.ref_cross);
+  d["ref_cross"] = to_array<bool>(o.ref_cross);
   py::list node_id(o.node_id.size());
   for (std::size_t i = 0; i < o.node_id.size(); ++i) node_id[i] = py::str(o.node_id[i]);
   d["node_id"] = node_id;

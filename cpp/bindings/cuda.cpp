@@ -17,6 +17,7 @@
 #ifdef TOPOROUTE_WITH_CUDA
 #include <algorithm>
 #include <initializer_list>
+#include <iterator>
 
 #include "launch.hpp"
 #include "dlpack.hpp"
@@ -71,21 +72,25 @@ struct QMixCudaHandle {
 #ifdef TOPOROUTE_WITH_CUDA
 
 // Axes of extent 1 and empty arrays impose no stride.
-bool is_c_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides) {
-  for (const auto extent : shape) {
-    if (extent == 0) return true;
+bool is_c_contiguous(const std::int64_t* shape, const std::int64_t* strides, std::size_t ndim) {
+  for (std::size_t d = 0; d < ndim; ++d) {
+    if (shape[d] == 0) return true;
   }
   std::int64_t expected = 1;
-  for (std::size_t d = shape.size(); d-- > 0;) {
+  for (std::size_t d = ndim; d-- > 0;) {
     if (shape[d] > 1 && strides[d] != expected) return false;
     expected *= shape[d];
   }
   return true;
 }
 
-void require_c_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
-                          const char* name) {
-  if (!is_c_contiguous(shape, strides)) {
+/// Raises DTypeError unless a given view (HostView, FastView or DeviceArray) is C-contiguous.
+template <class View>
+void require_c_contiguous(const View& v, const char* name) {
+  if (!v.present()) return;
+  const std::size_t ndim = std::size(v.shape);
+  if (!is_c_contiguous(std::data(v.shape), std::data(v.strides), ndim)) {
+    const std::vector<std::int64_t> strides(std::data(v.strides), std::data(v.strides) + ndim);
     raise_error("DTypeError", name, std::string(name) + " must be C-contiguous; got strides " + shape_str(strides));
   }
 }
@@ -95,34 +100,24 @@ void require_c_contiguous(const std::vector<std::int64_t>& shape, const std::vec
 py::tuple route_cuda_host(const py::object& q_obj, const py::object& k_obj, const py::object& active_obj,
                           double tau, std::int64_t k_in, int device) {
   const RouteInputs in = route_inputs(q_obj, k_obj, active_obj);
-  require_c_contiguous(in.q.shape, in.q.strides, "q");
-  require_c_contiguous(in.k.shape, in.k.strides, "k");
-  if (in.active.present()) require_c_contiguous(in.active.shape, in.active.strides, "active");
+  require_c_contiguous(in.q, "q");
+  require_c_contiguous(in.k, "k");
+  require_c_contiguous(in.active, "active");
   const RouteArgs args = route_args(in.q, in.k, in.active, tau, k_in);
-  const RouteOutputs out = route_outputs(args.B, args.N, args.K);
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::route_host(args, out.view, device);
-  }
-  raise_status(s);
+  const RouteOutputs out = route_outputs("route_cuda_host", args.B, args.N, args.K);
+  run_core("route_cuda_host", [&] { return cuda::route_host(args, out.view, device); });
   return out.arrays;
 }
 
 py::tuple toposort_cuda_host(const py::object& adj_obj, const py::object& weights_obj, const py::object& active_obj,
                              int device) {
   const ToposortInputs in = toposort_inputs(adj_obj, weights_obj, active_obj);
-  require_c_contiguous(in.adj.shape, in.adj.strides, "adj");
-  if (in.weights.present()) require_c_contiguous(in.weights.shape, in.weights.strides, "weights");
-  if (in.active.present()) require_c_contiguous(in.active.shape, in.active.strides, "active");
+  require_c_contiguous(in.adj, "adj");
+  require_c_contiguous(in.weights, "weights");
+  require_c_contiguous(in.active, "active");
   const ToposortArgs args = toposort_args(in.adj, in.weights, in.active);
-  const ToposortOutputs out = toposort_outputs(args.B, args.N);
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::toposort_host(args, out.view, device);
-  }
-  raise_status(s);
+  const ToposortOutputs out = toposort_outputs("toposort_cuda_host", args.B, args.N);
+  run_core("toposort_cuda_host", [&] { return cuda::toposort_host(args, out.view, device); });
   return out.arrays;
 }
 
@@ -262,7 +257,7 @@ void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const p
   expect_device_shape(err, "err", {1});
   for (const auto& [array, name] : {std::pair{&scores, "scores"}, {&adjacency, "adjacency"}, {&inbox, "inbox"},
                                     {&in_degree, "in_degree"}}) {
-    require_c_contiguous(array->shape, array->strides, name);
+    require_c_contiguous(*array, name);
   }
   if (D > 1 && q.strides[2] != 1) raise_error("DTypeError", "q", "q must have unit stride along D");
   if (D > 1 && k.strides[2] != 1) raise_error("DTypeError", "k", "k must have unit stride along D");
@@ -276,12 +271,10 @@ void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const p
   out.inbox = static_cast<std::int32_t*>(inbox.data);
   out.in_degree = static_cast<std::int32_t*>(in_degree.data);
 
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::launch_route_on(q.device, args, out, static_cast<unsigned long long*>(err.data), stream_handle(stream));
-  }
-  raise_status(s);
+  run_core("route_cuda_dlpack", [&] {
+    return cuda::launch_route_on(q.device, args, out, static_cast<unsigned long long*>(err.data),
+                                 stream_handle(stream));
+  });
 }
 
 void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_obj, const py::object& active_obj,
@@ -304,7 +297,7 @@ void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_o
   expect_device_shape(is_dag, "is_dag", {B});
   for (const auto& [array, name] :
        {std::pair{&order, "order"}, {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}}) {
-    require_c_contiguous(array->shape, array->strides, name);
+    require_c_contiguous(*array, name);
   }
   expect_same_device({{&adj, "adj"}, {&weights, "weights"}, {&active, "active"}, {&order, "order"},
                       {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}});
@@ -316,12 +309,7 @@ void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_o
   out.removed = static_cast<std::uint8_t*>(removed.data);
   out.is_dag = static_cast<std::uint8_t*>(is_dag.data);
 
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::launch_toposort_on(adj.device, args, out, stream_handle(stream));
-  }
-  raise_status(s);
+  run_core("toposort_cuda_dlpack", [&] { return cuda::launch_toposort_on(adj.device, args, out, stream_handle(stream)); });
 }
 
 // ------------------------------------------------------------------------------------------------ Q-Mix
@@ -331,18 +319,8 @@ QMixCudaHandle make_qmix_cuda(const py::handle& config, const py::handle& agent,
   const QMixConfig c = qmix_config(config);
   const QMixTensors t = qmix_tensors(c, agent, mixer);
   QMixCudaHandle h;
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::QMixDeviceWeights::create(c, t.agent, t.mixer, device, &h.weights);
-  }
-  raise_status(s);
+  run_core("QMixWeightsCuda", [&] { return cuda::QMixDeviceWeights::create(c, t.agent, t.mixer, device, &h.weights); });
   return h;
-}
-
-template <class View>
-void require_c_contiguous(const View& v, const char* name) {
-  if (v.present()) require_c_contiguous(v.shape, v.strides, name);
 }
 
 py::tuple qmix_forward_cuda_host(const QMixCudaHandle& h, const py::object& obs, const py::object& adj,
@@ -355,34 +333,28 @@ py::tuple qmix_forward_cuda_host(const QMixCudaHandle& h, const py::object& obs,
   for (const auto& [view, name] : {std::pair{&o, "obs"}, {&a, "adj"}, {&hid, "hidden"}, {&act, "active"}}) {
     require_c_contiguous(*view, name);
   }
-  auto q = empty_array<float>({args.B, args.N, w.config().n_actions});
-  auto h_out = empty_array<float>({args.B, args.N, w.config().hidden});
-  const QMixForwardOut out{q.mutable_data(), h_out.mutable_data()};
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::qmix_forward_host(w, args, out);
-  }
-  raise_status(s);
-  return py::make_tuple(std::move(q), std::move(h_out));
+  NewOutputs out("qmix_forward_cuda_host");
+  out.add<float>({args.B, args.N, w.config().n_actions});
+  out.add<float>({args.B, args.N, w.config().hidden});
+  py::tuple arrays = out.allocate();
+  const QMixForwardOut dst{out.data<float>(0), out.data<float>(1)};
+  run_core("qmix_forward_cuda_host", [&] { return cuda::qmix_forward_host(w, args, dst); });
+  return arrays;
 }
 
-py::array_t<float> qmix_mix_cuda_host(const QMixCudaHandle& h, const py::object& q_taken, const py::object& state) {
+py::object qmix_mix_cuda_host(const QMixCudaHandle& h, const py::object& q_taken, const py::object& state) {
   const cuda::QMixDeviceWeights& w = *h.weights;
   if (!w.has_mixer()) raise_no_mixer();
   const HostView q = host_view<float>(q_taken, "q_taken", 2), st = host_view<float>(state, "state", 2);
   const QMixMixArgs args = qmix_mix_args(w.config(), q, st);
   require_c_contiguous(q, "q_taken");
   require_c_contiguous(st, "state");
-  auto out = empty_array<float>({args.B});
-  float* dst = out.mutable_data();
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::qmix_mix_host(w, args, dst);
-  }
-  raise_status(s);
-  return out;
+  NewOutputs out("qmix_mix_cuda_host");
+  out.add<float>({args.B});
+  py::object q_tot = out.allocate()[0];
+  float* dst = out.data<float>(0);
+  run_core("qmix_mix_cuda_host", [&] { return cuda::qmix_mix_host(w, args, dst); });
+  return q_tot;
 }
 
 void qmix_forward_cuda_dlpack(const QMixCudaHandle& h, const py::object& obs_obj, const py::object& adj_obj,
@@ -411,12 +383,10 @@ void qmix_forward_cuda_dlpack(const QMixCudaHandle& h, const py::object& obs_obj
                     std::to_string(obs.device));
   }
   const QMixForwardOut out{static_cast<float*>(q.data), static_cast<float*>(hidden_out.data)};
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::launch_qmix_forward_on(w, args, out, static_cast<unsigned long long*>(err.data), stream_handle(stream));
-  }
-  raise_status(s);
+  run_core("qmix_forward_cuda_dlpack", [&] {
+    return cuda::launch_qmix_forward_on(w, args, out, static_cast<unsigned long long*>(err.data),
+                                        stream_handle(stream));
+  });
 }
 
 void qmix_mix_cuda_dlpack(const QMixCudaHandle& h, const py::object& q_taken_obj, const py::object& state_obj,
@@ -437,13 +407,10 @@ void qmix_mix_cuda_dlpack(const QMixCudaHandle& h, const py::object& q_taken_obj
                 "q_taken must be on the device of the weights (cuda:" + std::to_string(w.device()) + "); got cuda:" +
                     std::to_string(q_taken.device));
   }
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = cuda::launch_qmix_mix_on(w, args, static_cast<float*>(q_tot.data), static_cast<unsigned long long*>(err.data),
-                                 stream_handle(stream));
-  }
-  raise_status(s);
+  run_core("qmix_mix_cuda_dlpack", [&] {
+    return cuda::launch_qmix_mix_on(w, args, static_cast<float*>(q_tot.data),
+                                    static_cast<unsigned long long*>(err.data), stream_handle(stream));
+  });
 }
 
 #else  // built without CUDA
@@ -478,7 +445,7 @@ py::tuple qmix_forward_cuda_host(const QMixCudaHandle&, const py::object&, const
   unavailable();
 }
 
-py::array_t<float> qmix_mix_cuda_host(const QMixCudaHandle&, const py::object&, const py::object&) { unavailable(); }
+py::object qmix_mix_cuda_host(const QMixCudaHandle&, const py::object&, const py::object&) { unavailable(); }
 
 void qmix_forward_cuda_dlpack(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
                               const py::object&, const py::object&, const py::object&, const py::object&,

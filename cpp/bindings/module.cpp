@@ -3,6 +3,9 @@
 // returned Status once (common.cpp).
 #include <pybind11/pybind11.h>
 
+#include <string>
+
+#include "common.hpp"
 #include "cuda_bindings.hpp"
 
 namespace toporoute::bindings {
@@ -17,6 +20,7 @@ void bind_conductor(pybind11::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "toporoute compiled core (private; use toporoute.ops)";
+  toporoute::bindings::register_error_translator();
   toporoute::bindings::bind_info(m);
   toporoute::bindings::bind_route(m);
   toporoute::bindings::bind_toposort(m);
@@ -25,4 +29,9 @@ PYBIND11_MODULE(_core, m) {
   toporoute::bindings::bind_qmix(m);
   toporoute::bindings::bind_conductor(m);
   toporoute::bindings::bind_cuda(m);
+  m.def("_raise_for_test", &toporoute::bindings::raise_for_test, pybind11::arg("kind"),
+        "_raise_for_test(kind): fails the way `kind` names, through the module's one error-conversion point (for "
+        "tests of the error classes): a Status ('status_runtime', 'status_out_of_memory', 'status_device'), a C++ "
+        "exception reaching the translator ('bad_alloc', 'length_error', 'runtime_error', 'cast_error', "
+        "'unknown') or escaping a core call ('core_bad_alloc', 'core_runtime_error').");
 }

@@ -52,11 +52,12 @@ py::array mean_pool(const py::handle& hidden, const py::handle& mask, const py::
     if (in.rows.host.present()) {
       raise_error("InvalidArgumentError", "rows", "rows needs out (the array whose rows it names); got out=None");
     }
-    auto fresh = empty_array<float>({n, D});
-    o.out = fresh.mutable_data();
+    NewOutputs fresh("mean_pool");
+    fresh.add<float>({n, D});
+    result = fresh.allocate()[0];
+    o.out = fresh.data<float>(0);
     o.M = n;
     o.fresh = true;
-    result = fresh;
   } else {
     const HostView ov = host_view<float>(out, "out", 2);
     if (ov.shape[1] != D) {
@@ -68,18 +69,13 @@ py::array mean_pool(const py::handle& hidden, const py::handle& mask, const py::
                   "out must have at least " + std::to_string(n) + " rows (rows=None writes row i to out[i]); got " +
                       shape_str(ov.shape));
     }
-    require_writeable_c_contiguous(ov, "out");
+    require_writeable_c_contiguous(ov.array, "out");
     o.out = static_cast<float*>(ov.data);
     o.M = ov.shape[0];
     result = py::reinterpret_borrow<py::array>(ov.array);
   }
   o.D = D;
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::mean_pool(&in.args, 1, o);
-  }
-  raise_status(s);
+  run_core("mean_pool", [&] { return toporoute::mean_pool(&in.args, 1, o); });
   return result;
 }
 
@@ -98,7 +94,7 @@ py::tuple pool_route(const py::handle& hiddens, const py::handle& masks, const p
     raise_error("InvalidArgumentError", "pool", "hiddens, masks and rows must have one length (pool inputs)");
   }
   const IndexedRouteInputs route_in = indexed_route_inputs(table, q_rows, k_rows, active);
-  require_writeable_c_contiguous(route_in.table, "table");
+  require_writeable_c_contiguous(table, "table");
   const std::int64_t D = route_in.table.shape[1];
   std::vector<PoolInput> inputs;
   std::vector<PoolArgs> args;
@@ -123,16 +119,13 @@ py::tuple pool_route(const py::handle& hiddens, const py::handle& masks, const p
   o.M = a.M;
   o.D = D;
   o.group = "pool";
-  const RouteOutputs out = route_outputs(a.B, a.N, a.K);
-  Status s;
-  {
-    py::gil_scoped_release nogil;
+  const RouteOutputs out = route_outputs("pool_route", a.B, a.N, a.K);
+  run_core("pool_route", [&] {
     // Everything that can be checked before the table is written is checked first.
-    s = check_route(a);
-    if (s.ok()) s = toporoute::mean_pool(args.data(), static_cast<std::int64_t>(args.size()), o);
-    if (s.ok()) s = toporoute::route(a, out.view, resolved);
-  }
-  raise_status(s);
+    TOPOROUTE_RETURN_IF_ERROR(check_route(a));
+    TOPOROUTE_RETURN_IF_ERROR(toporoute::mean_pool(args.data(), static_cast<std::int64_t>(args.size()), o));
+    return toporoute::route(a, out.view, resolved);
+  });
   return out.arrays;
 }
 

@@ -86,12 +86,7 @@ QMixWeightsHandle make_weights(const py::handle& config, const py::handle& agent
   const QMixConfig c = qmix_config(config);
   const QMixTensors t = qmix_tensors(c, agent, mixer);
   QMixWeightsHandle h;
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = QMixWeights::create(c, t.agent, t.mixer, &h.weights);
-  }
-  raise_status(s);
+  run_core("QMixWeights", [&] { return QMixWeights::create(c, t.agent, t.mixer, &h.weights); });
   return h;
 }
 
@@ -109,34 +104,28 @@ py::tuple qmix_forward(const QMixWeightsHandle& h, const py::handle& obs, const 
       c, fast_view<float, 3>(obs, "obs"), fast_view<std::uint8_t, 3>(adj, "adj", true),
       optional_fast_view<float, 3>(hidden, "hidden"), optional_fast_view<std::uint8_t, 2>(active, "active", true));
   const Isa resolved = resolved_isa(isa);
-  auto q = empty_array<float>({args.B, args.N, c.n_actions});
-  auto h_out = empty_array<float>({args.B, args.N, c.hidden});
-  const QMixForwardOut out{q.mutable_data(), h_out.mutable_data()};
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::qmix_forward(w, args, out, resolved);
-  }
-  raise_status(s);
-  return py::make_tuple(std::move(q), std::move(h_out));
+  NewOutputs out("qmix_forward");
+  out.add<float>({args.B, args.N, c.n_actions});
+  out.add<float>({args.B, args.N, c.hidden});
+  py::tuple arrays = out.allocate();
+  const QMixForwardOut o{out.data<float>(0), out.data<float>(1)};
+  run_core("qmix_forward", [&] { return toporoute::qmix_forward(w, args, o, resolved); });
+  return arrays;
 }
 
-py::array_t<float> qmix_mix(const QMixWeightsHandle& h, const py::handle& q_taken, const py::handle& state,
-                            const std::string& isa) {
+py::object qmix_mix(const QMixWeightsHandle& h, const py::handle& q_taken, const py::handle& state,
+                    const std::string& isa) {
   const QMixWeights& w = *h.weights;
   if (!w.has_mixer()) raise_no_mixer();
   const QMixMixArgs args =
       qmix_mix_args(w.config(), fast_view<float, 2>(q_taken, "q_taken"), fast_view<float, 2>(state, "state"));
   const Isa resolved = resolved_isa(isa);
-  auto out = empty_array<float>({args.B});
-  float* dst = out.mutable_data();
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::qmix_mix(w, args, dst, resolved);
-  }
-  raise_status(s);
-  return out;
+  NewOutputs out("qmix_mix");
+  out.add<float>({args.B});
+  py::object q_tot = out.allocate()[0];
+  float* dst = out.data<float>(0);
+  run_core("qmix_mix", [&] { return toporoute::qmix_mix(w, args, dst, resolved); });
+  return q_tot;
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // Python QMixConfig and the raw weight tensors checked against it.
 #include <pybind11/pybind11.h>
 
-#include <initializer_list>
 #include <vector>
 
 #include "common.hpp"
@@ -22,20 +21,6 @@ struct QMixTensors {
 };
 /// `mixer` may be None. Errors name "params" and the tensor.
 QMixTensors qmix_tensors(const QMixConfig& c, const py::handle& agent, const py::handle& mixer);
-
-/// Raises ShapeError naming `name` unless v.shape equals `want`. View: FastView, HostView or a DLPack device view
-/// (anything with shape[i]).
-template <class View>
-void expect_dims(const View& v, const char* name, std::initializer_list<std::int64_t> want) {
-  std::size_t i = 0;
-  for (const std::int64_t w : want) {
-    if (v.shape[i++] != w) {
-      std::vector<std::int64_t> got;
-      for (std::size_t d = 0; d < want.size(); ++d) got.push_back(v.shape[d]);
-      raise_shape(name, want, got);
-    }
-  }
-}
 
 /// QMixForwardArgs over obs (B, N, obs_dim), adj (B, N, N), optional hidden (B, N, H) and active (B, N) views
 /// (element strides), after checking every shape against the config. Views need data, shape, strides and

@@ -8,14 +8,9 @@ namespace toporoute::bindings {
 namespace {
 
 // Allocates the outputs and runs the kernel without the GIL.
-py::tuple run_route(const RouteArgs& a, Isa isa) {
-  const RouteOutputs out = route_outputs(a.B, a.N, a.K);
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::route(a, out.view, isa);
-  }
-  raise_status(s);
+py::tuple run_route(const char* op, const RouteArgs& a, Isa isa) {
+  const RouteOutputs out = route_outputs(op, a.B, a.N, a.K);
+  run_core(op, [&] { return toporoute::route(a, out.view, isa); });
   return out.arrays;
 }
 
@@ -26,7 +21,7 @@ py::tuple route(const py::handle& q, const py::handle& k, const py::handle& acti
   require_unit_last_stride(in.k, "k");
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
-  return run_route(route_args(in.q, in.k, in.active, tau, k_in), resolved);
+  return run_route("route", route_args(in.q, in.k, in.active, tau, k_in), resolved);
 }
 
 py::tuple route_indexed(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
@@ -34,7 +29,7 @@ py::tuple route_indexed(const py::handle& table, const py::handle& q_rows, const
   const IndexedRouteInputs in = indexed_route_inputs(table, q_rows, k_rows, active);
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
-  return run_route(indexed_route_args(in, tau, k_in), resolved);
+  return run_route("route_indexed", indexed_route_args(in, tau, k_in), resolved);
 }
 
 }  // namespace

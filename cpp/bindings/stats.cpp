@@ -7,13 +7,13 @@ namespace toporoute::bindings {
 namespace {
 
 py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py::handle& prev) {
-  const HostView gv = host_view<std::uint8_t>(adj, "adj", 3, true);
+  const auto gv = fast_view<std::uint8_t, 3>(adj, "adj", true);
   const std::int64_t B = gv.shape[0], N = gv.shape[1];
-  expect_shape(gv, "adj", {B, N, N});
-  const HostView pv = optional_host_view<std::uint8_t>(prev, "prev", 3, true);
-  if (pv.present()) expect_shape(pv, "prev", gv.shape);
-  const HostView av = optional_host_view<std::uint8_t>(active, "active", 2, true);
-  if (av.present()) expect_shape(av, "active", {B, N});
+  expect_dims(gv, "adj", {B, N, N});
+  const auto pv = optional_fast_view<std::uint8_t, 3>(prev, "prev", true);
+  if (pv.present()) expect_dims(pv, "prev", {B, N, N});
+  const auto av = optional_fast_view<std::uint8_t, 2>(active, "active", true);
+  if (av.present()) expect_dims(av, "active", {B, N});
 
   GraphStatsArgs a;
   a.adj = static_cast<const std::uint8_t*>(gv.data);
@@ -33,30 +33,22 @@ py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py:
     a.a_sb = av.strides[0];
     a.a_sn = av.strides[1];
   }
-  auto edges = empty_array<std::int64_t>({B});
-  auto density = empty_array<double>({B});
-  auto in_degree = empty_array<std::int32_t>({B, N});
-  auto out_degree = empty_array<std::int32_t>({B, N});
-  auto reciprocity = empty_array<double>({B});
-  py::object jaccard = py::none();
-  GraphStatsOut o;
-  o.edges = edges.mutable_data();
-  o.density = density.mutable_data();
-  o.in_degree = in_degree.mutable_data();
-  o.out_degree = out_degree.mutable_data();
-  o.reciprocity = reciprocity.mutable_data();
+  NewOutputs out("graph_stats");
+  out.add<std::int64_t>({B});
+  out.add<double>({B});
+  out.add<std::int32_t>({B, N});
+  out.add<std::int32_t>({B, N});
+  out.add<double>({B});
   if (pv.present()) {
-    auto j = empty_array<double>({B});
-    o.jaccard = j.mutable_data();
-    jaccard = j;
+    out.add<double>({B});
+  } else {
+    out.add_none();
   }
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::graph_stats(a, o);
-  }
-  raise_status(s);
-  return py::make_tuple(edges, density, in_degree, out_degree, reciprocity, jaccard);
+  py::tuple arrays = out.allocate();
+  const GraphStatsOut o{out.data<std::int64_t>(0), out.data<double>(1),      out.data<std::int32_t>(2),
+                        out.data<std::int32_t>(3), out.data<double>(4), pv.present() ? out.data<double>(5) : nullptr};
+  run_core("graph_stats", [&] { return toporoute::graph_stats(a, o); });
+  return arrays;
 }
 
 py::tuple conductor_density(const py::handle& nodes, const py::handle& edges, const py::handle& steps,
@@ -77,17 +69,13 @@ py::tuple conductor_density(const py::handle& nodes, const py::handle& edges, co
   a.steps = static_cast<const std::int64_t*>(sv.data);
   a.n_max = static_cast<const std::int64_t*>(cv.data);
   a.n = n;
-  auto s_node = empty_array<double>({n}), s_edge = empty_array<double>({n}), s_depth = empty_array<double>({n}),
-       s_complex = empty_array<double>({n}), reward = empty_array<double>({n});
-  DensityOut o{s_node.mutable_data(), s_edge.mutable_data(), s_depth.mutable_data(), s_complex.mutable_data(),
-               reward.mutable_data()};
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::conductor_density(a, o);
-  }
-  raise_status(s);
-  return py::make_tuple(s_node, s_edge, s_depth, s_complex, reward);
+  NewOutputs out("conductor_density");
+  for (int i = 0; i < 5; ++i) out.add<double>({n});
+  py::tuple arrays = out.allocate();
+  const DensityOut o{out.data<double>(0), out.data<double>(1), out.data<double>(2), out.data<double>(3),
+                     out.data<double>(4)};
+  run_core("conductor_density", [&] { return toporoute::conductor_density(a, o); });
+  return arrays;
 }
 
 }  // namespace

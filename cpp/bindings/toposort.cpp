@@ -8,13 +8,8 @@ namespace {
 py::tuple toposort(const py::handle& adj, const py::handle& weights, const py::handle& active) {
   const ToposortInputs in = toposort_inputs(adj, weights, active);
   const ToposortArgs a = toposort_args(in.adj, in.weights, in.active);
-  const ToposortOutputs out = toposort_outputs(a.B, a.N);
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = toporoute::toposort(a, out.view);
-  }
-  raise_status(s);
+  const ToposortOutputs out = toposort_outputs("toposort", a.B, a.N);
+  run_core("toposort", [&] { return toporoute::toposort(a, out.view); });
   return out.arrays;
 }
 

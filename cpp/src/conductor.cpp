@@ -1046,9 +1046,47 @@ Status check_conductor_args(const ConductorArgs& a) {
   return Status::success();
 }
 
+namespace {
+
+// Exceptions of the items of a parallel loop, caught inside the item (none may escape an OpenMP region): the
+// lowest failing item of each kind.
+class LoopFailure {
+ public:
+  explicit LoopFailure(std::int64_t n) : no_memory_(n), other_(n) {}
+
+  template <class F>
+  void guard(std::int64_t i, F&& f) noexcept {
+    try {
+      f();
+    } catch (const std::bad_alloc&) {
+      no_memory_.record(i);
+    } catch (...) {
+      other_.record(i);
+    }
+  }
+
+  /// out_of_memory (or, for any other exception, runtime) naming the first failed item.
+  Status status(const char* arg, const char* item) const {
+    if (no_memory_.any()) {
+      return Status::error(StatusCode::out_of_memory, "",
+                           "conductor_check: could not allocate memory while checking " + std::string(item) + " " +
+                               str(no_memory_.get()));
+    }
+    if (other_.any()) {
+      return Status::error(StatusCode::runtime, arg,
+                           "conductor_check failed unexpectedly on " + std::string(item) + " " + str(other_.get()));
+    }
+    return Status::success();
+  }
+
+ private:
+  detail::FirstError no_memory_, other_;
+};
+
+}  // namespace
+
 Status conductor_check(const ConductorArgs& a, ConductorBatch* out) {
-  Status s = check_conductor_args(a);
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(check_conductor_args(a));
   try {
     Pool pool{a.pool, a.P, -1, -1, -1, {}};
     for (std::int64_t r = 0; r < a.P; ++r) {
@@ -1059,34 +1097,22 @@ Status conductor_check(const ConductorArgs& a, ConductorBatch* out) {
       if (a.pool[r] == "tester") pool.tester = static_cast<std::int16_t>(r);
     }
     std::vector<ContextTables> contexts(static_cast<std::size_t>(a.C));
-    detail::FirstError failed_context(a.C);
+    LoopFailure failed_context(a.C);
 #pragma omp parallel for schedule(dynamic) if (a.C >= kParallelPlans)
     for (std::int64_t k = 0; k < a.C; ++k) {
-      try {
-        build_tables(a, pool, k, &contexts[static_cast<std::size_t>(k)]);
-      } catch (...) {
-        failed_context.record(k);
-      }
+      failed_context.guard(k, [&] { build_tables(a, pool, k, &contexts[static_cast<std::size_t>(k)]); });
     }
-    if (failed_context.any()) {
-      return Status::error(StatusCode::runtime, "ctx_id",
-                           "conductor_check ran out of memory on context " + str(failed_context.get()));
-    }
+    TOPOROUTE_RETURN_IF_ERROR(failed_context.status("ctx_id", "context"));
     std::vector<Item> items(static_cast<std::size_t>(a.B));
-    detail::FirstError failed(a.B);
+    LoopFailure failed(a.B);
 #pragma omp parallel for schedule(dynamic) if (a.B >= kParallelPlans)
     for (std::int64_t b = 0; b < a.B; ++b) {
-      try {
+      failed.guard(b, [&] {
         check_one(a.texts[b], contexts[static_cast<std::size_t>(a.ctx_index[b])], a, pool,
                   &items[static_cast<std::size_t>(b)]);
-      } catch (...) {
-        failed.record(b);
-      }
+      });
     }
-    if (failed.any()) {
-      return Status::error(StatusCode::runtime, "texts",
-                           "conductor_check ran out of memory on plan " + str(failed.get()));
-    }
+    TOPOROUTE_RETURN_IF_ERROR(failed.status("texts", "plan"));
 
     const auto B = static_cast<std::size_t>(a.B);
     ConductorBatch& o = *out;
@@ -1145,7 +1171,7 @@ Status conductor_check(const ConductorArgs& a, ConductorBatch* out) {
       o.yaml[b] = std::move(it.yaml);  // after the ids, which view it
     }
   } catch (const std::bad_alloc&) {
-    return Status::error(StatusCode::runtime, "texts", "conductor_check ran out of memory");
+    return Status::error(StatusCode::out_of_memory, "", "conductor_check: could not allocate the output tables");
   }
   return Status::success();
 }

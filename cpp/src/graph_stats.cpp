@@ -9,10 +9,7 @@ namespace toporoute {
 Status graph_stats(const GraphStatsArgs& a, const GraphStatsOut& o) {
   if (a.B < 0 || a.N < 0) return Status::error(StatusCode::invalid_argument, "adj", "adj must have non-negative dimensions");
   const std::int64_t N = a.N;
-  const std::int64_t work = a.B * N * N;
-  (void)work;
-#pragma omp parallel for schedule(dynamic, 256) if (work >= detail::kParallelWork)
-  for (std::int64_t b = 0; b < a.B; ++b) {
+  auto one = [&](std::int64_t b) {
     auto act = [&](std::int64_t n) { return a.active == nullptr || a.active[b * a.a_sb + n * a.a_sn] != 0; };
     auto on = [&](const std::uint8_t* g, std::int64_t sb, std::int64_t sr, std::int64_t sc, std::int64_t j,
                   std::int64_t i) { return j != i && act(j) && act(i) && g[b * sb + j * sr + i * sc] != 0; };
@@ -45,7 +42,13 @@ Status graph_stats(const GraphStatsArgs& a, const GraphStatsOut& o) {
     if (a.prev != nullptr) {
       o.jaccard[b] = uni > 0 ? 1.0 - static_cast<double>(inter) / static_cast<double>(uni) : 0.0;
     }
+  };
+  if (a.B * N * N < detail::kParallelWork) {  // a few graphs: no thread team at all
+    for (std::int64_t b = 0; b < a.B; ++b) one(b);
+    return Status::success();
   }
+#pragma omp parallel for schedule(dynamic, 256)
+  for (std::int64_t b = 0; b < a.B; ++b) one(b);
   return Status::success();
 }
 

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,8 +132,7 @@ Status check_inputs(const PoolArgs* in, std::int64_t count, const PoolOut& o, st
 
 Status mean_pool(const PoolArgs* in, std::int64_t count, const PoolOut& o) {
   std::vector<std::int64_t> targets;
-  Status s = check_inputs(in, count, o, targets);
-  if (!s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(check_inputs(in, count, o, targets));
   const auto total = static_cast<std::int64_t>(targets.size());
   const std::int64_t D = o.D;
   if (total == 0) return Status::success();
@@ -146,11 +143,11 @@ Status mean_pool(const PoolArgs* in, std::int64_t count, const PoolOut& o) {
     start[static_cast<std::size_t>(b + 1)] = start[static_cast<std::size_t>(b)] + in[b].n;
     work += in[b].n * std::max<std::int64_t>(in[b].L, 1) * std::max<std::int64_t>(D, 1);
   }
-  std::unique_ptr<float[]> staging;
-  if (!o.fresh) {
-    staging.reset(new (std::nothrow) float[static_cast<std::size_t>(total * D + 1)]);
-    if (!staging) return Status::error(StatusCode::runtime, "", "mean_pool: out of memory for the staging buffer");
-  }
+  detail::ScratchLayout staged;
+  staged.take(o.fresh ? 0 : total * D, sizeof(float));
+  const detail::TeamScratch staging(staged.bytes(), 1);
+  if (!staging.ok()) return staging.failure("mean_pool", "the staging buffer of the pooled rows");
+  float* const staging_rows = reinterpret_cast<float*>(staging.slot(0));
   auto locate = [&](std::int64_t g) {
     const auto it = std::upper_bound(start.begin(), start.end(), g);
     const auto b = static_cast<std::int64_t>(it - start.begin()) - 1;
@@ -159,18 +156,24 @@ Status mean_pool(const PoolArgs* in, std::int64_t count, const PoolOut& o) {
   detail::FirstError bad(total);
   auto run = [&](std::int64_t g, double* acc) {
     const auto [b, i] = locate(g);
-    float* dst = o.fresh ? o.out + targets[static_cast<std::size_t>(g)] * D : staging.get() + g * D;
+    float* dst = o.fresh ? o.out + targets[static_cast<std::size_t>(g)] * D : staging_rows + g * D;
     if (!pool_row(in[b], i, acc, dst)) bad.record(g);
   };
-  if (work < detail::kParallelWork) {
-    std::unique_ptr<double[]> acc(new double[static_cast<std::size_t>(D + 1)]);
-    for (std::int64_t g = 0; g < total && !bad.any(); ++g) run(g, acc.get());
+  const bool parallel = work >= detail::kParallelWork;
+  const int threads = parallel ? detail::team_size(total) : 1;
+  detail::ScratchLayout row;
+  row.take(D, sizeof(double));
+  const detail::TeamScratch acc(row.bytes(), threads);
+  if (!acc.ok()) return acc.failure("mean_pool", "per-thread row accumulators");
+  if (!parallel) {
+    auto* sum = reinterpret_cast<double*>(acc.slot(0));
+    for (std::int64_t g = 0; g < total && !bad.any(); ++g) run(g, sum);
   } else {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
-      std::unique_ptr<double[]> acc(new double[static_cast<std::size_t>(D + 1)]);
+      auto* sum = reinterpret_cast<double*>(acc.slot(detail::thread_index()));
 #pragma omp for schedule(dynamic, 16)
-      for (std::int64_t g = 0; g < total; ++g) run(g, acc.get());
+      for (std::int64_t g = 0; g < total; ++g) run(g, sum);
     }
   }
   if (bad.any()) {
@@ -179,9 +182,14 @@ Status mean_pool(const PoolArgs* in, std::int64_t count, const PoolOut& o) {
   }
   if (!o.fresh && D > 0) {
     const auto bytes = static_cast<std::size_t>(D) * sizeof(float);
-#pragma omp parallel for schedule(static) if (total * D >= detail::kParallelWork)
-    for (std::int64_t g = 0; g < total; ++g) {
-      std::memcpy(o.out + targets[static_cast<std::size_t>(g)] * D, staging.get() + g * D, bytes);
+    auto scatter = [&](std::int64_t g) {
+      std::memcpy(o.out + targets[static_cast<std::size_t>(g)] * D, staging_rows + g * D, bytes);
+    };
+    if (total * D < detail::kParallelWork) {
+      for (std::int64_t g = 0; g < total; ++g) scatter(g);
+    } else {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t g = 0; g < total; ++g) scatter(g);
     }
   }
   return Status::success();

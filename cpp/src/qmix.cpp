@@ -195,9 +195,11 @@ Schedule schedule(std::int64_t B, std::int64_t rows_per_episode, std::int64_t ma
 }
 
 /// Runs body(b0, nb, scratch) for every tile (false: the tile holds a non-finite input); returns
-/// non_finite() when any tile failed, a runtime error when a thread could not get its scratch.
+/// non_finite() when any tile failed, StatusCode::out_of_memory naming `op` when a thread could not get its
+/// scratch (allocated without throwing: an exception must not escape the OpenMP region).
 template <class Body, class NonFinite>
-Status run_tiles(std::int64_t B, const Schedule& s, std::size_t scratch_floats, Body body, NonFinite non_finite) {
+Status run_tiles(const char* op, std::int64_t B, const Schedule& s, std::size_t scratch_floats, Body body,
+                 NonFinite non_finite) {
   detail::FirstError bad(B);
   auto tile = [&](std::int64_t t) {
     float* scratch = tls_scratch.get(scratch_floats);
@@ -216,7 +218,10 @@ Status run_tiles(std::int64_t B, const Schedule& s, std::size_t scratch_floats, 
     }
   }
   if (no_memory != 0) {
-    return Status::error(StatusCode::runtime, "", "qmix: out of memory for the per-thread scratch buffer");
+    return Status::out_of_memory(op,
+                                 "the per-thread scratch of a tile (" + std::to_string(s.per_tile) +
+                                     (s.per_tile == 1 ? " episode)" : " episodes)"),
+                                 static_cast<std::uint64_t>(scratch_floats) * sizeof(float));
   }
   return bad.any() ? non_finite() : Status::success();
 }
@@ -551,8 +556,7 @@ QMixWeights::~QMixWeights() = default;
 
 Status QMixWeights::create(const QMixConfig& c, const std::vector<const float*>& agent,
                            const std::vector<const float*>& mixer, std::shared_ptr<const QMixWeights>* out) {
-  Status st = check_qmix_config(c);
-  if (!st.ok()) return st;
+  TOPOROUTE_RETURN_IF_ERROR(check_qmix_config(c));
   const std::size_t n_agent = qmix_agent_specs(c).size(), n_mixer = qmix_mixer_specs(c).size();
   if (agent.size() != n_agent) {
     return invalid("agent", "agent must hold " + std::to_string(n_agent) + " tensors; got " + std::to_string(agent.size()));
@@ -569,11 +573,11 @@ Status QMixWeights::create(const QMixConfig& c, const std::vector<const float*>&
   }
 
   std::shared_ptr<QMixWeights> w(new (std::nothrow) QMixWeights());
-  if (!w) return Status::error(StatusCode::runtime, "", "qmix: out of memory");
+  if (!w) return Status::out_of_memory("QMixWeights", "the weights object", sizeof(QMixWeights));
   w->config_ = c;
   w->has_mixer_ = !mixer.empty();
   w->impl_.reset(new (std::nothrow) Impl());
-  if (!w->impl_) return Status::error(StatusCode::runtime, "", "qmix: out of memory");
+  if (!w->impl_) return Status::out_of_memory("QMixWeights", "the weight layout", sizeof(Impl));
   Impl& L = *w->impl_;
   const std::int64_t H = c.hidden;
   detail::Layout layout;
@@ -601,7 +605,10 @@ Status QMixWeights::create(const QMixConfig& c, const std::vector<const float*>&
   w->floats_ = layout.size();
   w->data_.reset(static_cast<float*>(
       ::operator new(std::max<std::size_t>(w->floats_, 1) * sizeof(float), std::align_val_t{64}, std::nothrow)));
-  if (!w->data_) return Status::error(StatusCode::runtime, "", "qmix: out of memory for the packed weights");
+  if (!w->data_) {
+    return Status::out_of_memory("QMixWeights", "the packed weights",
+                                 static_cast<std::uint64_t>(std::max<std::size_t>(w->floats_, 1)) * sizeof(float));
+  }
   float* base = w->data_.get();
   std::fill(base, base + w->floats_, 0.0f);
 
@@ -670,7 +677,7 @@ Status qmix_forward(const QMixWeights& w, const QMixForwardArgs& a, const QMixFo
   const ForwardPlan plan = forward_plan(c, s.per_tile, a.N);
   const simd::QmixKernels& k = simd::qmix_kernels_for(isa);
   return run_tiles(
-      a.B, s, plan.floats,
+      "qmix_forward", a.B, s, plan.floats,
       [&](std::int64_t b0, std::int64_t nb, float* scratch) { return forward_tile(w, k, a, o, plan, b0, nb, scratch); },
       [&] { return forward_non_finite(c, a); });
 }
@@ -687,7 +694,7 @@ Status qmix_mix(const QMixWeights& w, const QMixMixArgs& a, float* q_tot, Isa is
   const MixPlan plan = mix_plan(c, w.impl(), s.per_tile);
   const simd::QmixKernels& k = simd::qmix_kernels_for(isa);
   return run_tiles(
-      a.B, s, plan.floats,
+      "qmix_mix", a.B, s, plan.floats,
       [&](std::int64_t b0, std::int64_t nb, float* scratch) { return mix_tile(w, k, a, q_tot, plan, b0, nb, scratch); },
       [&] { return mix_non_finite(c, a); });
 }

@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <string>
-#include <vector>
 
 #include "parallel.hpp"
 #include "simd/gram.hpp"
@@ -17,33 +15,38 @@ namespace {
 
 bool indexed(const RouteArgs& a) { return a.q_rows.present(); }
 
-// Per-thread working memory of one episode, O(N^2) (plus 2 N D floats of gathered rows when indexed); never
-// zero-filled (every entry is written before it is read). Allocated once per thread and batch, not per
-// episode.
+// Per-thread working memory of one episode, O(N^2) (plus 2 N D floats of gathered rows when indexed), carved
+// from one slot of a detail::TeamScratch; never zero-filled (every entry is written before it is read).
+struct ScratchPlan {
+  std::uint64_t dots, kss, qss, kvalid, qvalid, sel_score, sel_src, gq, gk, bytes;
+  ScratchPlan(std::int64_t N, std::int64_t gather_floats) {
+    detail::ScratchLayout l;
+    dots = l.take(N * N, sizeof(double));
+    kss = l.take(N, sizeof(double));
+    qss = l.take(N, sizeof(double));
+    kvalid = l.take(N, 1);
+    qvalid = l.take(N, 1);
+    sel_score = l.take(N + 1, sizeof(float));
+    sel_src = l.take(N + 1, sizeof(std::int32_t));
+    gq = l.take(gather_floats, sizeof(float));
+    gk = l.take(gather_floats, sizeof(float));
+    bytes = l.bytes();
+  }
+};
+
 class Scratch {
  public:
-  Scratch(std::int64_t N, std::int64_t gather_floats)
-      : doubles_(new double[static_cast<std::size_t>(N * N + 2 * N + 1)]),
-        bytes_(new unsigned char[static_cast<std::size_t>(2 * N + 1)]),
-        floats_(new float[static_cast<std::size_t>(N + 1 + 2 * gather_floats)]),
-        sources_(new std::int32_t[static_cast<std::size_t>(N + 1)]),
-        dots(doubles_.get()),
-        kss(dots + N * N),
-        qss(kss + N),
-        kvalid(bytes_.get()),
-        qvalid(kvalid + N),
-        sel_score(floats_.get()),
-        sel_src(sources_.get()),
-        gq(sel_score + N + 1),
-        gk(gq + gather_floats) {}
+  Scratch(const ScratchPlan& p, unsigned char* base)
+      : dots(reinterpret_cast<double*>(base + p.dots)),
+        kss(reinterpret_cast<double*>(base + p.kss)),
+        qss(reinterpret_cast<double*>(base + p.qss)),
+        kvalid(base + p.kvalid),
+        qvalid(base + p.qvalid),
+        sel_score(reinterpret_cast<float*>(base + p.sel_score)),
+        sel_src(reinterpret_cast<std::int32_t*>(base + p.sel_src)),
+        gq(reinterpret_cast<float*>(base + p.gq)),
+        gk(reinterpret_cast<float*>(base + p.gk)) {}
 
- private:
-  std::unique_ptr<double[]> doubles_;
-  std::unique_ptr<unsigned char[]> bytes_;
-  std::unique_ptr<float[]> floats_;
-  std::unique_ptr<std::int32_t[]> sources_;
-
- public:
   double *const dots, *const kss, *const qss;  // N x N dot products, |k_j|^2, |q_i|^2 (then |q_i|)
   unsigned char *const kvalid, *const qvalid;  // row active and non-zero
   float* const sel_score;                      // one recipient's kept providers, by descending score
@@ -182,16 +185,19 @@ std::int64_t first_bad_row(const RouteArgs& a, const IntView& rows) {
     return r < -1 || r >= a.M;
   };
   detail::FirstError first(a.B);
-  const std::int64_t work = a.B * a.N;
-  (void)work;
-#pragma omp parallel for schedule(static) if (work >= detail::kParallelWork)
-  for (std::int64_t b = 0; b < a.B; ++b) {
+  auto scan = [&](std::int64_t b) {
     for (std::int64_t n = 0; n < a.N; ++n) {
       if (bad(b, n)) {
         first.record(b);
-        break;
+        return;
       }
     }
+  };
+  if (a.B * a.N < detail::kParallelWork) {  // no thread team at all: even an if(false) region costs a team setup
+    for (std::int64_t b = 0; b < a.B && !first.any(); ++b) scan(b);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < a.B; ++b) scan(b);
   }
   if (!first.any()) return -1;
   const std::int64_t b = first.get();
@@ -238,27 +244,30 @@ Status check_route(const RouteArgs& a) {
 }
 
 Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
-  Status checked = check_route(a);
-  if (!checked.ok()) return checked;
-  const std::int64_t gather = indexed(a) ? a.N * a.D : 0;
+  TOPOROUTE_RETURN_IF_ERROR(check_route(a));
+  const ScratchPlan plan(a.N, indexed(a) ? a.N * a.D : 0);
   const simd::GramFn gram = simd::gram_for(isa);
   detail::FirstError bad(a.B);
   const std::int64_t work = a.B * a.N * (a.N + 2) * std::max<std::int64_t>(a.D, 1);
-  if (work < detail::kParallelWork) {  // one episode or a few: no thread team at all
-    Scratch scratch(a.N, gather);
+  const bool parallel = work >= detail::kParallelWork;  // else one episode or a few: no thread team at all
+  const int threads = parallel ? detail::team_size(a.B) : 1;
+  const detail::TeamScratch scratch(plan.bytes, threads);
+  if (!scratch.ok()) return scratch.failure(indexed(a) ? "route_indexed" : "route", "per-thread scratch");
+  if (!parallel) {
+    Scratch s(plan, scratch.slot(0));
     for (std::int64_t b = 0; b < a.B; ++b) {
-      if (!route_episode(a, o, gram, b, scratch)) {
+      if (!route_episode(a, o, gram, b, s)) {
         bad.record(b);
         break;
       }
     }
   } else {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
-      Scratch scratch(a.N, gather);
+      Scratch s(plan, scratch.slot(detail::thread_index()));
 #pragma omp for schedule(dynamic, 64)
       for (std::int64_t b = 0; b < a.B; ++b) {
-        if (!route_episode(a, o, gram, b, scratch)) bad.record(b);
+        if (!route_episode(a, o, gram, b, s)) bad.record(b);
       }
     }
   }

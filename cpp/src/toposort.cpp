@@ -9,7 +9,6 @@
 #include <limits>
 #include <sstream>
 #include <string>
-#include <vector>
 
 #include "parallel.hpp"
 #include "toporoute/ops.hpp"
@@ -135,11 +134,24 @@ void sort_bitset(const ToposortArgs& a, const ToposortOut& o, std::int64_t b) {
   finish_inactive(a, o, b, t);
 }
 
+// Working memory of the general path, O(N^2) bytes per thread, carved from one slot of a detail::TeamScratch.
+struct GeneralPlan {
+  std::uint64_t e, unplaced, count, bytes;
+  explicit GeneralPlan(std::int64_t N) {
+    detail::ScratchLayout l;
+    e = l.take(N * N, 1);
+    unplaced = l.take(N, 1);
+    count = l.take(N, sizeof(std::int64_t));
+    bytes = l.bytes();
+  }
+};
+
 struct GeneralScratch {
-  std::vector<std::uint8_t> e, unplaced;
-  std::vector<std::int64_t> count;
-  explicit GeneralScratch(std::int64_t N)
-      : e(static_cast<std::size_t>(N * N)), unplaced(static_cast<std::size_t>(N)), count(static_cast<std::size_t>(N)) {}
+  std::uint8_t* e;         // N x N live edges (no self-loops, both ends active)
+  std::uint8_t* unplaced;  // N flags
+  std::int64_t* count;     // N in-degrees from unplaced nodes
+  GeneralScratch(const GeneralPlan& p, unsigned char* base)
+      : e(base + p.e), unplaced(base + p.unplaced), count(reinterpret_cast<std::int64_t*>(base + p.count)) {}
 };
 
 void sort_general(const ToposortArgs& a, const ToposortOut& o, std::int64_t b, GeneralScratch& s) {
@@ -237,21 +249,31 @@ Status check_weights(const ToposortArgs& a) {
 
 Status toposort(const ToposortArgs& a, const ToposortOut& o) {
   if (a.B < 0 || a.N < 0) return Status::error(StatusCode::invalid_argument, "adj", "adj must have non-negative dimensions");
-  if (Status s = check_weights(a); !s.ok()) return s;
+  TOPOROUTE_RETURN_IF_ERROR(check_weights(a));
   const bool bitset = a.weights == nullptr && a.N <= 64;
   const std::int64_t work = a.B * a.N * a.N * (bitset ? 1 : a.N);
-  (void)work;
-#pragma omp parallel if (work >= detail::kParallelWork)
-  {
-    GeneralScratch scratch(bitset ? 0 : a.N);
-#pragma omp for schedule(dynamic, 64)
-    for (std::int64_t b = 0; b < a.B; ++b) {
-      if (bitset) {
-        sort_bitset(a, o, b);
-      } else {
-        sort_general(a, o, b, scratch);
-      }
+  const bool parallel = work >= detail::kParallelWork;
+  const int threads = parallel ? detail::team_size(a.B) : 1;
+  const GeneralPlan plan(bitset ? 0 : a.N);
+  const detail::TeamScratch scratch(plan.bytes, threads);
+  if (!scratch.ok()) return scratch.failure("toposort", "per-thread scratch");
+  auto sort = [&](std::int64_t b, unsigned char* slot) {
+    if (bitset) {
+      sort_bitset(a, o, b);
+    } else {
+      GeneralScratch s(plan, slot);
+      sort_general(a, o, b, s);
     }
+  };
+  if (!parallel) {  // a few graphs: no thread team at all
+    for (std::int64_t b = 0; b < a.B; ++b) sort(b, scratch.slot(0));
+    return Status::success();
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    unsigned char* slot = scratch.slot(detail::thread_index());
+#pragma omp for schedule(dynamic, 64)
+    for (std::int64_t b = 0; b < a.B; ++b) sort(b, slot);
   }
   return Status::success();
 }

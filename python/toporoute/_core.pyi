@@ -1,5 +1,10 @@
 # Type stub of the private compiled module toporoute._core (cpp/bindings/). Public API: toporoute.ops.
 # tests/test_core_stub.py checks that every function defined here exists in the module and vice versa.
+# Errors: every function raises only toporoute.errors classes: the ValueError family for bad input,
+# OutOfMemoryError (a MemoryError) when scratch, staging or output memory cannot be allocated,
+# BackendUnavailableError, DeviceError (CUDA runtime failures) and CoreError (any other failure in the core).
+# The private _raise_for_test(kind: str) -> NoReturn (tests of that error conversion) is left out on purpose:
+# the stub test covers public names only.
 from typing import Any, TypeAlias
 
 import numpy as np

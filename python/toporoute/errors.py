@@ -1,16 +1,29 @@
 """Exception hierarchy of toporoute.
 
 Every bad-input error is a :class:`ValueError` subclass whose message names the argument, the expected value and
-the actual one. Build or machine limitations are :class:`RuntimeError` subclasses.
+the actual one. Build or machine limitations and failures inside the compiled core are :class:`RuntimeError`
+subclasses; running out of memory is a :class:`MemoryError`. Every exception the compiled core raises is one of
+these classes (never a bare ``RuntimeError`` or ``MemoryError``), and a failed call leaves the process usable:
+
+- :class:`OutOfMemoryError` (also a ``MemoryError``): host memory, or a GPU's memory, could not be allocated for a
+  call (scratch, staging or output arrays); the message names the op and the bytes it asked for. Retry with a
+  smaller batch. Out of *device* memory is this class too, not :class:`DeviceError`, so one ``except
+  MemoryError`` covers both and the remedy (a smaller batch) is the same; the message says "device memory".
+- :class:`DeviceError` (a ``RuntimeError``): the CUDA runtime failed (kernel launch, copy, driver error).
+- :class:`CoreError` (a ``RuntimeError``): any other unexpected failure inside the compiled core.
+- :class:`BackendUnavailableError` (a ``RuntimeError``): the backend, SIMD level or device is not available.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BackendUnavailableError",
+    "CoreError",
     "DTypeError",
+    "DeviceError",
     "InvalidArgumentError",
     "NonFiniteError",
+    "OutOfMemoryError",
     "OutOfRangeError",
     "ShapeError",
     "ToporouteError",
@@ -47,3 +60,15 @@ class OutOfRangeError(InvalidArgumentError):
 
 class BackendUnavailableError(ToporouteError, RuntimeError):
     """The requested backend (or SIMD level, or CUDA device) is not available in this build or on this machine."""
+
+
+class OutOfMemoryError(ToporouteError, MemoryError):
+    """Host or device memory for a call could not be allocated; the message names the op and the bytes."""
+
+
+class DeviceError(ToporouteError, RuntimeError):
+    """The CUDA runtime failed (kernel launch, copy or driver error); out of device memory is OutOfMemoryError."""
+
+
+class CoreError(ToporouteError, RuntimeError):
+    """An unexpected failure inside the compiled core that is none of the other classes."""

@@ -67,8 +67,24 @@ def available() -> dict[str, tuple[bool, str]]:
     return {n: importlib.import_module(f"{__name__}.{n}").available() for n in NAMES}
 
 
+# The backend chosen for numpy inputs, by ``backend=`` value (None: the default), filled by the first call that
+# resolves each value: availability and the environment are fixed for the life of the process, so this memo never
+# changes an answer; it spares every microsecond op the environment and registry look-ups.
+_HOST_CHOICE: dict[str | None, ModuleType] = {}
+
+
 def select(backend: str | None, first: Any) -> ModuleType:
     """Resolves the backend for a call whose first array argument is ``first``."""
+    if type(first) is np.ndarray and (backend is None or type(backend) is str):
+        module = _HOST_CHOICE.get(backend)
+        if module is not None:
+            return module
+    return _select(backend, first)
+
+
+def _select(backend: str | None, first: Any) -> ModuleType:
+    """:func:`select` in full; remembers its answer for numpy inputs."""
+    requested = backend
     host = type(first) is np.ndarray
     if backend is None:
         env, default_host = _defaults()
@@ -89,4 +105,6 @@ def select(backend: str | None, first: Any) -> ModuleType:
             f"({type(first).__module__}.{type(first).__name__}): use backend='cuda' or copy it to the host",
             arg="backend",
         )
+    if host:
+        _HOST_CHOICE[requested] = module
     return module

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..ops.results import Density, GraphStats, Order, Routes
+from ..ops.results import Density, GraphStats, Order, Routes, graph_stats_of, order_of, routes_of
 
 if TYPE_CHECKING:
     from ..ops.qmix_params import QMixParams
@@ -46,7 +46,7 @@ def available() -> tuple[bool, str]:
 def route(
     q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None, isa: str = ""
 ) -> Routes:
-    return Routes(*_core.route(q, k, active, tau, k_in, isa))
+    return routes_of(_core.route(q, k, active, tau, k_in, isa))
 
 
 def route_indexed(
@@ -62,9 +62,9 @@ def route_indexed(
 ) -> Routes:
     """Indexed routing; with ``pool``, pooling into ``table`` and routing run in one core call."""
     if not pool:
-        return Routes(*_core.route_indexed(table, q_rows, k_rows, active, tau, k_in, isa))
+        return routes_of(_core.route_indexed(table, q_rows, k_rows, active, tau, k_in, isa))
     hiddens, masks, rows = (list(x) for x in zip(*pool))
-    return Routes(*_core.pool_route(hiddens, masks, rows, table, q_rows, k_rows, active, tau, k_in, isa))
+    return routes_of(_core.pool_route(hiddens, masks, rows, table, q_rows, k_rows, active, tau, k_in, isa))
 
 
 def mean_pool(
@@ -74,11 +74,11 @@ def mean_pool(
 
 
 def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray | None) -> Order:
-    return Order(*_core.toposort(adj, weights, active))
+    return order_of(_core.toposort(adj, weights, active))
 
 
 def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
-    return GraphStats(*_core.graph_stats(adj, active, prev))
+    return graph_stats_of(_core.graph_stats(adj, active, prev))
 
 
 def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray) -> Density:

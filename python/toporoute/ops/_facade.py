@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _validate as _v
 from .. import backends
+from . import _validate as _v
 from .conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
 from .qmix_params import QMixParams
 from .results import Density, GraphStats, Order, QMixStep, Routes
@@ -26,10 +26,13 @@ __all__ = [
 ]
 
 
-def _unbatch(result: Any, single: bool) -> Any:
+def _batch(*arrays: Any) -> tuple[Any, ...]:
+    """Adds a batch axis of one to each array of a single-graph call (None stays None)."""
+    return tuple(None if a is None else a[None] for a in arrays)
+
+
+def _unbatch(result: Any) -> Any:
     """Drops the batch axis that the facade added to a single-graph call."""
-    if not single:
-        return result
     return type(result)(*[None if f is None else f[0] for f in vars(result).values()])
 
 
@@ -66,11 +69,11 @@ def route(
     """
     qs, tau, k_in = _v.route_args(q, k, active, tau, k_in)
     impl = backends.select(backend, q)
-    single = len(qs) == 2
-    if single:
-        q, k = q[None], k[None]
-        active = None if active is None else active[None]
-    return _unbatch(impl.route(q, k, tau=tau, k_in=k_in, active=active), single)
+    if len(qs) == 3:
+        routes: Routes = impl.route(q, k, tau=tau, k_in=k_in, active=active)
+        return routes
+    q, k, active = _batch(q, k, active)
+    return _unbatch(impl.route(q, k, tau=tau, k_in=k_in, active=active))
 
 
 def route_indexed(
@@ -126,12 +129,13 @@ def route_indexed(
         NaN or infinity in a referenced table row (on ``table``) or a counted token (on ``pool``).
     """
     shape, tau, k_in = _v.route_indexed_args(table, q_rows, k_rows, tau, k_in)
-    triples = _v.pool_args(pool, table)
+    triples = None if pool is None else _v.pool_args(pool, table)
     impl = backends.select(backend, table)
-    single = len(shape) == 1
-    if single:
-        q_rows, k_rows = q_rows[None], k_rows[None]
-    return _unbatch(impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples), single)
+    if len(shape) == 2:
+        routes: Routes = impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
+        return routes
+    q_rows, k_rows = _batch(q_rows, k_rows)
+    return _unbatch(impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples))
 
 
 def mean_pool(
@@ -200,18 +204,13 @@ def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str 
     Order
         ``order (B, N) int32``, ``level (B, N) int32``, ``removed (B, N, N) bool``, ``is_dag (B,) bool``.
     """
-    shape = _square(adj, "adj")
-    if weights is not None:
-        ws = _v.array(weights, "weights", "float32", (2, 3), "(B, N, N) or (N, N)")
-        _v.same_shape(ws, "weights", shape, "the shape of adj")
-    _v.active_mask(active, shape[:-1])
+    shape = _v.graph_args(adj, weights, "weights", "float32", active)
     impl = backends.select(backend, adj)
-    single = len(shape) == 2
-    if single:
-        adj = adj[None]
-        weights = None if weights is None else weights[None]
-        active = None if active is None else active[None]
-    return _unbatch(impl.toposort(adj, weights=weights, active=active), single)
+    if len(shape) == 3:
+        order: Order = impl.toposort(adj, weights=weights, active=active)
+        return order
+    adj, weights, active = _batch(adj, weights, active)
+    return _unbatch(impl.toposort(adj, weights=weights, active=active))
 
 
 def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str | None = None) -> GraphStats:
@@ -228,18 +227,13 @@ def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str 
     -------
     GraphStats
     """
-    shape = _square(adj, "adj")
-    if prev is not None:
-        ps = _v.array(prev, "prev", "bool", (2, 3), "(B, N, N) or (N, N)")
-        _v.same_shape(ps, "prev", shape, "the shape of adj")
-    _v.active_mask(active, shape[:-1])
+    shape = _v.graph_args(adj, prev, "prev", "bool", active)
     impl = backends.select(backend, adj)
-    single = len(shape) == 2
-    if single:
-        adj = adj[None]
-        prev = None if prev is None else prev[None]
-        active = None if active is None else active[None]
-    return _unbatch(impl.graph_stats(adj, active=active, prev=prev), single)
+    if len(shape) == 3:
+        stats: GraphStats = impl.graph_stats(adj, active=active, prev=prev)
+        return stats
+    adj, prev, active = _batch(adj, prev, active)
+    return _unbatch(impl.graph_stats(adj, active=active, prev=prev))
 
 
 def conductor_density(
@@ -326,29 +320,13 @@ def qmix_forward(
         raise _v.InvalidArgumentError(
             f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
         )
-    c = params.config
-    shape = _v.array(obs, "obs", "float32", (2, 3), "(B, N, obs_dim) or (N, obs_dim)")
-    if shape[-1] != c.obs_dim:
-        raise _v.ShapeError(
-            f"obs must have {c.obs_dim} features (params.config.obs_dim); got {shape[-1]}", "obs"
-        )
-    if shape[-2] < 1:
-        raise _v.ShapeError(f"obs must hold at least one agent; got shape {shape}", arg="obs")
-    batch = shape[:-1]
-    ashape = _square(adj, "adj")
-    _v.same_shape(ashape, "adj", (*batch, batch[-1]), "(B, N, N) matching obs")
-    if hidden is not None:
-        hs = _v.array(hidden, "hidden", "float32", (2, 3), "(B, N, H) or (N, H)")
-        _v.same_shape(hs, "hidden", (*batch, c.hidden), f"(B, N, {c.hidden}) matching obs")
-    _v.active_mask(active, batch)
+    shape = _v.qmix_forward_args(params.config, obs, adj, hidden, active)
     impl = backends.select(backend, obs)
-    single = len(shape) == 2
-    if single:
-        obs, adj = obs[None], adj[None]
-        hidden = None if hidden is None else hidden[None]
-        active = None if active is None else active[None]
+    if len(shape) == 3:
+        return _step(impl.qmix_forward(params, obs, adj, hidden, active=active))
+    obs, adj, hidden, active = _batch(obs, adj, hidden, active)
     q, h = impl.qmix_forward(params, obs, adj, hidden, active=active)
-    return QMixStep(q[0], h[0]) if single else QMixStep(q, h)
+    return QMixStep(q[0], h[0])
 
 
 def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | None = None) -> Any:
@@ -372,27 +350,16 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | Non
         )
     if not params.has_mixer:
         params.mixer_arrays()  # raises the error
-    c = params.config
-    qs = _v.array(q_taken, "q_taken", "float32", (1, 2), "(B, n_agents) or (n_agents,)")
-    if qs[-1] != c.n_agents:
-        raise _v.ShapeError(
-            f"q_taken must have {c.n_agents} agents (params.config.n_agents); got {qs[-1]}", "q_taken"
-        )
-    ss = _v.array(state, "state", "float32", (1, 2), "(B, state_dim) or (state_dim,)")
-    _v.same_shape(ss, "state", (*qs[:-1], c.state_dim), f"(B, {c.state_dim}) matching q_taken")
+    qs = _v.qmix_mix_args(params.config, q_taken, state)
     impl = backends.select(backend, q_taken)
     single = len(qs) == 1
     if single:
-        q_taken, state = q_taken[None], state[None]
+        q_taken, state = _batch(q_taken, state)
     out = impl.qmix_mix(params, q_taken, state)
     return out[0] if single else out
 
 
-def _square(adj: Any, name: str) -> tuple[int, ...]:
-    shape = _v.array(adj, name, "bool", (2, 3), "(B, N, N) or (N, N)")
-    if shape[-1] != shape[-2]:
-        raise _v.ShapeError(f"{name} must be square in its last two axes (N, N); got {shape}", arg=name)
-    return shape
+_step = QMixStep._make  # (q, hidden) from a backend, without NamedTuple.__new__'s argument parsing
 
 
 def conductor_check(

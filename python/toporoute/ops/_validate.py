@@ -40,6 +40,12 @@ def _fmt(shape: tuple[int, ...]) -> str:
 
 
 _NP_DTYPES = {name: np.dtype(name) for name in ("float32", "bool")}
+# The common case of every op (numpy arrays of the right dtype and rank, no optional arrays or of the right
+# shape, Python scalars in range) is decided by one chain of comparisons per op, below; anything else runs the
+# full checks, which alone word the errors. These ops take microseconds, so the chain is kept short.
+_F32 = _NP_DTYPES["float32"]
+_BOOL = _NP_DTYPES["bool"]
+_ND = np.ndarray
 
 
 def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) -> tuple[int, ...]:
@@ -62,25 +68,118 @@ def route_args(
 ) -> tuple[tuple[int, ...], float, int]:
     """All checks of ``ops.route``; returns (shape of q, tau, k_in). The common case (numpy float32 arrays, no
     mask, a float and an int) is decided with a handful of comparisons: route itself takes microseconds."""
+    shape: tuple[int, ...]
     if (
-        type(q) is np.ndarray
-        and type(k) is np.ndarray
+        type(q) is _ND
+        and type(k) is _ND
         and active is None
         and type(tau_value) is float
         and type(k_in_value) is int
-        and q.dtype == _NP_DTYPES["float32"]
-        and k.dtype == _NP_DTYPES["float32"]
-        and q.shape == k.shape
+        and q.dtype == _F32
+        and k.dtype == _F32
         and 2 <= q.ndim <= 3
+        and (shape := q.shape) == k.shape
         and -1.0 <= tau_value <= 1.0
         and k_in_value >= 0
     ):
-        return q.shape, tau_value, k_in_value
+        return shape, tau_value, k_in_value
     qs = array(q, "q", "float32", (2, 3), "(B, N, D) or (N, D)")
     ks = array(k, "k", "float32", (2, 3), "(B, N, D) or (N, D)")
     same_shape(ks, "k", qs, "the shape of q")
     active_mask(active, qs[:-1])
     return qs, tau(tau_value), k_in(k_in_value)
+
+
+def square(adj: Any, name: str) -> tuple[int, ...]:
+    """``adj`` must be a bool (B, N, N) or (N, N) array; returns its shape."""
+    shape = array(adj, name, "bool", (2, 3), "(B, N, N) or (N, N)")
+    if shape[-1] != shape[-2]:
+        raise ShapeError(f"{name} must be square in its last two axes (N, N); got {shape}", arg=name)
+    return shape
+
+
+def graph_args(adj: Any, other: Any, other_name: str, other_dtype: str, active: Any) -> tuple[int, ...]:
+    """All checks of ``ops.toposort`` (other: weights, float32) and ``ops.graph_stats`` (other: prev, bool);
+    returns the shape of adj."""
+    shape: tuple[int, ...]
+    if (
+        type(adj) is _ND
+        and other is None
+        and active is None
+        and adj.dtype == _BOOL
+        and 2 <= adj.ndim <= 3
+        and (shape := adj.shape)[-1] == shape[-2]
+    ):
+        return shape
+    shape = square(adj, "adj")
+    if other is not None:
+        os_ = array(other, other_name, other_dtype, (2, 3), "(B, N, N) or (N, N)")
+        same_shape(os_, other_name, shape, "the shape of adj")
+    active_mask(active, shape[:-1])
+    return shape
+
+
+def qmix_forward_args(config: Any, obs: Any, adj: Any, hidden: Any, active: Any) -> tuple[int, ...]:
+    """All array checks of ``ops.qmix_forward`` against ``config`` (a QMixConfig); returns the shape of obs."""
+    shape: tuple[int, ...]
+    if (
+        type(obs) is _ND
+        and type(adj) is _ND
+        and active is None
+        and obs.dtype == _F32
+        and adj.dtype == _BOOL
+        and obs.ndim == 3
+        and (shape := obs.shape)[2] == config.obs_dim
+        and shape[1] >= 1
+        and adj.shape == (shape[0], shape[1], shape[1])
+        and (
+            hidden is None
+            or (
+                type(hidden) is _ND
+                and hidden.dtype == _F32
+                and hidden.shape == (shape[0], shape[1], config.hidden)
+            )
+        )
+    ):
+        return shape
+    shape = array(obs, "obs", "float32", (2, 3), "(B, N, obs_dim) or (N, obs_dim)")
+    if shape[-1] != config.obs_dim:
+        raise ShapeError(
+            f"obs must have {config.obs_dim} features (params.config.obs_dim); got {shape[-1]}", "obs"
+        )
+    if shape[-2] < 1:
+        raise ShapeError(f"obs must hold at least one agent; got shape {shape}", arg="obs")
+    batch = shape[:-1]
+    ashape = square(adj, "adj")
+    same_shape(ashape, "adj", (*batch, batch[-1]), "(B, N, N) matching obs")
+    if hidden is not None:
+        hs = array(hidden, "hidden", "float32", (2, 3), "(B, N, H) or (N, H)")
+        same_shape(hs, "hidden", (*batch, config.hidden), f"(B, N, {config.hidden}) matching obs")
+    active_mask(active, batch)
+    return shape
+
+
+def qmix_mix_args(config: Any, q_taken: Any, state: Any) -> tuple[int, ...]:
+    """All array checks of ``ops.qmix_mix`` against ``config``; returns the shape of q_taken."""
+    qs: tuple[int, ...]
+    if (
+        type(q_taken) is _ND
+        and type(state) is _ND
+        and q_taken.dtype == _F32
+        and state.dtype == _F32
+        and q_taken.ndim == 2
+        and (qs := q_taken.shape)[1] == config.n_agents
+        and state.shape == (qs[0], config.state_dim)
+    ):
+        return qs
+    qs = array(q_taken, "q_taken", "float32", (1, 2), "(B, n_agents) or (n_agents,)")
+    if qs[-1] != config.n_agents:
+        raise ShapeError(
+            f"q_taken must have {config.n_agents} agents (params.config.n_agents); got {qs[-1]}", "q_taken"
+        )
+    ss = array(state, "state", "float32", (1, 2), "(B, state_dim) or (state_dim,)")
+    same_shape(ss, "state", (*qs[:-1], config.state_dim), f"(B, {config.state_dim}) matching q_taken")
+    return qs
 
 
 def same_shape(
@@ -161,6 +260,7 @@ def typed_array(
 INDEX_DTYPES = ("int32", "int64")
 MASK_DTYPES = ("bool", "int32", "int64")
 _NP_INDEX_DTYPES = tuple(np.dtype(name) for name in INDEX_DTYPES)
+_NP_MASK_DTYPES = tuple(np.dtype(name) for name in MASK_DTYPES)
 
 
 def _writeable_c_contiguous(x: Any, name: str, arg: str) -> None:
@@ -196,6 +296,31 @@ def pool_input(
 def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, int, int]:
     """All shape and dtype checks of ``ops.mean_pool``; returns the shape of hidden. Values (row range and
     repeats, non-finite tokens) are checked by the backends."""
+    shape: tuple[int, int, int]
+    if (
+        type(hidden) is _ND
+        and type(mask) is _ND
+        and hidden.dtype == _F32
+        and hidden.ndim == 3
+        and mask.dtype in _NP_MASK_DTYPES
+        and mask.shape == (shape := hidden.shape)[:2]
+        and (
+            (out is None and rows is None)
+            or (
+                type(out) is _ND
+                and out.dtype == _F32
+                and out.ndim == 2
+                and out.shape[1] == shape[2]
+                and out.flags.c_contiguous
+                and out.flags.writeable
+                and (
+                    (rows is None and out.shape[0] >= shape[0])
+                    or (type(rows) is _ND and rows.dtype in _NP_INDEX_DTYPES and rows.shape == shape[:1])
+                )
+            )
+        )
+    ):
+        return shape
     n, L, D = pool_input(hidden, mask, rows)
     if out is None:
         if rows is not None:
@@ -219,22 +344,23 @@ def route_indexed_args(
 ) -> tuple[tuple[int, ...], float, int]:
     """All checks of ``ops.route_indexed`` but the pool; returns (shape of q_rows, tau, k_in). Like
     :func:`route_args`, the common case is decided with a handful of comparisons."""
+    shape: tuple[int, ...]
     if (
-        type(table) is np.ndarray
-        and type(q_rows) is np.ndarray
-        and type(k_rows) is np.ndarray
+        type(table) is _ND
+        and type(q_rows) is _ND
+        and type(k_rows) is _ND
         and type(tau_value) is float
         and type(k_in_value) is int
-        and table.dtype == _NP_DTYPES["float32"]
+        and table.dtype == _F32
         and table.ndim == 2
         and q_rows.dtype in _NP_INDEX_DTYPES
         and k_rows.dtype in _NP_INDEX_DTYPES
-        and q_rows.shape == k_rows.shape
         and 1 <= q_rows.ndim <= 2
+        and (shape := q_rows.shape) == k_rows.shape
         and -1.0 <= tau_value <= 1.0
         and k_in_value >= 0
     ):
-        return q_rows.shape, tau_value, k_in_value
+        return shape, tau_value, k_in_value
     typed_array(table, "table", ("float32",), (2,), "(M, D)")
     qs = typed_array(q_rows, "q_rows", INDEX_DTYPES, (1, 2), "(B, N) or (N,)")
     ks = typed_array(k_rows, "k_rows", INDEX_DTYPES, (1, 2), "(B, N) or (N,)")
