@@ -9,7 +9,9 @@ import pytest
 import toporoute
 from toporoute import backends
 
-_core = pytest.importorskip("toporoute._core", reason="the compiled core is not built (reference-only install)")
+_core = pytest.importorskip(
+    "toporoute._core", reason="the compiled core is not built (reference-only install)"
+)
 
 ISAS = ("generic", "avx2", "avx512")
 

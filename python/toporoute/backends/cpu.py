@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 try:
     from .. import _core
 except ImportError as exc:  # built without a C++ compiler, or a broken build
-    _core = None
+    _core = None  # type: ignore[assignment]
     _IMPORT_ERROR = str(exc)
 else:
     _IMPORT_ERROR = ""
@@ -146,13 +146,13 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
         return None if b is None else b.decode("utf-8", "surrogatepass")
 
     batch = TopologyBatch(
-        *(out[name] for name in TopologyBatch.ARRAYS),
-        tuple(out["node_id"]),
-        tuple(text(m) or "" for m in out["message"]),
-        tuple(text(y) for y in out["yaml"]),
-        tuple(tuple(text(w) or "" for w in ws) for ws in out["warnings"]),
-        tuple(contexts),
-        options,
+        **{name: out[name] for name in TopologyBatch.ARRAYS},
+        node_id=tuple(out["node_id"]),
+        message=tuple(text(m) or "" for m in out["message"]),
+        yaml=tuple(text(y) for y in out["yaml"]),
+        warnings=tuple(tuple(text(w) or "" for w in ws) for ws in out["warnings"]),
+        contexts=tuple(contexts),
+        options=options,
     )
     if not (batch.error == DEFERRED).any():
         return batch

@@ -453,7 +453,10 @@ def qmix_forward(
     where = _placement({"obs": obs, "adj": adj, "hidden": hidden, "active": active})
     if where[0] == "numpy":
         weights = _qmix_weights(core, params, device)
-        return core.qmix_forward_cuda_host(weights, *(_host(x) for x in (obs, adj, hidden, active)))
+        q_h: tuple[Any, Any] = core.qmix_forward_cuda_host(
+            weights, *(_host(x) for x in (obs, adj, hidden, active))
+        )
+        return q_h
 
     fw = _framework(where)
     c = params.config

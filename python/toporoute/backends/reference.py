@@ -357,7 +357,8 @@ def _gru(x: np.ndarray, h: np.ndarray, w: dict[str, np.ndarray], prefix: str) ->
     r = 1.0 / (1.0 + np.exp(-(gi[..., :H] + gh[..., :H])))
     z = 1.0 / (1.0 + np.exp(-(gi[..., H : 2 * H] + gh[..., H : 2 * H])))
     n = np.tanh(gi[..., 2 * H :] + r * gh[..., 2 * H :])
-    return (1.0 - z) * n + z * h
+    out: np.ndarray = (1.0 - z) * n + z * h
+    return out
 
 
 def qmix_neighbours(adj: np.ndarray, active: np.ndarray, adj_mode: str, self_loops: bool) -> np.ndarray:
@@ -372,7 +373,8 @@ def qmix_neighbours(adj: np.ndarray, active: np.ndarray, adj_mode: str, self_loo
     if self_loops:
         e = e | np.eye(a.shape[-1], dtype=bool)[None]
     e = e & active[:, :, None] & active[:, None, :]
-    return e.astype(np.float64)
+    weights: np.ndarray = e.astype(np.float64)
+    return weights
 
 
 def qmix_forward(
@@ -426,10 +428,13 @@ def qmix_forward(
 
 def _mlp(x: np.ndarray, w: dict[str, np.ndarray], prefix: str) -> np.ndarray:
     """Linear -> ReLU -> Linear (the hypernetworks), or a single Linear when ``prefix.weight`` exists."""
+    y: np.ndarray
     if f"{prefix}.weight" in w:
-        return x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
+        y = x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
+        return y
     h = np.maximum(x @ w[f"{prefix}.0.weight"].T + w[f"{prefix}.0.bias"], 0.0)
-    return h @ w[f"{prefix}.2.weight"].T + w[f"{prefix}.2.bias"]
+    y = h @ w[f"{prefix}.2.weight"].T + w[f"{prefix}.2.bias"]
+    return y
 
 
 def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray) -> np.ndarray:
@@ -453,7 +458,8 @@ def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray) -> np.n
     hid = np.where(pre > 0, pre, np.expm1(np.minimum(pre, 0.0)))
     w2 = np.abs(_mlp(s, w, "mixer.hyper_w2"))
     b2 = _mlp(s, w, "mixer.hyper_b2")[:, 0]
-    return ((hid * w2).sum(axis=-1) + b2).astype(np.float32)
+    q_tot: np.ndarray = ((hid * w2).sum(axis=-1) + b2).astype(np.float32)
+    return q_tot
 
 
 def available() -> tuple[bool, str]:

@@ -271,7 +271,8 @@ class _Batcher:
                     await asyncio.wait_for(self.wake.wait(), self.router.max_wait)
                 except asyncio.TimeoutError:
                     pass
-            batch, total = [], 0
+            batch: list[_Request] = []
+            total = 0
             while self.queue and (not batch or total + len(self.queue[0].episodes) <= self.router.max_batch):
                 request = self.queue.pop(0)
                 total += len(request.episodes)

@@ -244,9 +244,9 @@ class OpenAIEngine:
                         return self._failed(request, r.failure, attempt, t0)
                     wait = self._delay(attempt - 1, r.after_s)
                     if wait is None:
-                        f = r.failure
-                        why = f"{f.message} (Retry-After {r.after_s:g} s exceeds backoff_max_s)"
-                        return self._failed(request, _Failure(f.kind, why, f.status), attempt, t0)
+                        fail = r.failure
+                        why = f"{fail.message} (Retry-After {r.after_s:g} s exceeds backoff_max_s)"
+                        return self._failed(request, _Failure(fail.kind, why, fail.status), attempt, t0)
                     log.info("%s: retry %d in %.2f s after %s", self.name, attempt, wait, r.failure.message)
                     await asyncio.sleep(wait)
                     continue

@@ -245,7 +245,7 @@ class ReplayEngine:
         if not requests:
             return []
         keys = [r.key(self.name) for r in requests]
-        found = self._lookup(keys) if self._reuse else [None] * len(requests)
+        found: list[dict[str, Any] | None] = self._lookup(keys) if self._reuse else [None] * len(requests)
         if self._engine is None and any(f is None for f in found):
             # raised before consuming, so a failed batch leaves the index as it was
             raise self._miss(requests, keys, found)

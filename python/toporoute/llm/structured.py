@@ -179,7 +179,8 @@ class Structured:
                 self._validator(r.schema)
         results = await self._generate(requests)
         state = {i: _Attempts(r) for i, r in enumerate(requests) if r.schema is not None}
-        pending, failed = list(state), {}
+        pending: list[int] = list(state)
+        failed: dict[int, str] = {}
         for round_ in range(self.max_reprompts + 1):
             if round_ > 0:
                 retry = {

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .. import backends
+from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from . import _validate as _v
 from .conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
 from .qmix_params import QMixParams
@@ -31,7 +32,10 @@ def _batch(*arrays: Any) -> tuple[Any, ...]:
     return tuple(None if a is None else a[None] for a in arrays)
 
 
-def _unbatch(result: Any) -> Any:
+_R = TypeVar("_R")
+
+
+def _unbatch(result: _R) -> _R:
     """Drops the batch axis that the facade added to a single-graph call."""
     return type(result)(*[None if f is None else f[0] for f in vars(result).values()])
 
@@ -73,7 +77,8 @@ def route(
         routes: Routes = impl.route(q, k, tau=tau, k_in=k_in, active=active)
         return routes
     q, k, active = _batch(q, k, active)
-    return _unbatch(impl.route(q, k, tau=tau, k_in=k_in, active=active))
+    batched: Routes = impl.route(q, k, tau=tau, k_in=k_in, active=active)
+    return _unbatch(batched)
 
 
 def route_indexed(
@@ -135,7 +140,8 @@ def route_indexed(
         routes: Routes = impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
         return routes
     q_rows, k_rows = _batch(q_rows, k_rows)
-    return _unbatch(impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples))
+    batched: Routes = impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
+    return _unbatch(batched)
 
 
 def mean_pool(
@@ -178,7 +184,8 @@ def mean_pool(
     """
     _v.mean_pool_args(hidden, mask, out, rows)
     impl = backends.select(backend, hidden)
-    return impl.mean_pool(hidden, mask, out=out, rows=rows)
+    pooled: np.ndarray = impl.mean_pool(hidden, mask, out=out, rows=rows)
+    return pooled
 
 
 def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str | None = None) -> Order:
@@ -210,7 +217,8 @@ def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str 
         order: Order = impl.toposort(adj, weights=weights, active=active)
         return order
     adj, weights, active = _batch(adj, weights, active)
-    return _unbatch(impl.toposort(adj, weights=weights, active=active))
+    batched: Order = impl.toposort(adj, weights=weights, active=active)
+    return _unbatch(batched)
 
 
 def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str | None = None) -> GraphStats:
@@ -233,7 +241,8 @@ def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str 
         stats: GraphStats = impl.graph_stats(adj, active=active, prev=prev)
         return stats
     adj, prev, active = _batch(adj, prev, active)
-    return _unbatch(impl.graph_stats(adj, active=active, prev=prev))
+    batched: GraphStats = impl.graph_stats(adj, active=active, prev=prev)
+    return _unbatch(batched)
 
 
 def conductor_density(
@@ -269,18 +278,19 @@ def conductor_density(
     try:
         nodes, edges, steps, n_max = np.broadcast_arrays(*arrays)
     except ValueError as exc:
-        raise _v.ShapeError(
+        raise ShapeError(
             f"nodes, edges, steps and n_max must broadcast together: {exc}", arg="nodes"
         ) from exc
     if (steps > nodes).any():
         i = np.argwhere(steps > nodes)[0]
-        raise _v.OutOfRangeError(
+        raise OutOfRangeError(
             f"steps must be <= nodes (every step holds an agent); got steps={steps[tuple(i)]}, "
             f"nodes={nodes[tuple(i)]} at index {tuple(int(x) for x in i)}",
             arg="steps",
         )
     impl = backends.select(backend, nodes)
-    return impl.conductor_density(nodes, edges, steps, n_max)
+    density: Density = impl.conductor_density(nodes, edges, steps, n_max)
+    return density
 
 
 def qmix_forward(
@@ -317,7 +327,7 @@ def qmix_forward(
         ``q (B, N, n_actions) float32`` and the new ``hidden (B, N, H) float32`` (a named tuple).
     """
     if not isinstance(params, QMixParams):
-        raise _v.InvalidArgumentError(
+        raise InvalidArgumentError(
             f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
         )
     shape = _v.qmix_forward_args(params.config, obs, adj, hidden, active)
@@ -345,7 +355,7 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | Non
     (B,) float32, or a 0-d array for a single sample. ``dQ_tot/dq_i >= 0`` (absolute hypernetwork weights).
     """
     if not isinstance(params, QMixParams):
-        raise _v.InvalidArgumentError(
+        raise InvalidArgumentError(
             f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
         )
     if not params.has_mixer:
@@ -396,38 +406,37 @@ def conductor_check(
     if isinstance(texts, str):
         texts = [texts]
     if not isinstance(texts, Sequence) or isinstance(texts, bytes):
-        raise _v.InvalidArgumentError(
+        raise InvalidArgumentError(
             f"texts must be a string or a sequence of strings; got {type(texts).__name__}", "texts"
         )
     texts = list(texts)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
-            raise _v.InvalidArgumentError(f"texts[{i}] must be a string; got {type(t).__name__}", "texts")
+            raise InvalidArgumentError(f"texts[{i}] must be a string; got {type(t).__name__}", "texts")
     options = options or DEFAULT_OPTIONS
     if not isinstance(options, CheckOptions):
-        raise _v.InvalidArgumentError(
-            f"options must be a CheckOptions; got {type(options).__name__}", "options"
-        )
+        raise InvalidArgumentError(f"options must be a CheckOptions; got {type(options).__name__}", "options")
     if context is None or isinstance(context, Context):
         contexts = [context or Context()] * len(texts)
     else:
         contexts = list(context)
         if len(contexts) != len(texts):
-            raise _v.ShapeError(
+            raise ShapeError(
                 f"context must be one Context or one per text ({len(texts)}); got {len(contexts)}",
                 arg="context",
             )
         for i, c in enumerate(contexts):
             if not isinstance(c, Context):
-                raise _v.InvalidArgumentError(
+                raise InvalidArgumentError(
                     f"context[{i}] must be a Context; got {type(c).__name__}", "context"
                 )
     for c in {id(c): c for c in contexts}.values():
         for n in c.nodes:
             if n.role not in options.pool:
-                raise _v.InvalidArgumentError(
+                raise InvalidArgumentError(
                     f"context node {n.token} has role {n.role!r}, which is not in the pool {options.pool}",
                     "context",
                 )
     impl = backends.select(backend, np.empty(0))
-    return impl.conductor_check(texts, contexts, options)
+    batch: TopologyBatch = impl.conductor_check(texts, contexts, options)
+    return batch

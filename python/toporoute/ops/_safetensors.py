@@ -11,6 +11,7 @@ import json
 import struct
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..errors import InvalidArgumentError
 
 __all__ = ["read_safetensors", "write_safetensors"]
 
-_DTYPES = {
+_DTYPES: dict[str, np.dtype[Any]] = {
     "F64": np.dtype("<f8"),
     "F32": np.dtype("<f4"),
     "F16": np.dtype("<f2"),

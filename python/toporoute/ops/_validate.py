@@ -51,9 +51,9 @@ _ND = np.ndarray
 def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) -> tuple[int, ...]:
     """Checks dtype and rank; returns the shape. ``layout`` describes the expected shape for messages."""
     if type(x) is np.ndarray:  # fast path: this runs on every call of a microsecond op
+        shape: tuple[int, ...] = x.shape
         if x.dtype == _NP_DTYPES[dtype] and x.ndim in ndims:
-            return x.shape
-        shape = x.shape
+            return shape
     else:
         shape = _shape(x, name)
     if dtype_name(x) != dtype:
@@ -290,7 +290,8 @@ def pool_input(
     if rows is not None:
         rs = typed_array(rows, f"{prefix}rows", INDEX_DTYPES, (1,), "(n,)", arg=arg or "rows")
         same_shape(rs, f"{prefix}rows", hs[:1], "(n,) of hidden", arg=arg or "rows")
-    return hs
+    n, length, dim = hs  # rank 3, checked above
+    return n, length, dim
 
 
 def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, int, int]:

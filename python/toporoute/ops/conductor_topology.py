@@ -231,7 +231,7 @@ class TurnGraph:
 
     def edges(self) -> list[tuple[int, int, str]]:
         """``(src, dst, kind)`` with global indices; kind ``intra``, ``cross`` or ``self``."""
-        out = []
+        out: list[tuple[int, int, str]] = []
         for i, (refs, cross) in enumerate(zip(self.refs, self.cross)):
             out.extend((src, self.base + i, "cross" if c else "intra") for src, c in zip(refs, cross))
             if self.self_src[i] >= 0:
@@ -317,7 +317,8 @@ class TopologyBatch:
 
     @property
     def ok(self) -> np.ndarray:
-        return self.error == OK
+        valid: np.ndarray = self.error == OK
+        return valid
 
     def item(self, b: int) -> TopologyCheck:
         """Item ``b`` as a :class:`TopologyCheck` (its graph rebuilt from the arrays)."""
@@ -434,7 +435,7 @@ def _loader(max_depth: int) -> Any:
         depth = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
                 raise yaml.composer.ComposerError(
                     None, None, "anchors and aliases are not allowed", event.start_mark
@@ -675,16 +676,16 @@ def _decode(steps: list[_Step], context: Context, options: CheckOptions) -> Turn
         if not any(roles[s] in ("coder", "debugger") for s in refs[i]):
             raise _Fail(LOGIC, f"step {last}: {nodes[i].token} must ref a <coder> or <debugger> (L4)")
     if options.strict_tester:
-        for layer in layers[:-1]:
-            for i in layer:
+        for members in layers[:-1]:
+            for i in members:
                 if nodes[i].role == "tester":
                     raise _Fail(
                         LOGIC, f"step {nodes[i].step}: {nodes[i].token} outside the last step (strict mode)"
                     )
     fed = {s - base for r in refs for s in r if s >= base}
     warnings = []
-    for layer in layers[:-1]:
-        for i in layer:
+    for members in layers[:-1]:
+        for i in members:
             if i not in fed:
                 msg = f"step {nodes[i].step}: {nodes[i].token} feeds no later agent"
                 if options.concise:
@@ -748,7 +749,14 @@ def assemble(
     error = np.zeros(b, np.uint8)
     stats = np.zeros((4, b), np.int64)
     node_off = np.zeros(b + 1, np.int64)
-    role, step, layer, self_src, ref_off, ref_src, ref_cross, ids = [], [], [], [], [0], [], [], []
+    role: list[int] = []
+    step: list[int] = []
+    layer: list[int] = []
+    self_src: list[int] = []
+    ref_off: list[int] = [0]
+    ref_src: list[int] = []
+    ref_cross: list[bool] = []
+    ids: list[str] = []
     for x, item in enumerate(items):
         error[x] = item.error
         g = item.graph
@@ -767,7 +775,10 @@ def assemble(
         node_off[x + 1] = len(role)
     return TopologyBatch(
         error,
-        *stats,
+        stats[0],
+        stats[1],
+        stats[2],
+        stats[3],
         node_off,
         np.asarray(role, np.int16),
         np.asarray(step, np.int64),
@@ -775,7 +786,7 @@ def assemble(
         np.asarray(self_src, np.int64),
         np.asarray(ref_off, np.int64),
         np.asarray(ref_src, np.int64),
-        np.asarray(ref_cross, bool),
+        np.asarray(ref_cross, np.bool_),
         tuple(ids),
         tuple(i.message for i in items),
         tuple(i.yaml for i in items),

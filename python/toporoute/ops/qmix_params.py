@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ._safetensors import read_safetensors, write_safetensors
 from ..errors import InvalidArgumentError
+from ._safetensors import read_safetensors, write_safetensors
 
 __all__ = ["ADJ_MODES", "FORMAT", "QMixConfig", "QMixParams", "agent_keys", "mixer_keys"]
 

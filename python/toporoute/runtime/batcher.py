@@ -99,7 +99,8 @@ class RoundBatcher:
         queue = [q for q in self._queue if not q[2].done()]  # drop cancelled callers
         self._queue = []
         while queue:
-            batch, size = [], 0
+            batch: list[tuple[str, list[Request], asyncio.Future[list[Result]]]] = []
+            size = 0
             while queue and (
                 not batch or self.max_batch is None or size + len(queue[0][1]) <= self.max_batch
             ):
