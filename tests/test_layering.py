@@ -153,8 +153,19 @@ def _core_sources(root: Path) -> list[Path]:
 def test_core_sources_do_not_import_upper_layers(root: Path) -> None:
     files = _core_sources(root)
     names = {f.relative_to(root).as_posix() for f in files}
-    expected = {"ops/__init__.py", "ops/_facade.py", "ops/_validate.py", "ops/results.py", "ops/qmix_params.py"}
-    expected |= {"ops/_safetensors.py", "ops/conductor_topology.py", "backends/__init__.py", "backends/cpu.py"}
+    expected = {
+        "ops/__init__.py",
+        "ops/_facade.py",
+        "ops/_validate.py",
+        "ops/results.py",
+        "ops/qmix_params.py",
+    }
+    expected |= {
+        "ops/_safetensors.py",
+        "ops/conductor_topology.py",
+        "backends/__init__.py",
+        "backends/cpu.py",
+    }
     assert expected <= names, names
     offenders = []
     for f in files:
