@@ -21,7 +21,10 @@ os.environ.setdefault("OMP_PROC_BIND", "false")
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get(ENV):
         os.environ[ENV] = "smoke" if config.getoption("benchmark_disable", default=False) else "full"
-    mode()  # a bad value fails here, once, instead of in every module
+    try:
+        mode()  # a bad value stops the run here, once, instead of failing every module
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_report_header(config: pytest.Config) -> str:
