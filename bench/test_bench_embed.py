@@ -7,7 +7,7 @@
 - a warm-cache round vs a cold one (target >= 100x).
 
 Every timed side computes from scratch (the embedding cache is cleared) unless the warm round is measured.
-Smoke sizes (bench/_scale.py): 8 episodes, one timed round per side.
+Smoke sizes (bench/_scale.py): 2 episodes, one timed round per side.
 Run: ``python -m pytest bench/test_bench_embed.py -s``. Results are asserted; ratios are printed, not asserted.
 """
 
@@ -22,7 +22,7 @@ from toporoute.embed import Encoder, Router, _model_files
 from ._compare import seconds
 from ._scale import pick, timing
 
-EPISODES, AGENTS, TAU, K_IN = pick(64, 8), 5, 0.3, 3
+EPISODES, AGENTS, TAU, K_IN = pick(64, 2), 5, 0.3, 3
 
 _ROLES = ["developer", "researcher", "tester", "designer", "manager"]
 _THINGS = [
