@@ -10,6 +10,9 @@ rest schema or logic errors (unknown roles, non-integer steps, a missing tester,
   outside its YAML subset, so its time there includes the reference's).
 - ``test_conductor_check``: pytest-benchmark suites per backend and B, when the plugin is installed.
 
+Smoke sizes (bench/_scale.py): B = 1 and 64, one short timed round, and a 4.8k-line plan instead of a 100k-line
+one (still over the default ``max_bytes``).
+
 Run: ``python -m pytest bench/test_bench_conductor.py -s``.
 """
 
@@ -26,10 +29,12 @@ from toporoute import backends, ops
 from toporoute.ops.conductor_topology import OK, CheckOptions, TopologyBatch
 
 from ._compare import report, seconds
+from ._scale import pick, timing
 
 pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
 
-BATCHES = (1, 64, 4096)
+BATCHES = pick((1, 64, 4096), (1, 64))
+PLAN_STEPS = pick(25_000, 1_200)  # of the long hostile plan, 4 lines each
 _PLUGIN = importlib.util.find_spec("pytest_benchmark") is not None
 _ARRAYS = TopologyBatch.ARRAYS
 
@@ -103,9 +108,9 @@ def test_conductor_check_vs_reference(B: int) -> None:
     assert 0.6 <= valid <= 0.95 or B == 1, valid
     # the reference takes about a millisecond per plan: one timed round at B = 4096
     slow = seconds(
-        lambda: ops.conductor_check(texts, backend="reference"), min_time=0.2, repeat=1 if B > 64 else 5
+        lambda: ops.conductor_check(texts, backend="reference"), **timing(repeat=1 if B > 64 else 5)
     )
-    fast = seconds(lambda: ops.conductor_check(texts, backend="cpu"))
+    fast = seconds(lambda: ops.conductor_check(texts, backend="cpu"), **timing())
     report(f"conductor_check B={B} ({valid:.0%} valid)", "reference", slow, "cpu", fast, 1.0)
     print(f"  per plan: reference {slow / B * 1e6:.1f} us, cpu {fast / B * 1e6:.2f} us")
 
@@ -116,15 +121,16 @@ def _hostile() -> list[tuple[str, str, CheckOptions | None]]:
     ]
     plan = _texts(1)[0]
     steps = "".join(
-        f"- step: {s}\n  agents:\n    - agent: <coder>\n      ref: []\n" for s in range(1, 25_001)
+        f"- step: {s}\n  agents:\n    - agent: <coder>\n      ref: []\n" for s in range(1, PLAN_STEPS + 1)
     )
+    long = f"{4 * PLAN_STEPS / 1000:g}k-line plan"
     return [
         ("alias bomb", "```yaml\n" + "\n".join(bomb) + "\n```", None),
         ("10k-deep flow nesting", "```yaml\n" + "[" * 10_000 + "]" * 10_000 + "\n```", None),
         ("1 MB prose, no plan", "lorem ipsum dolor " * 60_000, None),
         ("1 MB prose, then a plan", "reasoning " * 100_000 + "\n" + plan, None),
-        ("100k-line plan", "```yaml\n" + steps + "```", None),
-        ("100k-line plan, max_bytes=1e7", "```yaml\n" + steps + "```", CheckOptions(max_bytes=10**7)),
+        (long, "```yaml\n" + steps + "```", None),
+        (f"{long}, max_bytes=1e7", "```yaml\n" + steps + "```", CheckOptions(max_bytes=10**7)),
         ("NUL byte in the plan", plan.replace("agents:", "agents:\x00", 1), None),
     ]
 
@@ -136,8 +142,8 @@ def test_conductor_hostile() -> None:
         def run(backend: str, text: str = text, options: CheckOptions | None = options) -> Any:
             return ops.conductor_check([text], options=options, backend=backend)
 
-        slow = seconds(lambda: run("reference"), min_time=0, repeat=1)
-        fast = seconds(lambda: run("cpu"), min_time=0.05, repeat=3)
+        slow = seconds(lambda: run("reference"), **timing(min_time=0, repeat=1))
+        fast = seconds(lambda: run("cpu"), **timing(min_time=0.05, repeat=3))
         print(f"\n[hostile] {name}: reference {slow * 1e3:.2f} ms, cpu {fast * 1e3:.3f} ms per plan")
 
 

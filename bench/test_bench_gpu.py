@@ -6,7 +6,8 @@
 - ``toposort`` throughput (graphs/s) at N=16 for B = 4,096 .. 1,048,576, unweighted and weighted.
 
 Each benchmark first checks a slice of its result against the numpy reference. Numbers are printed (and stored
-in pytest-benchmark's extra_info), not asserted: machines are noisy.
+in pytest-benchmark's extra_info), not asserted: machines are noisy. Smoke sizes (bench/_scale.py): B = 4096, one
+timed repeat.
 Run: ``python -m pytest bench/test_bench_gpu.py -s`` on a machine with a GPU.
 """
 
@@ -21,10 +22,13 @@ import pytest
 from toporoute import backends, ops
 from toporoute.backends import reference
 
+from ._scale import pick
+
 _CUDA_OK, _CUDA_WHY = backends.available()["cuda"]
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not _CUDA_OK, reason=f"CUDA unavailable: {_CUDA_WHY}")]
 
 CHECK = 256  # episodes / graphs compared with the reference
+REPEATS = pick(5, 1)
 
 
 class _Gpu:
@@ -132,7 +136,7 @@ def _assert_routes_slice(gpu: _Gpu, got: Any, q: Any, k: Any) -> None:
     np.testing.assert_allclose(gpu.host(got.scores[:CHECK]), want.scores, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("B", [262_144, 1_048_576])
+@pytest.mark.parametrize("B", pick([262_144, 1_048_576], [4096]))
 def test_route_bandwidth(benchmark: Any, gpu: _Gpu, B: int) -> None:
     N, D, k_in = 8, 384, 3
     input_bytes = 2 * B * N * D * 4
@@ -156,8 +160,8 @@ def test_route_bandwidth(benchmark: Any, gpu: _Gpu, B: int) -> None:
         gpu.copy(arrays["scratch"], arrays["q"])
         gpu.copy(arrays["scratch"], arrays["k"])
 
-    t_route = gpu.seconds(run, repeats=5)
-    t_copy = gpu.seconds(copy, repeats=5)
+    t_route = gpu.seconds(run, repeats=REPEATS)
+    t_copy = gpu.seconds(copy, repeats=REPEATS)
     route_bw = (input_bytes + output_bytes) / t_route
     copy_bw = 2 * input_bytes / t_copy  # read + write
     peak = gpu.peak_bandwidth()
@@ -186,7 +190,7 @@ def test_route_bandwidth(benchmark: Any, gpu: _Gpu, B: int) -> None:
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("B", [4096, 65_536, 1_048_576])
+@pytest.mark.parametrize("B", pick([4096, 65_536, 1_048_576], [4096]))
 def test_toposort_throughput(benchmark: Any, gpu: _Gpu, B: int, weighted: bool) -> None:
     N = 16
     benchmark.group = f"cuda toposort N={N} weighted={weighted}"
@@ -201,7 +205,7 @@ def test_toposort_throughput(benchmark: Any, gpu: _Gpu, B: int, weighted: bool) 
     want = reference.toposort(gpu.host(adj[:CHECK]), weights=w_host, active=None)
     for field in ("order", "level", "removed", "is_dag"):
         np.testing.assert_array_equal(gpu.host(getattr(got, field)[:CHECK]), getattr(want, field))
-    seconds = gpu.seconds(run, repeats=5)
+    seconds = gpu.seconds(run, repeats=REPEATS)
     print(
         f"\n[gpu] toposort B={B} N={N} weighted={weighted} ({gpu.name}): {seconds * 1e3:.3f} ms, "
         f"{B / seconds / 1e6:.1f} M graphs/s"

@@ -6,7 +6,8 @@ engine and model. DESIGN.md's target is >= 4x wall-clock.
 Both sides generate exactly 64 tokens per request (the engine ignores end-of-sequence), and both use the same
 four role prompts, already in the prefix cache after a warm-up; their per-episode task texts differ, so
 neither side reuses the other's full prompts. The embedded model is converted into the default cache
-(``$TOPOROUTE_CACHE``, else the user cache) when it is not there yet. Takes about 3 minutes on 2 cores.
+(``$TOPOROUTE_CACHE``, else the user cache) when it is not there yet. Takes about 3 minutes on 2 cores; at smoke
+sizes (bench/_scale.py: 2 episodes x 4 agents x 8 tokens) the engine's start-up is most of it.
 
 Run: ``python -m pytest bench/test_bench_llm.py -s``. Results are asserted; the ratio is printed, not
 asserted.
@@ -23,7 +24,9 @@ import pytest
 from toporoute.llm import Request, Result, Sampling, Tags
 from toporoute.runtime import Runtime
 
-EPISODES, AGENTS, MAX_TOKENS = 16, 4, 64
+from ._scale import pick
+
+EPISODES, AGENTS, MAX_TOKENS = pick(16, 2), 4, pick(64, 8)
 
 ROLES = {
     "planner": "You are the planner of a team of four agents. Break the task into short numbered steps.",

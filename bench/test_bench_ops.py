@@ -1,5 +1,5 @@
 """pytest-benchmark suites of the core ops, grouped per op, parametrised over backend and size. Each benchmark
-checks its result against the reference before timing.
+checks its result against the reference before timing. Smoke sizes (bench/_scale.py) keep B <= 64.
 
 Run: ``python -m pytest bench --benchmark-columns=min,median,ops``.
 """
@@ -11,6 +11,8 @@ import pytest
 
 from toporoute import backends, ops
 from toporoute.backends import reference
+
+from ._scale import pick
 
 HOST_BACKENDS = [b for b in ("reference", "cpu") if backends.available()[b][0]]
 
@@ -31,7 +33,7 @@ def _dags(B: int, N: int, p: float = 0.3, seed: int = 0) -> np.ndarray:
 
 
 @pytest.mark.parametrize("backend", HOST_BACKENDS)
-@pytest.mark.parametrize("B", [1, 64, 4096])
+@pytest.mark.parametrize("B", pick([1, 64, 4096], [1, 64]))
 def test_route(benchmark, backend: str, B: int) -> None:
     benchmark.group = f"route N=8 D=384 B={B}"
     q, k = _route_inputs(B, 8, 384)
@@ -43,7 +45,7 @@ def test_route(benchmark, backend: str, B: int) -> None:
 
 
 @pytest.mark.parametrize("backend", HOST_BACKENDS)
-@pytest.mark.parametrize("B", [1, 4096])
+@pytest.mark.parametrize("B", pick([1, 4096], [1, 64]))
 @pytest.mark.parametrize("N", [16, 64])
 def test_toposort(benchmark, backend: str, B: int, N: int) -> None:
     if backend == "reference" and B * N > 4096 * 16:
@@ -59,9 +61,10 @@ def test_toposort(benchmark, backend: str, B: int, N: int) -> None:
 
 @pytest.mark.parametrize("backend", HOST_BACKENDS)
 def test_graph_stats(benchmark, backend: str) -> None:
-    benchmark.group = "graph_stats N=8 B=4096"
+    B = pick(4096, 64)
+    benchmark.group = f"graph_stats N=8 B={B}"
     rng = np.random.default_rng(1)
-    adj, prev = rng.random((2, 4096, 8, 8)) < 0.3
+    adj, prev = rng.random((2, B, 8, 8)) < 0.3
     want = reference.graph_stats(adj, active=None, prev=prev)
     got = benchmark(ops.graph_stats, adj, prev=prev, backend=backend)
     np.testing.assert_array_equal(got.edges, want.edges)
@@ -70,12 +73,13 @@ def test_graph_stats(benchmark, backend: str) -> None:
 
 @pytest.mark.parametrize("backend", HOST_BACKENDS)
 def test_conductor_density(benchmark, backend: str) -> None:
-    benchmark.group = "conductor_density n=65536"
+    n = pick(65536, 1024)
+    benchmark.group = f"conductor_density n={n}"
     rng = np.random.default_rng(2)
-    nodes = rng.integers(1, 12, 65536)
-    steps = np.minimum(rng.integers(1, 6, 65536), nodes)
-    edges = rng.integers(0, 20, 65536)
-    caps = rng.choice([4, 7, 10], 65536)
+    nodes = rng.integers(1, 12, n)
+    steps = np.minimum(rng.integers(1, 6, n), nodes)
+    edges = rng.integers(0, 20, n)
+    caps = rng.choice([4, 7, 10], n)
     want = reference.conductor_density(nodes, edges, steps, caps)
     got = benchmark(ops.conductor_density, nodes, edges, steps, caps, backend=backend)
     np.testing.assert_allclose(got.reward, want.reward, rtol=1e-12)

@@ -8,6 +8,8 @@ GRU memory (a round after the first).
   asserted: machines are noisy); the core's results are asserted against PyTorch within 1e-5.
 - ``test_qmix_forward`` / ``test_qmix_mix``: pytest-benchmark suites per side and B, when the plugin is installed.
 
+Smoke sizes (bench/_scale.py): B = 1 and 8, one short timed round.
+
 Run: ``python -m pytest bench/test_bench_qmix.py -s``.
 """
 
@@ -25,11 +27,12 @@ from toporoute import backends, ops
 from toporoute.ops.qmix_params import QMixConfig
 
 from ._compare import report, seconds
+from ._scale import pick, timing
 
 torch = pytest.importorskip("torch", reason="PyTorch is the comparison baseline")
 pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
 
-BATCHES = (1, 8, 64, 1024)
+BATCHES = pick((1, 8, 64, 1024), (1, 8))
 N = 3
 ATOL = 1e-5
 _PLUGIN = importlib.util.find_spec("pytest_benchmark") is not None
@@ -84,8 +87,8 @@ def _compare(op: str, B: int) -> None:
         with torch.inference_mode():
             return baseline()
 
-    slow = seconds(torch_call)
-    fast = seconds(core)
+    slow = seconds(torch_call, **timing())
+    fast = seconds(core, **timing())
     target = 5.0 if op == "forward" and B <= 64 else 1.0  # DESIGN.md states a target for the forward, B <= 64
     report(
         f"qmix_{op} B={B} N={N} (torch threads {torch.get_num_threads()})", "torch", slow, "cpu", fast, target

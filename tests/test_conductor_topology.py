@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toporoute import backends, ops
+from toporoute.errors import InvalidArgumentError
 from toporoute.ops.conductor_topology import (
     LOGIC,
     NO_YAML,
@@ -27,7 +28,6 @@ from toporoute.ops.conductor_topology import (
     extract_yaml,
     render_yaml,
 )
-from toporoute.errors import InvalidArgumentError
 
 BACKENDS = ["reference"] + (["cpu"] if backends.available()["cpu"][0] else [])
 

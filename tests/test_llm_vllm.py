@@ -3,6 +3,8 @@ model's one-time conversion into the cache.
 
 One engine serves the whole module (start-up takes tens of seconds on CPU); it runs on a module-wide event
 loop, since vLLM's client binds to the loop that first uses it. Outputs are kept short (``max_tokens`` <= 48).
+The embedded model is converted once per session, into a fresh cache that the end-to-end tests' shared engine
+uses too (tests/_shared_vllm.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pydantic
 import pytest
+from _shared_vllm import converted_model_cache
 
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm import Engine, EngineClosedError, Request, Sampling, Tags
@@ -40,13 +43,9 @@ SYSTEM = "You are a careful assistant. Reply with a JSON object with the keys an
 
 
 @pytest.fixture(scope="module")
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh cache holding the converted embedded model (converted once here, for the whole module)."""
-    cache = tmp_path_factory.mktemp("llm-cache")
-    t0 = time.perf_counter()
-    llm_models.embedded_model_dir(cache)
-    print(f"\n[llm] embedded model converted in {time.perf_counter() - t0:.1f} s")
-    return cache
+def model_cache(pytestconfig: pytest.Config) -> Path:
+    """A fresh cache holding the converted embedded model (converted once per session)."""
+    return converted_model_cache(pytestconfig)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +61,17 @@ def env_before() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def engine(loop: asyncio.AbstractEventLoop, model_cache: Path, env_before: dict[str, str]):
+def children_before() -> set[int]:
+    """Child processes from before this module's engine (another test's engine may be open)."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture(scope="module")
+def engine(
+    loop: asyncio.AbstractEventLoop, model_cache: Path, env_before: dict[str, str], children_before: set[int]
+):
     from toporoute.llm.vllm_engine import VLLMEngine
 
     t0 = time.perf_counter()
@@ -227,12 +236,16 @@ def test_batch_returns_in_order_with_per_request_errors(engine, loop: asyncio.Ab
     assert loop.run_until_complete(engine.generate([])) == []
 
 
-def test_aclose_stops_vllm_processes(engine, loop: asyncio.AbstractEventLoop) -> None:
+def test_aclose_stops_vllm_processes(
+    engine, loop: asyncio.AbstractEventLoop, children_before: set[int]
+) -> None:
     import psutil
 
     def vllm_children() -> list[str]:
         names = []
         for p in psutil.Process().children(recursive=True):
+            if p.pid in children_before:
+                continue
             try:
                 cmd = " ".join(p.cmdline())
             except psutil.Error:

@@ -43,6 +43,12 @@ def _expected(encoder: Encoder, q: list[str], k: list[str], tau: float, k_in: in
     )
 
 
+@pytest.fixture
+def cache_dir(encoder: Encoder) -> Path:
+    """The session encoder's cache: a new encoder loads the graph exported there instead of exporting again."""
+    return encoder.onnx_path.parent.parent
+
+
 def _assert_same(got, want) -> None:
     np.testing.assert_array_equal(got.adjacency, want.adjacency)
     np.testing.assert_array_equal(got.inbox, want.inbox)
@@ -75,8 +81,8 @@ def test_many_ragged_episodes_match_per_episode_routing(encoder: Encoder, k_in: 
         assert not got.adjacency[b, n:].any() and not got.adjacency[b, :, n:].any()
 
 
-def test_one_batched_encoder_call_for_all_episodes(tmp_path: Path) -> None:
-    enc = Encoder.default(cache_dir=tmp_path)
+def test_one_batched_encoder_call_for_all_episodes(cache_dir: Path) -> None:
+    enc = Encoder.default(cache_dir=cache_dir)
     calls = []
     forward = enc.forward
     enc.forward = lambda texts: calls.append(len(texts)) or forward(texts)
@@ -88,7 +94,7 @@ def test_one_batched_encoder_call_for_all_episodes(tmp_path: Path) -> None:
     first = router.route_texts(qs, ks)
     assert calls == [distinct, 0]  # the warm round computes nothing
     assert enc.cache_info().hits == distinct
-    _assert_same(first, Router(Encoder.default(cache_dir=tmp_path, cache_size=0)).route_texts(qs, ks))
+    _assert_same(first, Router(Encoder.default(cache_dir=cache_dir, cache_size=0)).route_texts(qs, ks))
 
 
 def test_empty_descriptor_gets_no_edges(encoder: Encoder) -> None:
@@ -101,14 +107,12 @@ def test_empty_descriptor_gets_no_edges(encoder: Encoder) -> None:
     assert got.adjacency[0, 2]
 
 
-def test_small_cache_and_concurrent_threads(tmp_path: Path) -> None:
-    enc = Encoder.default(cache_dir=tmp_path, cache_size=64)  # one call fits; all of them do not: eviction
+def test_small_cache_and_concurrent_threads(cache_dir: Path) -> None:
+    enc = Encoder.default(cache_dir=cache_dir, cache_size=64)  # one call fits; all of them do not: eviction
     router = Router(enc, tau=0.2, k_in=2)
     batches = [_episodes(6, seed=s) for s in range(8)]
-    want = [
-        Router(Encoder.default(cache_dir=tmp_path, cache_size=0), tau=0.2, k_in=2).route_texts(*b)
-        for b in batches
-    ]
+    uncached = Router(Encoder.default(cache_dir=cache_dir, cache_size=0), tau=0.2, k_in=2)
+    want = [uncached.route_texts(*b) for b in batches]
     results: dict[int, object] = {}
     failures = []
 
@@ -130,8 +134,8 @@ def test_small_cache_and_concurrent_threads(tmp_path: Path) -> None:
     assert enc.cache_info().evictions > 0
 
 
-def test_aroute_texts_coalesces_callers_and_keeps_the_loop_free(tmp_path: Path) -> None:
-    enc = Encoder.default(cache_dir=tmp_path, cache_size=0)
+def test_aroute_texts_coalesces_callers_and_keeps_the_loop_free(cache_dir: Path) -> None:
+    enc = Encoder.default(cache_dir=cache_dir, cache_size=0)
     calls = []
     forward = enc.forward
     enc.forward = lambda texts: calls.append(len(texts)) or forward(texts)

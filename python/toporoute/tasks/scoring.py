@@ -6,7 +6,7 @@ import textwrap
 
 from ..errors import InvalidArgumentError
 from .base import Score, Task
-from .humaneval import _defines, completion_for, extract_code, score_completion
+from .humaneval import completion_for, defines_function, extract_code, score_completion
 from .math import score_math
 
 __all__ = ["score"]
@@ -18,7 +18,9 @@ def _is_bare_code(task: Task, text: str) -> bool:
     same verdict as scoring the message it came from."""
     if not text.strip():
         return False
-    if task.entry_point and _defines(text, task.entry_point):  # even with a syntax error: scored as "error"
+    if task.entry_point and defines_function(
+        text, task.entry_point
+    ):  # even with a syntax error: scored as "error"
         return True
     body = textwrap.indent(textwrap.dedent(text), "    ")
     for source in (text, task.prompt + body):

@@ -1,0 +1,133 @@
+"""What the real-model tests share within one pytest session: the embedded model converted once, and one
+in-process vLLM engine for the ``toporoute`` command runs.
+
+Starting vLLM on CPU takes tens of seconds (its EngineCore and worker processes each import torch and vLLM),
+so the end-to-end tests (DyTopo, Agent Q-Mix training and acting, AgentConductor) run ``toporoute.cli.main`` in
+this process, and the command's ``VLLMEngine.open`` is answered with the one engine opened here with the same
+arguments (the embedded model, the command's context length). That engine runs on its own event-loop thread:
+vLLM's client binds to one loop, and each command runs its own. It is closed after the last test that uses it.
+
+The embedded model is converted from its GGUF file into a fresh cache once per session
+(:func:`converted_model_cache`), so the conversion itself runs in every session, and only once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toporoute import cli
+from toporoute.llm import Request, Result
+from toporoute.llm import models as llm_models
+
+FIXTURE = "toporoute_cli"
+"""The fixture name the test modules give :func:`cli_runner`; the engine closes after its last user."""
+
+CLI_MAX_MODEL_LEN = 8192  # what `toporoute run/train` asks of the embedded model
+
+_session: dict[str, Any] = {}
+
+
+def converted_model_cache(config: pytest.Config) -> Path:
+    """A fresh cache directory holding the converted embedded model (converted on the first call)."""
+    if "cache" not in _session:
+        cache = Path(tempfile.mkdtemp(prefix="toporoute-llm-cache-"))
+        config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+        t0 = time.perf_counter()
+        llm_models.embedded_model_dir(cache)
+        print(f"\n[llm] embedded model converted in {time.perf_counter() - t0:.1f} s")
+        _session["cache"] = cache
+    return _session["cache"]
+
+
+class _SharedEngine:
+    """The engine the command gets: calls go to the shared engine's loop; closing is the session's job."""
+
+    def __init__(self, engine: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._engine, self._loop = engine, loop
+        self.name = engine.name
+        self.supports_guided_json = engine.supports_guided_json
+        self.supports_guided_regex = engine.supports_guided_regex
+        self.opened = 0
+
+    async def generate(self, requests: Sequence[Request]) -> list[Result]:
+        return await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self._engine.generate(requests), self._loop)
+        )
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _start(config: pytest.Config) -> _SharedEngine:
+    from toporoute.llm.vllm_engine import VLLMEngine
+
+    loop = asyncio.new_event_loop()
+    t0 = time.perf_counter()
+    # opened on this (the main) thread; the loop then runs on its own thread for the commands' calls
+    engine = loop.run_until_complete(
+        VLLMEngine.open(cache_dir=converted_model_cache(config), max_model_len=CLI_MAX_MODEL_LEN)
+    )
+    print(f"\n[llm] shared vLLM engine started in {time.perf_counter() - t0:.1f} s")
+    thread = threading.Thread(target=loop.run_forever, name="shared-vllm-loop", daemon=True)
+    thread.start()
+    shared = _SharedEngine(engine, loop)
+
+    def stop() -> None:
+        asyncio.run_coroutine_threadsafe(engine.aclose(), loop).result(timeout=120)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
+
+    _session["engine"], _session["stop"] = shared, stop
+    return shared
+
+
+def _stop() -> None:
+    stop = _session.pop("stop", None)
+    _session.pop("engine", None)
+    if stop is not None:
+        stop()
+
+
+def cli_runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """``run(*args) -> exit status`` of ``toporoute *args`` in this process on the shared engine.
+
+    Use it as the fixture named :data:`FIXTURE`; after the last test that uses that fixture the engine is closed.
+    """
+    shared = _session.get("engine") or _start(request.config)
+    later = request.session.items[request.session.items.index(request.node) + 1 :]
+    if not any(FIXTURE in item.fixturenames for item in later):
+        request.addfinalizer(_stop)
+    else:
+        request.config.add_cleanup(_stop)  # the session may end before a later user runs (-x, Ctrl-C)
+
+    class Opener:
+        @staticmethod
+        async def open(model: Any = None, **kwargs: Any) -> _SharedEngine:
+            want = {"max_model_len": CLI_MAX_MODEL_LEN}
+            assert model is None and kwargs == want, (
+                f"the command opened VLLMEngine({model!r}, {kwargs}); the shared engine is (None, {want})"
+            )
+            shared.opened += 1
+            return shared
+
+    monkeypatch.setattr("toporoute.llm.VLLMEngine", Opener)
+
+    def run(*args: str) -> int:
+        opened = shared.opened
+        status = cli.main(list(args))
+        assert shared.opened == opened + 1, (
+            "the command did not open its engine through toporoute.llm.VLLMEngine"
+        )
+        return status
+
+    return run
