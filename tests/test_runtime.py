@@ -150,7 +150,11 @@ def test_batcher_rejects_bad_settings() -> None:
 def test_ctrl_c_keeps_every_finished_episode(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
-        import asyncio, sys
+        import asyncio, signal, sys
+        # Ctrl-C as a terminal sends it, whatever this test process passed on: a child inherits ignored
+        # and blocked signals (a fresh-clone CI run once started it with SIGINT ignored, and it hung)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
         from toporoute.llm import Request, Tags
         from toporoute.llm.scripted import ScriptedEngine
         from toporoute.runtime import Runtime
