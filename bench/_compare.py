@@ -7,13 +7,18 @@ import statistics
 import time
 from collections.abc import Callable
 
+from ._scale import mode
+
 
 def seconds(fn: Callable[[], object], *, min_time: float = 0.2, repeat: int = 7) -> float:
-    """Median over ``repeat`` rounds of the mean call time, each round lasting at least ``min_time``.
+    """Median over ``repeat`` rounds of the mean call time, each round lasting at least ``min_time`` (at smoke size,
+    see :mod:`bench._scale`: one short round).
 
     The garbage collector is off while timing (as in ``timeit``): otherwise a collection triggered by one side
     scans every object the other side keeps alive (networkx graphs hold millions) and lands in the wrong timing.
     """
+    if mode() == "smoke":
+        min_time, repeat = 0.0, 1
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -29,7 +29,7 @@ from toporoute import backends, ops
 from toporoute.ops.conductor_topology import OK, CheckOptions, TopologyBatch
 
 from ._compare import report, seconds
-from ._scale import pick, timing
+from ._scale import pick
 
 pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
 
@@ -107,10 +107,8 @@ def test_conductor_check_vs_reference(B: int) -> None:
     valid = float((want.error == OK).mean())
     assert 0.6 <= valid <= 0.95 or B == 1, valid
     # the reference takes about a millisecond per plan: one timed round at B = 4096
-    slow = seconds(
-        lambda: ops.conductor_check(texts, backend="reference"), **timing(repeat=1 if B > 64 else 5)
-    )
-    fast = seconds(lambda: ops.conductor_check(texts, backend="cpu"), **timing())
+    slow = seconds(lambda: ops.conductor_check(texts, backend="reference"), repeat=1 if B > 64 else 5)
+    fast = seconds(lambda: ops.conductor_check(texts, backend="cpu"))
     report(f"conductor_check B={B} ({valid:.0%} valid)", "reference", slow, "cpu", fast, 1.0)
     print(f"  per plan: reference {slow / B * 1e6:.1f} us, cpu {fast / B * 1e6:.2f} us")
 
@@ -142,8 +140,8 @@ def test_conductor_hostile() -> None:
         def run(backend: str, text: str = text, options: CheckOptions | None = options) -> Any:
             return ops.conductor_check([text], options=options, backend=backend)
 
-        slow = seconds(lambda: run("reference"), **timing(min_time=0, repeat=1))
-        fast = seconds(lambda: run("cpu"), **timing(min_time=0.05, repeat=3))
+        slow = seconds(lambda: run("reference"), min_time=0, repeat=1)
+        fast = seconds(lambda: run("cpu"), min_time=0.05, repeat=3)
         print(f"\n[hostile] {name}: reference {slow * 1e3:.2f} ms, cpu {fast * 1e3:.3f} ms per plan")
 
 

@@ -20,7 +20,7 @@ from toporoute import ops
 from toporoute.embed import Encoder, Router, _model_files
 
 from ._compare import seconds
-from ._scale import pick, timing
+from ._scale import pick
 
 EPISODES, AGENTS, TAU, K_IN = pick(64, 2), 5, 0.3, 3
 
@@ -87,10 +87,8 @@ def test_encoder_throughput_vs_sentence_transformers(bench_encoder: Encoder, st_
     print(
         f"\n[info] cosine similarities of all {len(texts)}^2 pairs vs sentence-transformers: max |diff| {agreement:.1e}"
     )
-    slow = seconds(
-        lambda: st_model.encode(texts, batch_size=bench_encoder.batch_size), **timing(min_time=0, repeat=5)
-    )
-    fast = seconds(lambda: bench_encoder.encode(texts, use_cache=False), **timing(min_time=0, repeat=5))
+    slow = seconds(lambda: st_model.encode(texts, batch_size=bench_encoder.batch_size), min_time=0, repeat=5)
+    fast = seconds(lambda: bench_encoder.encode(texts, use_cache=False), min_time=0, repeat=5)
     print(
         f"[ratio] encode {len(texts)} descriptors: sentence-transformers {len(texts) / slow:.0f} texts/s, "
         f"toporoute {len(texts) / fast:.0f} texts/s = {slow / fast:.2f}x (target >= 1.0x)"
@@ -121,8 +119,8 @@ def test_route_texts_vs_per_episode_loop(bench_encoder: Encoder, st_model) -> No
         assert np.array_equal(got.adjacency[b] | near_tau[b], want[b] | near_tau[b])
     assert got.adjacency.any()
 
-    slow = seconds(research_loop, **timing(min_time=0, repeat=3))
-    fast = seconds(cold, **timing(min_time=0, repeat=5))
+    slow = seconds(research_loop, min_time=0, repeat=3)
+    fast = seconds(cold, min_time=0, repeat=5)
     print(
         f"\n[ratio] text -> graph, {EPISODES} episodes x {AGENTS} agents: per-episode sentence-transformers + "
         f"numpy {slow * 1e3:.0f} ms / Router.route_texts {fast * 1e3:.0f} ms = {slow / fast:.2f}x (target >= 3x)"
@@ -132,7 +130,7 @@ def test_route_texts_vs_per_episode_loop(bench_encoder: Encoder, st_model) -> No
     # (fp32 GEMMs), so batching can gain at most the loop's per-call overhead over this floor.
     texts = [t for ep in (*needs, *offers) for t in ep]
     batched = seconds(
-        lambda: st_model.encode(texts, batch_size=bench_encoder.batch_size), **timing(min_time=0, repeat=3)
+        lambda: st_model.encode(texts, batch_size=bench_encoder.batch_size), min_time=0, repeat=3
     )
     print(
         f"[info] sentence-transformers on all {len(texts)} texts in one call: {batched * 1e3:.0f} ms "
@@ -142,7 +140,7 @@ def test_route_texts_vs_per_episode_loop(bench_encoder: Encoder, st_model) -> No
 
     router.route_texts(needs, offers)  # warm the cache
     hits = bench_encoder.cache_info().hits
-    warm = seconds(lambda: router.route_texts(needs, offers), **timing(min_time=0.2, repeat=5))
+    warm = seconds(lambda: router.route_texts(needs, offers), min_time=0.2, repeat=5)
     assert bench_encoder.cache_info().hits > hits
     np.testing.assert_array_equal(router.route_texts(needs, offers).adjacency, got.adjacency)
     print(
@@ -151,5 +149,5 @@ def test_route_texts_vs_per_episode_loop(bench_encoder: Encoder, st_model) -> No
     )
     q = np.stack([bench_encoder.encode(ep) for ep in needs])
     k = np.stack([bench_encoder.encode(ep) for ep in offers])
-    route_only = seconds(lambda: ops.route(q, k, tau=TAU, k_in=K_IN), **timing())
+    route_only = seconds(lambda: ops.route(q, k, tau=TAU, k_in=K_IN))
     print(f"[info] of the warm round, ops.route alone takes {route_only * 1e6:.0f} us")

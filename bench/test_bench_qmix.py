@@ -27,7 +27,7 @@ from toporoute import backends, ops
 from toporoute.ops.qmix_params import QMixConfig
 
 from ._compare import report, seconds
-from ._scale import pick, timing
+from ._scale import pick
 
 torch = pytest.importorskip("torch", reason="PyTorch is the comparison baseline")
 pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
@@ -87,8 +87,8 @@ def _compare(op: str, B: int) -> None:
         with torch.inference_mode():
             return baseline()
 
-    slow = seconds(torch_call, **timing())
-    fast = seconds(core, **timing())
+    slow = seconds(torch_call)
+    fast = seconds(core)
     target = 5.0 if op == "forward" and B <= 64 else 1.0  # DESIGN.md states a target for the forward, B <= 64
     report(
         f"qmix_{op} B={B} N={N} (torch threads {torch.get_num_threads()})", "torch", slow, "cpu", fast, target

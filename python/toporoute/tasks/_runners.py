@@ -30,4 +30,4 @@ def runner_program(name: str, *args: object) -> str:
 
 @functools.cache
 def _source(name: str) -> str:
-    return resources.files(__package__).joinpath("runners", f"{name}.py").read_text(encoding="utf-8")
+    return (resources.files(__package__) / "runners" / f"{name}.py").read_text(encoding="utf-8")

@@ -243,7 +243,8 @@ def run_public_tests(
     runner = runner_program("public-tests", program, examples_arg, task.entry_point, nonce, _SHOWN)
     result = run_python(runner, timeout_s=timeout_s, memory_mb=memory_mb)
     records = _records(result.stdout, nonce)
-    return _public_report(result, records, examples, task.entry_point, tests, timeout_s, memory_mb)
+    entry_point, _ = require_code_task(task)
+    return _public_report(result, records, examples, entry_point, tests, timeout_s, memory_mb)
 
 
 def _public_report(

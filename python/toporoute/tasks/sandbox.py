@@ -330,6 +330,8 @@ def _run(
         )
     except OSError as exc:
         raise ToporouteError(f"cannot start the sandboxed interpreter {sys.executable}: {exc}") from exc
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None  # both are pipes
 
     out = _Capped()
     err = _Capped()
@@ -338,8 +340,8 @@ def _run(
     exited_at: float | None = None
     try:
         with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ, out)
-            sel.register(proc.stderr, selectors.EVENT_READ, err)
+            sel.register(stdout, selectors.EVENT_READ, out)
+            sel.register(stderr, selectors.EVENT_READ, err)
             # Read as it comes, so a chatty program never blocks on a full pipe nor fills our memory. The
             # pipes close when every process holding them has gone; a child left running keeps them open, so
             # once the program itself has exited its output gets a short grace period, then the group goes.
@@ -368,8 +370,8 @@ def _run(
         _kill_group(proc.pid)
         proc.wait()
         wall = time.monotonic() - start
-        proc.stdout.close()
-        proc.stderr.close()
+        stdout.close()
+        stderr.close()
 
     code = proc.returncode
     signum = -code if code < 0 else None

@@ -83,7 +83,7 @@ def main(src, examples, entry_point, nonce, limit):
     except BaseException as exc:
         emit(stage="compile", **failure(exc))
         os._exit(0)
-    namespace = {}
+    namespace: dict[str, object] = {}
     emit(stage="load")
     try:
         exec(code, namespace)
