@@ -172,11 +172,15 @@ def test_ctrl_c_keeps_every_finished_episode(tmp_path: Path) -> None:
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     folder = tmp_path / "episodes"
-    deadline = time.monotonic() + 60
-    while len(list(folder.glob("q*.json"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(folder.glob("q*.json"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()  # a child that did not stop must not outlive the test
+        proc.wait()
     assert proc.returncode != 0 and b"KeyboardInterrupt" in err
     assert sorted(p.name for p in folder.iterdir()) == ["q0.json", "q1.json", "q2.json"]
     assert all(json.loads(p.read_text())["status"] == "ok" for p in folder.iterdir())
