@@ -170,7 +170,7 @@ class VLLMEngine:
                 for key, value in _CPU_ENV_DEFAULTS.items():
                     os.environ.setdefault(key, value)
             log.info("starting vLLM (%s) on %s", self.name, "CPU" if on_cpu else current_platform.device_name)
-            self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+            self._llm: Any = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))  # None once closed
         self._chat_params = ChatParams(chat_template_kwargs={"add_generation_prompt": True})
         self.start_s = time.perf_counter() - t0
         log.info("vLLM started in %.1f s", self.start_s)

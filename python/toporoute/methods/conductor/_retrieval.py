@@ -354,7 +354,8 @@ class Retriever:
         if not np.isfinite(rows).all():
             raise InvalidArgumentError(f"encoder.encode returned non-finite values for the {what}", "encoder")
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        return rows / np.where(norms > 0, norms, 1.0)  # a zero row (empty text) stays zero
+        unit: np.ndarray = rows / np.where(norms > 0, norms, 1.0)  # a zero row (empty text) stays zero
+        return unit
 
 
 def render(hits: Sequence[Hit]) -> str:

@@ -124,4 +124,5 @@ def global_state(features: Features, obs: np.ndarray, adj: np.ndarray) -> np.nda
         stats = [edges, edges / n**2, float(n)]
     else:
         stats = [edges / max(n * (n - 1), 1), edges / n**2, n / IDENTITY_SLOTS]
-    return np.concatenate([obs.reshape(-1), np.asarray(stats, np.float32)]).astype(np.float32)
+    state: np.ndarray = np.concatenate([obs.reshape(-1), np.asarray(stats, np.float32)]).astype(np.float32)
+    return state
