@@ -4,6 +4,7 @@ manager halting, parse failures, final answers, baselines' graphs, and the harne
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -247,6 +248,19 @@ def test_unknown_method_and_bad_config() -> None:
         LoopConfig(tau=1.5)
     with pytest.raises(InvalidArgumentError, match="inbox_order"):
         LoopConfig(inbox_order="alphabetical")
+
+
+def test_each_method_has_one_default_temperature() -> None:
+    """The spec's temperatures (DyTopo 0.3; Agent Q-Mix and AgentConductor 0.2) come from the settings classes,
+    the same from Python and from the CLI (which passes a temperature only when --temperature is given)."""
+    from toporoute.methods.qmix import QMixSettings
+    from toporoute.methods.registry import MethodSpec
+
+    assert make_method("dytopo").params()["temperature"] == 0.3
+    assert make_method("chain").params()["temperature"] == 0.3
+    assert make_method("conductor").params()["temperature"] == 0.2
+    assert QMixSettings().temperature == 0.2
+    assert "temperature" not in {f.name for f in dataclasses.fields(MethodSpec)}
 
 
 # -- pure parts ------------------------------------------------------------------------------------------

@@ -274,11 +274,9 @@ async def _run(args: argparse.Namespace) -> int:
 
                 encoder = Encoder.default()
                 encoder.encode(["I need a warm start.", "I provide one."])  # first ONNX run: not routing
-            settings = {
-                "max_tokens": args.max_tokens,
-                "seed": args.seed,
-                "temperature": spec.temperature if args.temperature is None else args.temperature,
-            }
+            settings: dict[str, Any] = {"max_tokens": args.max_tokens, "seed": args.seed}
+            if args.temperature is not None:  # else the method's own default (its settings class)
+                settings["temperature"] = args.temperature
             if spec.options is not None:
                 settings.update(spec.options.read(args, args.out))
             method = make_method(spec.name, rounds=args.rounds, encoder=encoder, **settings)

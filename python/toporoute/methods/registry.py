@@ -54,8 +54,6 @@ class MethodSpec:
     build : callable
         ``build(settings, rounds, encoder) -> Method``; ``settings`` are the method's keyword settings.
     options : OptionGroup or None
-    temperature : float
-        The method's default sampling temperature (``--temperature`` overrides it).
     uses_encoder : bool
         The method embeds descriptors (the CLI loads and warms the encoder once for it).
     after : tuple of str
@@ -66,7 +64,6 @@ class MethodSpec:
     summary: str
     build: Builder
     options: OptionGroup | None = None
-    temperature: float = 0.3
     uses_encoder: bool = False
     after: tuple[str, ...] = ()
 
@@ -279,14 +276,12 @@ REGISTRY: dict[str, MethodSpec] = {
             "Agent Q-Mix: per-agent communication actions from a trained QMIX policy (--checkpoint)",
             _build_qmix,
             QMIX_OPTIONS,
-            temperature=0.2,
         ),
         MethodSpec(
             "conductor",
             "AgentConductor: an orchestrator writes YAML layered DAGs, a tester gives feedback (K 2 turns)",
             _build_conductor,
             CONDUCTOR_OPTIONS,
-            temperature=0.2,
         ),
         MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
         MethodSpec(
