@@ -23,7 +23,7 @@ import numpy as np
 from ... import ops
 from ...errors import InvalidArgumentError
 from ...llm.types import Request, Result, Tags
-from ...tasks import Task, extract_code, extract_math_answer
+from ...tasks import Task
 from ...trace.schema import (
     Descriptors,
     EdgeUsage,
@@ -43,6 +43,7 @@ from ..episode import (
     record_edges,
     request_seed,
 )
+from .answer import final_answer
 from .graphs import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
 from .messages import (
     ManagerOutput,
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from ...embed import Encoder, Router
     from ...runtime import EpisodeContext
 
-__all__ = ["TAU_PRESETS", "TOPOLOGIES", "DyTopo", "LoopConfig", "WorkerLoop", "final_answer"]
+__all__ = ["TAU_PRESETS", "TOPOLOGIES", "DyTopo", "LoopConfig", "WorkerLoop"]
 
 TOPOLOGIES = ("semantic", "random", *FIXED_TOPOLOGIES, "none")
 TAU_PRESETS = {"code": 0.3, "math": 0.4}
@@ -144,36 +145,6 @@ class _Round:
     outs: list[WorkerOutput]
     results: list[Result]
     graph: RoundGraph
-
-
-def final_answer(task: Task, team: Team, rounds: Sequence[tuple[list[WorkerOutput], list[int]]]) -> str:
-    """The answer from the last round (spec 'Final answer'), falling back to earlier rounds.
-
-    Code: the code in the answer agent's public message, else in the others' in reverse sigma order.
-    Math: the answer agent's ``answer``, else the latest non-empty ``answer``, else the last ``\\boxed{}``.
-    """
-    names = team.names
-    lead = names.index(team.answer_agent)
-    if task.kind == "code":
-        for outs, order in reversed(rounds):
-            for i in [lead] + [j for j in reversed(order) if j != lead]:
-                code = extract_code(outs[i].public, task.entry_point)
-                if code:
-                    return code
-        return ""
-    if rounds and rounds[-1][0][lead].answer:
-        return rounds[-1][0][lead].answer or ""
-    for outs, _ in reversed(rounds):
-        for o in outs:
-            if o.answer:
-                return o.answer
-    for outs, order in reversed(rounds):
-        for i in reversed(order):
-            if "\\boxed" in outs[i].public:
-                found = extract_math_answer(outs[i].public)
-                if found:
-                    return found
-    return ""
 
 
 def _routed_tokens(result: Result, text: str) -> int:
