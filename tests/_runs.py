@@ -244,7 +244,7 @@ def _round(
             "edges": len(pairs),
             "density": len(pairs) / (n * (n - 1)) if n > 1 else 0.0,
             "reciprocity": reciprocal / len(pairs) if pairs else 0.0,
-            "jaccard_prev": jaccard,
+            "jaccard_similarity_prev": jaccard,
         },
         "timing": {"round_s": 1.0 + r, "llm_s": 0.8 + r, "routing_s": 0.05},
     }

@@ -328,6 +328,74 @@ def test_final_answer_falls_back_to_earlier_rounds_and_other_agents() -> None:
     assert final_answer(MATH, mteam, [(outs, [0, 1, 2])]) == "7"
 
 
+REAL_ADD = "def add(a: int, b: int) -> int:\n    return a + b\n"
+TESTER_ASSERTS = "Tests:\n```python\nassert add(2, 3) == 5\nassert add(-1, 1) == 0\n```"
+STUBS = {
+    "ellipsis": "```python\ndef add(a: int, b: int) -> int: ...\n```",
+    "pass": "```python\ndef add(a: int, b: int) -> int:\n    pass\n```",
+    "docstring": '```python\ndef add(a: int, b: int) -> int:\n    """Return a + b."""\n```',
+    "not implemented": '```python\ndef add(a, b):\n    """Sum."""\n    raise NotImplementedError\n```',
+}
+
+
+@pytest.mark.parametrize("stub", sorted(STUBS))
+def test_final_answer_prefers_real_code_of_an_earlier_round_over_a_stub_or_asserts(stub: str) -> None:
+    """Issue 15: the last round holds the Tester's assert block and a signature stub (the Designer's), the
+    round before the Developer's real function: the real function is the answer."""
+    from toporoute.methods.dytopo.messages import WorkerOutput
+
+    team = load_team("code")
+    order = [0, 1, 2, 3]
+    first = [WorkerOutput(public=GOOD_CODE)] + [WorkerOutput(public="notes") for _ in range(3)]
+    last = [
+        WorkerOutput(public="The code of round 1 stands."),
+        WorkerOutput(public="Linear time."),
+        WorkerOutput(public=TESTER_ASSERTS),
+        WorkerOutput(public=STUBS[stub]),
+    ]
+    assert final_answer(TASK, team, [(first, order), (last, order)]) == REAL_ADD
+    # the Tester's block alone does not win either
+    last[3] = WorkerOutput(public="Signatures as before.")
+    assert final_answer(TASK, team, [(first, order), (last, order)]) == REAL_ADD
+    # with no real definition anywhere, any block is still taken, newest first (the old fallback)
+    first[0] = WorkerOutput(public="I will write it next round.")
+    assert final_answer(TASK, team, [(first, order), (last, order)]).startswith("assert add(2, 3)")
+
+
+def test_has_body_tells_a_definition_from_a_stub() -> None:
+    from toporoute.methods.dytopo.answer import has_body
+
+    assert has_body(REAL_ADD, "add")
+    assert has_body('def add(a, b):\n    """Sum."""\n    return a + b\n', "add")
+    assert has_body("def add(a, b):\n    raise ValueError('no')\n", "add")  # a real (if odd) body
+    for text in STUBS.values():
+        assert not has_body(text.split("\n", 1)[1].rsplit("```", 1)[0], "add")
+    assert not has_body(REAL_ADD + "\ndef add(a, b):\n    pass\n", "add")  # the last definition runs
+    assert not has_body("def sub(a, b):\n    return a - b\n", "add")
+    assert not has_body("def add(a, b):\n    return (a +\n", "add")  # does not parse: no verified body
+
+
+def test_worker_loop_answer_is_the_developers_code_of_an_earlier_round() -> None:
+    """Through the loop: the Developer writes the function in round 1 only; in round 2 the Tester posts asserts
+    and the Designer a stub."""
+
+    def reply(request: Request) -> str:
+        agent, round_ = request.tags.agent, request.tags.round
+        if agent == "Manager":
+            return manager_reply(9)(round_)
+        body = json.loads(worker_reply(agent, round_))
+        if round_ == 1:
+            body["public_content"] = {
+                "Developer": "No change needed.",
+                "Tester": TESTER_ASSERTS,
+                "Designer": STUBS["docstring"],
+            }.get(agent, "Nothing new.")
+        return json.dumps(body)
+
+    out, _, _ = asyncio.run(one_episode(make_method("chain", rounds=2), TASK, ScriptedEngine(reply)))
+    assert out.rounds == 2 and out.answer == REAL_ADD
+
+
 # -- the harness --------------------------------------------------------------------------------------------
 
 

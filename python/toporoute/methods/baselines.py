@@ -87,10 +87,15 @@ def baseline(
     encoder: Encoder | None = None,
 ) -> WorkerLoop | SingleCall:
     """The baseline ``name`` over ``config`` (rounds, halting and topology set as the baseline defines them,
-    unless ``config`` was built with other rounds explicitly: pass ``max_rounds`` to override)."""
+    unless ``config`` was built with other rounds explicitly: pass ``max_rounds`` to override).
+
+    The baselines match no descriptors, so DyTopo's matching options are off in them (``manager_sink``,
+    ``role_prefix``; their recorded params say so): one command can run DyTopo with them and its baselines.
+    """
     config = config or LoopConfig()
     if name == "single":
         return SingleCall(config)
+    config = replace(config, manager_sink=False, role_prefix=False)
     if name == "parallel":
         cfg = replace(config, topology="none", max_rounds=1, halting=False, manager=False)
         return WorkerLoop(cfg, name="parallel")
@@ -99,11 +104,15 @@ def baseline(
 
 
 def dytopo_edge_counts(method_dir: str | Path) -> dict[str, list[int]]:
-    """Per-episode, per-round edge counts of a DyTopo method folder (the random baseline's), empty when the
-    folder holds no run."""
+    """Per-episode, per-round edge counts between workers of a DyTopo method folder (the random baseline's;
+    edges into a manager matched as a sink node are not counted), empty when the folder holds no run."""
     from ..trace.reader import load_run
 
     if not (Path(method_dir) / "run.json").is_file():
         return {}
     traces = load_run(method_dir).methods[0].traces  # sorted by round; a torn last line is skipped
-    return {ep: [len(r.graph.edges) for r in rounds] for ep, rounds in traces.items() if rounds}
+    return {
+        ep: [sum(e.dst in r.messages for e in r.graph.edges) for r in rounds]
+        for ep, rounds in traces.items()
+        if rounds
+    }

@@ -86,6 +86,65 @@ def _add_loop_options(g: argparse._ArgumentGroup) -> None:
         default="full",
         help="send every private entry to each out-neighbour, or only those addressed to it (default full)",
     )
+    g.add_argument(
+        "--manager-sink",
+        action="store_true",
+        help="dytopo: match the manager as a sink-only node by its need descriptor; the private messages "
+        "routed to it go into its prompt (the baselines match nothing and keep it out)",
+    )
+    g.add_argument("--skip-last-manager", action="store_true", help="no manager call in the last round")
+    g.add_argument(
+        "--role-prefix",
+        action="store_true",
+        help="dytopo: embed each descriptor as '<role title>: <descriptor>' (default: the raw descriptor)",
+    )
+    g.add_argument(
+        "--manager-goal-history",
+        action="store_true",
+        help="show the manager the goals of the earlier rounds besides the current one",
+    )
+    g.add_argument(
+        "--role-max-tokens",
+        action="append",
+        default=[],
+        metavar="ROLE=N",
+        help="completion tokens of one agent instead of --max-tokens, e.g. Solver=5000 (the spec's math "
+        "Solver); repeat it for more roles",
+    )
+
+
+def _role_max_tokens(items: list[str]) -> dict[str, int]:
+    """``--role-max-tokens ROLE=N`` options as a mapping, with errors naming the bad item."""
+    from .dytopo.team import agent_names
+
+    known = agent_names()
+    out: dict[str, int] = {}
+    for item in items:
+        role, sep, value = item.partition("=")
+        role = role.strip()
+        if not sep or not role:
+            raise InvalidArgumentError(
+                f"--role-max-tokens takes ROLE=N (e.g. Solver=5000); got {item!r}", "role_max_tokens"
+            )
+        if role not in known:
+            raise InvalidArgumentError(
+                f"--role-max-tokens {item!r}: unknown role {role!r}; the roles: {', '.join(known)}",
+                "role_max_tokens",
+            )
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InvalidArgumentError(
+                f"--role-max-tokens {item!r}: N must be an integer >= 1; got {value!r}", "role_max_tokens"
+            )
+        if role in out:
+            raise InvalidArgumentError(
+                f"--role-max-tokens names {role!r} twice ({out[role]} and {n})", "role_max_tokens"
+            )
+        out[role] = n
+    return out
 
 
 def _read_loop_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
@@ -94,6 +153,11 @@ def _read_loop_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any
         "k_in": args.k_in,
         "inbox_order": args.inbox_order,
         "private_routing": args.private_routing,
+        "manager_sink": args.manager_sink,
+        "skip_last_manager": args.skip_last_manager,
+        "role_prefix": args.role_prefix,
+        "manager_goal_history": args.manager_goal_history,
+        "role_max_tokens": _role_max_tokens(args.role_max_tokens),
     }
 
 

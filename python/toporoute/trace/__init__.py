@@ -45,7 +45,11 @@ every field below; one that does not apply to a method is null (``goal``, ``desc
                "edges": [{"src": str, "dst": str, "tokens": int}]},   # routed message sizes
      "manager": {"is_complete": bool, "next_goal": str, "public": str, "parse_error": str | null} | null,
      "stats": {"edges": int, "density": float, "reciprocity": float,
-               "jaccard_prev": float | null},        # Jaccard distance to the previous round's edge set
+               "jaccard_similarity_prev": float | null},   # Jaccard similarity |E & E'| / |E | E'| of the
+                                                           # edge set to the previous round's (1 when both are
+                                                           # empty; null in round 0). Older files hold
+                                                           # "jaccard_prev", the distance 1 - similarity;
+                                                           # from_json converts it
      "timing": {"round_s": float, "llm_s": float, "routing_s": float}}
 
 Agent Q-Mix rounds (``method: "qmix"``) use the same record with ``goal``, ``descriptors``, ``scores`` and

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -382,25 +382,33 @@ class Usage:
 
 @dataclass(frozen=True)
 class Stats:
-    """Graph statistics of a round (``ops.graph_stats``); ``jaccard_prev`` is the Jaccard distance of the edge
-    set to the previous round's. AgentConductor adds ``intra_edges`` (its ``edges`` count cross-turn refs too)."""
+    """Graph statistics of a round (``ops.graph_stats``). AgentConductor adds ``intra_edges`` (its ``edges``
+    count cross-turn refs too).
+
+    ``jaccard_similarity_prev`` is the Jaccard similarity of the round's edge set E to the previous round's
+    E', ``|E & E'| / |E | E'|`` (1 when both are empty), as the spec asks for; None in an episode's first
+    round. Traces written before it hold ``jaccard_prev`` instead, the Jaccard distance ``1 - similarity``
+    (what ``ops.graph_stats`` returns): :meth:`from_json` reads that field as ``1 - jaccard_prev``, so every
+    file gives the similarity. The new name, not a changed meaning under the old one, keeps each file
+    self-describing without a format version change.
+    """
 
     edges: int
     density: float
     reciprocity: float
-    jaccard_prev: float | None = None
+    jaccard_similarity_prev: float | None = None
     intra_edges: int | None = None
 
     @classmethod
     def of(cls, stats: GraphStats, *, edges: int | None = None, intra: bool = False) -> Stats:
-        """From one graph's :class:`~toporoute.ops.GraphStats`; ``edges`` overrides the edge count (then the
-        statistics' own count is kept as ``intra_edges`` when ``intra``)."""
+        """From one graph's :class:`~toporoute.ops.GraphStats` (its ``jaccard`` is a distance); ``edges``
+        overrides the edge count (then the statistics' own count is kept as ``intra_edges`` when ``intra``)."""
         own = int(stats.edges)
         return cls(
             own if edges is None else edges,
             _round(stats.density, 4),
             _round(stats.reciprocity, 4),
-            None if stats.jaccard is None else _round(stats.jaccard, 4),
+            None if stats.jaccard is None else _round(1.0 - float(stats.jaccard), 4),
             own if intra else None,
         )
 
@@ -408,12 +416,22 @@ class Stats:
         out: dict[str, Any] = {"edges": self.edges}
         if self.intra_edges is not None:
             out["intra_edges"] = self.intra_edges
-        out.update(density=self.density, reciprocity=self.reciprocity, jaccard_prev=self.jaccard_prev)
+        out.update(
+            density=self.density,
+            reciprocity=self.reciprocity,
+            jaccard_similarity_prev=self.jaccard_similarity_prev,
+        )
         return out
 
     @classmethod
     def from_json(cls, d: Any) -> Stats | None:
-        return _read_flat(cls, d) if isinstance(d, dict) else None
+        if not isinstance(d, dict):
+            return None
+        stats = _read_flat(cls, d)
+        old = _opt_float(d.get("jaccard_prev"))
+        if "jaccard_similarity_prev" not in d and old is not None:
+            stats = replace(stats, jaccard_similarity_prev=_round(1.0 - old, 4))
+        return stats
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """DyTopo (Lu et al., arXiv 2602.06039) and the worker/manager loop its multi-round baselines share.
 
-- :mod:`.loop`: the round loop (:class:`WorkerLoop`, :class:`DyTopo`, :class:`LoopConfig`) and the final answer;
+- :mod:`.loop`: the round loop (:class:`WorkerLoop`, :class:`DyTopo`, :class:`LoopConfig`);
+- :mod:`.answer`: the final answer of an episode from its rounds;
 - :mod:`.team`: the code and math teams, their prompts and output schemas (data files in ``prompts/dytopo``);
 - :mod:`.messages`: parsing the agents' outputs and formatting their memories;
 - :mod:`.graphs`: round graphs (sigma and inboxes for any adjacency; the baselines' fixed and random graphs).
@@ -8,8 +9,9 @@
 
 from __future__ import annotations
 
+from .answer import final_answer
 from .graphs import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
-from .loop import TAU_PRESETS, TOPOLOGIES, DyTopo, LoopConfig, WorkerLoop, final_answer
+from .loop import TAU_PRESETS, TOPOLOGIES, DyTopo, LoopConfig, WorkerLoop
 from .team import Team, load_team
 
 __all__ = [

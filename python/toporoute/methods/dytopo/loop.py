@@ -8,6 +8,10 @@ comes from ``ops.toposort``; each worker's memory gains its own public message a
 it, ordered by relevance; the manager reads the goal and the public messages in sigma order, decides whether the
 task is complete and sets the next goal. At most ``max_rounds`` rounds; the answer comes from the last round.
 
+Options from the spec's resolutions, all off by default (:class:`LoopConfig`): the manager matched as a sink-only
+node, no manager call in the last round, role-prefixed descriptors, the manager's earlier goals in its prompt, and
+per-role completion limits.
+
 The same loop with another topology gives the multi-round baselines (random graph with DyTopo's per-round edge
 count; chain, star, fully connected): :class:`WorkerLoop` with ``topology=...``.
 """
@@ -15,7 +19,7 @@ count; chain, star, fully connected): :class:`WorkerLoop` with ``topology=...``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,7 +27,7 @@ import numpy as np
 from ... import ops
 from ...errors import InvalidArgumentError
 from ...llm.types import Request, Result, Tags
-from ...tasks import Task, extract_code, extract_math_answer
+from ...tasks import Task
 from ...trace.schema import (
     Descriptors,
     EdgeUsage,
@@ -43,6 +47,7 @@ from ..episode import (
     record_edges,
     request_seed,
 )
+from .answer import final_answer
 from .graphs import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
 from .messages import (
     ManagerOutput,
@@ -50,16 +55,17 @@ from .messages import (
     Routed,
     WorkerOutput,
     format_memory,
+    format_routed,
     parse_manager,
     parse_worker,
 )
-from .team import Team, load_team, prompt_text
+from .team import Team, agent_names, load_team, prompt_text
 
 if TYPE_CHECKING:
     from ...embed import Encoder, Router
     from ...runtime import EpisodeContext
 
-__all__ = ["TAU_PRESETS", "TOPOLOGIES", "DyTopo", "LoopConfig", "WorkerLoop", "final_answer"]
+__all__ = ["TAU_PRESETS", "TOPOLOGIES", "DyTopo", "LoopConfig", "WorkerLoop"]
 
 TOPOLOGIES = ("semantic", "random", *FIXED_TOPOLOGIES, "none")
 TAU_PRESETS = {"code": 0.3, "math": 0.4}
@@ -91,6 +97,24 @@ class LoopConfig(SamplingSettings):
         Send the whole private dict to every out-neighbour, or only the entries addressed to it.
     random_edges : int
         Edges per round of the random baseline when no DyTopo edge counts are given.
+    manager_sink : bool
+        Match the manager as a sink-only node (spec 8.6; semantic topology only): its latest need descriptor
+        (before its first decision, the team file's) is matched against the workers' offers with the same
+        ``tau`` and ``k_in``, it offers nothing, and the private messages routed to it go into its prompt. The
+        round graph then has the manager as its last node. Off: the manager is not matched, its descriptors
+        are only logged.
+    skip_last_manager : bool
+        Do not call the manager in the last round (t = T_max - 1, spec 8.14): its decision could only halt an
+        episode that ends anyway. That round's record has no manager decision.
+    role_prefix : bool
+        Embed each descriptor as ``"<role title>: <descriptor>"`` (spec 8.18); off: the raw descriptor. The
+        trace keeps the raw descriptors either way; empty descriptors stay empty (no edges).
+    manager_goal_history : bool
+        Show the manager the goals of the earlier rounds, oldest first, besides the current one (spec 8.10).
+    role_max_tokens : mapping of str to int
+        Completion-token limit of named agents (e.g. ``{"Solver": 5000}``; the spec's proposal for the math
+        Solver), overriding ``max_tokens`` for them; keys are agent names of any domain's team (an agent of
+        another domain's team is unaffected).
     """
 
     topology: str = "semantic"
@@ -103,9 +127,15 @@ class LoopConfig(SamplingSettings):
     private_routing: str = "full"
     initial_goal: str = "Define the initial approach and produce a first complete solution."
     random_edges: int = 3
+    manager_sink: bool = False
+    skip_last_manager: bool = False
+    role_prefix: bool = False
+    manager_goal_history: bool = False
+    role_max_tokens: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_role_max_tokens()
         if self.topology not in TOPOLOGIES:
             raise InvalidArgumentError(
                 f"topology must be one of {TOPOLOGIES}; got {self.topology!r}", "topology"
@@ -127,6 +157,34 @@ class LoopConfig(SamplingSettings):
             )
         if self.random_edges < 0:
             raise InvalidArgumentError(f"random_edges must be >= 0; got {self.random_edges}", "random_edges")
+        if self.manager_sink and (self.topology != "semantic" or not self.manager):
+            raise InvalidArgumentError(
+                "manager_sink matches the manager's descriptors, so it needs topology 'semantic' and the manager "
+                f"on; got topology={self.topology!r}, manager={self.manager}",
+                "manager_sink",
+            )
+
+    def _check_role_max_tokens(self) -> None:
+        if not isinstance(self.role_max_tokens, Mapping):
+            raise InvalidArgumentError(
+                "role_max_tokens must map agent names to token counts; "
+                f"got {type(self.role_max_tokens).__name__}",
+                "role_max_tokens",
+            )
+        known = agent_names()
+        unknown = sorted(str(r) for r in self.role_max_tokens if r not in known)
+        if unknown:
+            raise InvalidArgumentError(
+                f"role_max_tokens names unknown role(s) {unknown}; the roles: {list(known)}",
+                "role_max_tokens",
+            )
+        for role, n in self.role_max_tokens.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise InvalidArgumentError(
+                    f"role_max_tokens[{role!r}] must be an integer >= 1; got {n!r}", "role_max_tokens"
+                )
+        # a copy in name order: the recorded params do not depend on the caller's order or later changes
+        object.__setattr__(self, "role_max_tokens", dict(sorted(self.role_max_tokens.items())))
 
     def tau_for(self, domain: str) -> float:
         return TAU_PRESETS[domain] if self.tau is None else self.tau
@@ -134,7 +192,11 @@ class LoopConfig(SamplingSettings):
 
 @dataclass(frozen=True)
 class _Round:
-    """One round's inputs and worker outputs, as the manager call and the trace record need them."""
+    """One round's inputs and worker outputs, as the manager call and the trace record need them.
+
+    ``sink`` is the manager's need descriptor as matched (None: the manager is not a node of the graph);
+    ``to_manager`` the private messages routed to it; ``earlier_goals`` the goals of the rounds before.
+    """
 
     task: Task
     episode: str
@@ -144,36 +206,14 @@ class _Round:
     outs: list[WorkerOutput]
     results: list[Result]
     graph: RoundGraph
+    sink: str | None = None
+    to_manager: tuple[Routed, ...] = ()
+    earlier_goals: tuple[str, ...] = ()
 
 
-def final_answer(task: Task, team: Team, rounds: Sequence[tuple[list[WorkerOutput], list[int]]]) -> str:
-    """The answer from the last round (spec 'Final answer'), falling back to earlier rounds.
-
-    Code: the code in the answer agent's public message, else in the others' in reverse sigma order.
-    Math: the answer agent's ``answer``, else the latest non-empty ``answer``, else the last ``\\boxed{}``.
-    """
-    names = team.names
-    lead = names.index(team.answer_agent)
-    if task.kind == "code":
-        for outs, order in reversed(rounds):
-            for i in [lead] + [j for j in reversed(order) if j != lead]:
-                code = extract_code(outs[i].public, task.entry_point)
-                if code:
-                    return code
-        return ""
-    if rounds and rounds[-1][0][lead].answer:
-        return rounds[-1][0][lead].answer or ""
-    for outs, _ in reversed(rounds):
-        for o in outs:
-            if o.answer:
-                return o.answer
-    for outs, order in reversed(rounds):
-        for i in reversed(order):
-            if "\\boxed" in outs[i].public:
-                found = extract_math_answer(outs[i].public)
-                if found:
-                    return found
-    return ""
+def _with_role(title: str, descriptor: str) -> str:
+    """A descriptor enriched with its agent's role (spec 8.18); an empty one stays empty (no edges)."""
+    return f"{title}: {descriptor}" if descriptor.strip() else descriptor
 
 
 def _routed_tokens(result: Result, text: str) -> int:
@@ -225,10 +265,21 @@ class WorkerLoop:
             self._routers[tau] = Router(self._encoder, tau=tau, k_in=self.config.k_in)
         return self._routers[tau]
 
-    async def _graph(self, domain: str, episode: str, round_: int, outs: list[WorkerOutput]) -> RoundGraph:
+    async def _graph(
+        self, domain: str, episode: str, round_: int, team: Team, outs: list[WorkerOutput], sink: str | None
+    ) -> RoundGraph:
+        """The round's graph over the workers, plus the manager as a last, sink-only node when ``sink`` (its
+        need descriptor) is given."""
         c, n = self.config, len(outs)
         if c.topology == "semantic":
-            routes = await self.router(domain).aroute_texts([o.query for o in outs], [o.key for o in outs])
+            titles = [w.title for w in team.workers]
+            queries, keys = [o.query for o in outs], [o.key for o in outs]
+            if sink is not None:  # an empty offer: the manager never provides
+                titles, queries, keys = [*titles, team.manager.title], [*queries, sink], [*keys, ""]
+            if c.role_prefix:
+                queries = [_with_role(r, q) for r, q in zip(titles, queries)]
+                keys = [_with_role(r, k) for r, k in zip(titles, keys)]
+            routes = await self.router(domain).aroute_texts(queries, keys)
             return round_graph(routes.adjacency, routes.scores, inbox_order=c.inbox_order)
         if c.topology == "random":
             counts = self.edge_counts.get(episode)
@@ -243,11 +294,13 @@ class WorkerLoop:
         """Runs one task; ``emit`` receives one trace record per round (see :mod:`toporoute.trace`)."""
         c = self.config
         domain = domain_of(task)
-        team = load_team(domain, c.max_tokens)
+        team = load_team(domain, c.max_tokens, c.role_max_tokens)
         workers, names = team.workers, team.names
         n = len(workers)
         memory: list[list[MemoryBlock]] = [[] for _ in range(n)]
         goal = c.initial_goal
+        goals: list[str] = []
+        manager_need = team.manager.query
         history: list[tuple[list[WorkerOutput], list[int]]] = []
         clock = Clock()
         prev_adj: np.ndarray | None = None
@@ -266,7 +319,7 @@ class WorkerLoop:
                         memory=format_memory(memory[i]),
                         field_names=", ".join(w.fields),
                     ).strip(),
-                    sampling=c.sampling(ctx.episode, t, w.name),
+                    sampling=c.sampling(ctx.episode, t, w.name, max_tokens=w.max_tokens),
                     schema=w.schema,
                     tags=Tags(round=t, agent=w.name, role=w.title),
                 )
@@ -274,28 +327,30 @@ class WorkerLoop:
             ]
             results = await rc.generate(ctx, requests)
             outs = [parse_worker(r) for r in results]
+            call_manager = c.manager and not (c.skip_last_manager and t == c.max_rounds - 1)
+            # the sink stays a node in a round without a manager call (no need: no edges), so that every round's
+            # graph has the same nodes
+            sink = (manager_need if call_manager else "") if c.manager_sink else None
 
             with rc.routing():
-                graph = await self._graph(domain, ctx.episode, t, outs)
+                graph = await self._graph(domain, ctx.episode, t, team, outs, sink)
                 stats = ops.graph_stats(graph.adjacency, prev=prev_adj)
 
-            edges = []
+            edges: list[EdgeUsage] = []
             for i in range(n):
-                routed = []
-                for j in graph.inbox[i]:
-                    text = outs[j].private_text(names[i], c.private_routing)
-                    if not text:
-                        continue
-                    score = None if graph.scores is None else float(graph.scores[j, i])
-                    routed.append(Routed(names[j], workers[j].title, score, text))
-                    edges.append(EdgeUsage(names[j], names[i], _routed_tokens(results[j], text)))
-                memory[i].append(MemoryBlock(t, outs[i].public, tuple(routed)))
+                routed = self._deliver(team, outs, results, graph, i, names[i], edges)
+                memory[i].append(MemoryBlock(t, outs[i].public, routed))
+            to_manager: tuple[Routed, ...] = ()
+            if sink is not None:
+                to_manager = self._deliver(team, outs, results, graph, n, team.manager.name, edges)
             usage = Usage.of(zip(names, results), record_edges(ctx, t, edges))
-            history.append((outs, graph.order))
-            rnd = _Round(task, ctx.episode, t, goal, team, outs, results, graph)
+            history.append((outs, [i for i in graph.order if i < n]))
+            rnd = _Round(
+                task, ctx.episode, t, goal, team, outs, results, graph, sink, to_manager, tuple(goals)
+            )
 
             manager: ManagerOutput | None = None
-            if c.manager:
+            if call_manager:
                 mgr_result = await rc.generate_one(ctx, self._manager_request(rnd))
                 manager = parse_manager(mgr_result, goal)
                 usage = usage.with_call(team.manager.name, mgr_result)
@@ -306,31 +361,70 @@ class WorkerLoop:
             if c.halting and manager.is_complete:
                 halted = True
                 break
+            goals.append(goal)
             goal = manager.next_goal
+            manager_need = manager.query or manager_need
         answer = final_answer(task, team, history)
         return EpisodeOutput(answer, len(history), halted, clock.llm_s, clock.routing_s)
 
+    def _deliver(
+        self,
+        team: Team,
+        outs: list[WorkerOutput],
+        results: list[Result],
+        graph: RoundGraph,
+        i: int,
+        recipient: str,
+        edges: list[EdgeUsage],
+    ) -> tuple[Routed, ...]:
+        """The private messages routed to node ``i`` (named ``recipient``), in its inbox order; each one that
+        is not empty is also appended to ``edges``."""
+        routed = []
+        for j in graph.inbox[i]:
+            text = outs[j].private_text(recipient, self.config.private_routing)
+            if not text:
+                continue
+            score = None if graph.scores is None else float(graph.scores[j, i])
+            routed.append(Routed(team.names[j], team.workers[j].title, score, text))
+            edges.append(EdgeUsage(team.names[j], recipient, _routed_tokens(results[j], text)))
+        return tuple(routed)
+
     def _manager_request(self, rnd: _Round) -> Request:
-        """The manager's call: the task, the round goal and the workers' public messages in sigma order."""
+        """The manager's call: the task, the round goal and the workers' public messages in sigma order (plus,
+        as configured, the goals of the earlier rounds and the private messages routed to it)."""
         task, team, outs, t = rnd.task, rnd.team, rnd.outs, rnd.t
         names, workers = team.names, team.workers
         publics = "\n\n".join(
             f"From {names[i]} ({workers[i].title}):\n{outs[i].public or '(no message)'}"
             for i in rnd.graph.order
+            if i < len(workers)
         )
+        earlier = ""
+        if self.config.manager_goal_history and rnd.earlier_goals:
+            listed = "\n".join(f"Round {r}: {g}" for r, g in enumerate(rnd.earlier_goals, 1))
+            earlier = prompt_text("manager_goals.txt").format(goals=listed)
+        routed = ""
+        if rnd.sink is not None:
+            routed = prompt_text("manager_routed.txt").format(
+                routed=format_routed(rnd.to_manager) or "(none)"
+            )
         return Request.chat(
             team.manager.system,
             prompt_text("manager_user.txt")
             .format(
                 task=task.prompt.strip(),
+                earlier_goals=earlier,
                 round=t + 1,
                 max_rounds=self.config.max_rounds,
                 goal=rnd.goal,
                 messages=publics,
+                routed=routed,
                 field_names=", ".join(team.manager.fields),
             )
             .strip(),
-            sampling=self.config.sampling(rnd.episode, t, team.manager.name),
+            sampling=self.config.sampling(
+                rnd.episode, t, team.manager.name, max_tokens=team.manager.max_tokens
+            ),
             schema=team.manager.schema,
             tags=Tags(round=t, agent=team.manager.name, role=team.manager.title),
         )
@@ -339,17 +433,21 @@ class WorkerLoop:
         self, rnd: _Round, stats: ops.GraphStats, manager: ManagerOutput | None, usage: Usage, timing: Any
     ) -> RoundRecord:
         team, outs, graph = rnd.team, rnd.outs, rnd.graph
-        names = team.names
+        names, titles = team.names, [w.title for w in team.workers]
+        queries, keys = [o.query for o in outs], [o.key for o in outs]
+        if rnd.sink is not None:
+            names, titles = [*names, team.manager.name], [*titles, team.manager.title]
+            queries, keys = [*queries, rnd.sink], [*keys, ""]
         return RoundRecord(
             method=self.name,
             episode=rnd.episode,
             task=rnd.task.id,
             round=rnd.t,
             goal=rnd.goal,
-            descriptors=Descriptors([o.query for o in outs], [o.key for o in outs]),
+            descriptors=Descriptors(queries, keys),
             graph=Graph.build(
                 names,
-                [w.title for w in team.workers],
+                titles,
                 graph.edges,
                 order=graph.order,
                 levels=graph.levels,

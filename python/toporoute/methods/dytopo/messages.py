@@ -16,7 +16,16 @@ from typing import Any
 from ...llm.structured import extract_json, strip_reasoning
 from ...llm.types import Result
 
-__all__ = ["ManagerOutput", "MemoryBlock", "WorkerOutput", "format_memory", "parse_manager", "parse_worker"]
+__all__ = [
+    "ManagerOutput",
+    "MemoryBlock",
+    "Routed",
+    "WorkerOutput",
+    "format_memory",
+    "format_routed",
+    "parse_manager",
+    "parse_worker",
+]
 
 _Q_ALIASES = ("q_vector", "q_desc", "query")
 _K_ALIASES = ("k_vector", "k_desc", "key")
@@ -144,6 +153,15 @@ class MemoryBlock:
     routed: tuple[Routed, ...]
 
 
+def format_routed(routed: Sequence[Routed]) -> str:
+    """Routed private messages as prompt text, one ``From <name> (<role>), relevance=<score>:`` entry each."""
+    lines = []
+    for m in routed:
+        rel = "" if m.score is None else f", relevance={m.score:.2f}"
+        lines.append(f"From {m.sender} ({m.title}){rel}:\n{m.text}")
+    return "\n".join(lines)
+
+
 def format_memory(blocks: Sequence[MemoryBlock]) -> str:
     """Memory H_i as prompt text, labelled by round (1-based in the text)."""
     if not blocks:
@@ -152,9 +170,5 @@ def format_memory(blocks: Sequence[MemoryBlock]) -> str:
     for b in blocks:
         parts.append(f"### Round {b.round + 1}: your public message\n{b.public or '(none)'}")
         if b.routed:
-            lines = [f"### Messages routed to you (round {b.round + 1})"]
-            for m in b.routed:
-                rel = "" if m.score is None else f", relevance={m.score:.2f}"
-                lines.append(f"From {m.sender} ({m.title}){rel}:\n{m.text}")
-            parts.append("\n".join(lines))
+            parts.append(f"### Messages routed to you (round {b.round + 1})\n" + format_routed(b.routed))
     return "\n\n".join(parts)

@@ -7,6 +7,7 @@ module only renders them. Field names are the paper's (``public_content``, ``pri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -15,7 +16,7 @@ from ...errors import InvalidArgumentError
 from ..episode import DOMAINS
 from ..prompt_files import read_json, read_text
 
-__all__ = ["DOMAINS", "AgentSpec", "Team", "load_team", "prompt_text"]
+__all__ = ["DOMAINS", "AgentSpec", "Team", "agent_names", "load_team", "prompt_text"]
 
 # String caps (characters), so that a model stuck repeating itself cannot run a field to max_tokens and leave
 # invalid JSON behind: guided decoding closes a string at its cap. The caps share a budget of about 3.5
@@ -58,14 +59,20 @@ def prompt_text(name: str) -> str:
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """One agent: its name, role title, system prompt and output schema."""
+    """One agent: its name, role title, system prompt, output schema and completion-token limit.
+
+    ``query`` is the need the team file gives the agent before it has stated one (the manager's, used when it
+    is matched as a sink node); empty for the others.
+    """
 
     name: str
     title: str
     system: str
     schema: dict[str, Any]
     fields: tuple[str, ...]
+    max_tokens: int
     is_manager: bool = False
+    query: str = ""
 
 
 @dataclass(frozen=True)
@@ -137,16 +144,44 @@ def _agent(entry: dict[str, Any], manager: bool, max_tokens: int) -> AgentSpec:
         .strip()
     )
     return AgentSpec(
-        entry["name"], entry["title"], system, _schema(fields, manager, max_tokens), tuple(fields), manager
+        entry["name"],
+        entry["title"],
+        system,
+        _schema(fields, manager, max_tokens),
+        tuple(fields),
+        max_tokens,
+        manager,
+        str(entry.get("query", "")),
     )
 
 
+def agent_names() -> tuple[str, ...]:
+    """The names of every agent of every domain's team (workers and managers), sorted."""
+    teams = read_json("dytopo", "teams.json")
+    names = {t["manager"]["name"] for t in teams.values()}
+    names.update(w["name"] for t in teams.values() for w in t["workers"])
+    return tuple(sorted(names))
+
+
 @cache
-def load_team(domain: str, max_tokens: int = 4096) -> Team:
+def _load_team(domain: str, max_tokens: int, role_max_tokens: tuple[tuple[str, int], ...]) -> Team:
+    spec = read_json("dytopo", "teams.json")[domain]
+    own = dict(role_max_tokens)
+
+    def agent(entry: dict[str, Any], manager: bool) -> AgentSpec:
+        return _agent(entry, manager, own.get(entry["name"], max_tokens))
+
+    workers = tuple(agent(w, False) for w in spec["workers"])
+    return Team(domain, workers, agent(spec["manager"], True), spec["answer_agent"])
+
+
+def load_team(domain: str, max_tokens: int = 4096, role_max_tokens: Mapping[str, int] | None = None) -> Team:
     """The team of ``domain`` (``"code"``: Developer, Researcher, Tester, Designer; ``"math"``: ProblemParser,
-    Solver, Verifier; each with a Manager), with output schemas sized for ``max_tokens`` per reply."""
+    Solver, Verifier; each with a Manager).
+
+    Each agent's reply is limited to ``role_max_tokens[name]`` completion tokens where given (names of other
+    domains' agents are ignored), else ``max_tokens``; its output schema is sized for that limit.
+    """
     if domain not in DOMAINS:
         raise InvalidArgumentError(f"domain must be one of {DOMAINS}; got {domain!r}", "domain")
-    spec = read_json("dytopo", "teams.json")[domain]
-    workers = tuple(_agent(w, False, max_tokens) for w in spec["workers"])
-    return Team(domain, workers, _agent(spec["manager"], True, max_tokens), spec["answer_agent"])
+    return _load_team(domain, max_tokens, tuple(sorted((role_max_tokens or {}).items())))

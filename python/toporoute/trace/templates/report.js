@@ -176,7 +176,9 @@
     if (team && num(stats.density)) { add(head, chip("density " + fmt(stats.density, 2))); }
     if (!team) { add(head, chip("single agent")); }
     if (num(stats.reciprocity) && nEdges) { add(head, chip("reciprocity " + fmt(stats.reciprocity, 2))); }
-    if (num(stats.jaccard_prev)) { add(head, chip("Jaccard vs previous " + fmt(stats.jaccard_prev, 2))); }
+    if (num(stats.jaccard_similarity_prev)) {
+      add(head, chip("Jaccard similarity to previous " + fmt(stats.jaccard_similarity_prev, 2)));
+    }
     if (rd.is_dag === false) {
       add(head, chip("cycle: " + arr(rd.removed).length + " back edge(s) removed", "warn"));
     } else if (rd.is_dag === true && agents.length > 1) {
