@@ -309,3 +309,31 @@ def test_policy_and_method_errors(tmp_path: Path) -> None:
     (tmp_path / "cut.safetensors").write_bytes(raw[: len(raw) // 2])
     with pytest.raises(InvalidArgumentError, match="cut.safetensors"):
         QMixParams.load(tmp_path / "cut.safetensors")
+
+
+# ------------------------------------------------------------------------------------- reasoning and choice
+
+
+def thinking_reply(final: str):
+    """Workers reply with a reasoning block before their message; FinalRefer replies ``final``."""
+
+    def fn(request) -> str:
+        if request.tags.agent == "FinalRefer":
+            return final
+        return f"<think>secret of {request.tags.agent}</think>\n<{request.tags.agent} r{request.tags.round}>"
+
+    return fn
+
+
+def test_reasoning_is_not_forwarded_nor_read_for_the_answer() -> None:
+    task = Task(id="m", kind="math", prompt="What is 2 + 3?", answer="5")
+    # the reasoning holds a boxed answer that would win over the reply's "The answer is 5"
+    engine = ScriptedEngine(thinking_reply("<think>maybe \\boxed{7}</think>\nThe answer is 5"))
+    policy = ScriptedPolicy([(1, 1, 1)])  # broadcast: 1 reads 0, 2 reads 0 and 1; round 1 reads round 0
+    out, records = asyncio.run(run_episode(QMix(policy, QMixSettings(rounds=2)), task, engine))
+    texts = [user_text(r) for b in engine.batches for r in b]
+    assert len(texts) == 7
+    assert "<MathSolver_0 r0>" in texts[1] and "<MathSolver_0 r0>" in texts[3]  # forwarded, then remembered
+    assert all("secret" not in t and "<think>" not in t for t in texts)
+    assert out.answer == "5"
+    assert records[0]["messages"]["MathSolver_0"]["public"] == "<MathSolver_0 r0>"

@@ -7,6 +7,9 @@ greedy (or epsilon-greedy) action, map the joint action to the round graph (phi)
 waves of ``ops.toposort`` levels after the debate tie-break: every agent of a wave is called at once, and
 each reads its in-neighbours' outputs of this round and its own output of the previous round. After T rounds
 the FinalRefer node writes the answer from every agent's latest output.
+
+Replies are forwarded, remembered and read for the answer without their reasoning (``<think>`` blocks, see
+:func:`~toporoute.llm.structured.strip_reasoning`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 from ... import ops
 from ...errors import InvalidArgumentError
+from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
 from ...ops.qmix_params import QMixParams
 from ...tasks import Task
@@ -242,7 +246,8 @@ class QMix:
                 ]
                 for i, r in zip(wave, await rc.generate(ctx, requests)):
                     results[i] = r
-                    this_round[i] = r.text.strip() if r.ok else ""
+                    # what is forwarded and kept is the reply without its reasoning
+                    this_round[i] = strip_reasoning(r.text) if r.ok else ""
                     tokens[i] += r.usage.total_tokens
             edges = record_edges(
                 ctx,
@@ -298,7 +303,8 @@ class QMix:
             tags=Tags(round=rounds - 1, agent="FinalRefer", role="Decision"),
         )
         final_result = await f0.generate_one(ctx, final)
-        answer = first_answer(task, [final_result.text if final_result.ok else "", *reversed(outputs)])
+        final_text = strip_reasoning(final_result.text) if final_result.ok else ""
+        answer = first_answer(task, [final_text, *reversed(outputs)])
         extra = dict(record.extra)
         extra["final"] = {
             "text": clip(final_result.text),
