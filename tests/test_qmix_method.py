@@ -337,3 +337,42 @@ def test_reasoning_is_not_forwarded_nor_read_for_the_answer() -> None:
     assert all("secret" not in t and "<think>" not in t for t in texts)
     assert out.answer == "5"
     assert records[0]["messages"]["MathSolver_0"]["public"] == "<MathSolver_0 r0>"
+
+
+def choice_task() -> Task:
+    return Task(
+        id="mc/1",
+        kind="choice",
+        prompt="Which planet is the largest?",
+        answer="C",
+        choices=("Mars", "Venus", "Jupiter", "Earth"),
+    )
+
+
+def test_choice_task_uses_the_reasoning_team(tmp_path: Path) -> None:
+    from toporoute.methods.harness import run_method
+
+    task = choice_task()
+    engine = ScriptedEngine(thinking_reply("<think>Answer: A, or is it?</think>\nC"))
+    method = QMix(QMixPolicy(forced_params(1)))
+    out, records = asyncio.run(run_episode(method, task, engine))
+    requests = [r for b in engine.batches for r in b]
+    assert [r.tags.agent for r in requests] == [
+        "ReasoningAgent_0",
+        "ReasoningAgent_1",
+        "AnalyzeAgent_2",
+    ] * 2 + ["FinalRefer"]  # choice tasks take 2 rounds
+    assert [r.tags.role for r in requests[:3]] == ["Reasoning Expert", "Reasoning Expert", "Analyzer"]
+    for r in requests:
+        assert (
+            "Which planet is the largest?\n\nOptions:\nA. Mars\nB. Venus\nC. Jupiter\nD. Earth"
+            in user_text(r)
+        )
+    workers, final = requests[:-1], requests[-1]
+    assert all("letter of the option you choose" in r.messages[0].content for r in workers)
+    assert "multiple-choice" in final.messages[0].content and "one letter" in final.messages[0].content
+    assert out.rounds == 2 and out.answer == "C"
+    assert records[-1]["final"]["answer"] == "C"
+    # through the harness: scored by the chosen letter
+    summary = asyncio.run(run_method(method, [task], engine, tmp_path / "qmix", progress=False))
+    assert summary["episodes"] == 1 and summary["passed"] == 1

@@ -57,7 +57,8 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         default=None,
-        help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3); conductor: K turns (2)",
+        help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3, choice 2); "
+        "conductor: K turns (2)",
     )
     _sampling_args(run, "each method's own: dytopo and its baselines 0.3, qmix and conductor 0.2")
     run.add_argument("--report", action="store_true", help="write RUN_DIR/report.html when done")
@@ -104,7 +105,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     tr.add_argument(
         "--concurrency", type=int, default=1, help="episodes acted at once per policy (default 1)"
     )
-    tr.add_argument("--rounds", type=int, default=None, help="T (default: code 2, math 3)")
+    tr.add_argument("--rounds", type=int, default=None, help="T (default: code 2, math 3, choice 2)")
     _engine_args(tr)
     _sampling_args(tr, "0.2")
     add_qmix_network_options(tr.add_argument_group("options of the Q-Mix network"))
@@ -260,6 +261,13 @@ async def _run(args: argparse.Namespace) -> int:
     tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)
     if not tasks:
         raise ToporouteError(f"--tasks {args.tasks} with --offset {args.offset} selects no task")
+    for spec in specs:
+        other = next((t for t in tasks if t.kind not in spec.kinds), None)
+        if other is not None:
+            raise ToporouteError(
+                f"method {spec.name} solves {' and '.join(spec.kinds)} tasks; --tasks {args.tasks} holds task "
+                f"{other.id!r} of kind {other.kind!r}"
+            )
     print(f"{len(tasks)} task(s) from {args.tasks}; methods: {', '.join(methods)}", file=sys.stderr)
     engine = await _engine(args)
     encoder = None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ..ops.qmix_params import ADJ_MODES, QMixConfig
-from .episode import Method
+from .episode import DOMAINS, Method
 
 if TYPE_CHECKING:
     from ..embed import Encoder
@@ -73,6 +73,8 @@ class MethodSpec:
         The method embeds descriptors (the CLI loads and warms the encoder once for it).
     after : tuple of str
         Methods that must run before it in one command (the random baseline reads DyTopo's edge counts).
+    kinds : tuple of str
+        The task kinds it solves (``toporoute run`` refuses other tasks before it starts).
     """
 
     name: str
@@ -81,6 +83,7 @@ class MethodSpec:
     options: OptionGroup | None = None
     uses_encoder: bool = False
     after: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = DOMAINS
 
 
 # ------------------------------------------------------------------------------------------------ option groups
@@ -360,12 +363,14 @@ REGISTRY: dict[str, MethodSpec] = {
             "Agent Q-Mix: per-agent communication actions from a trained QMIX policy (--checkpoint)",
             _build_qmix,
             QMIX_OPTIONS,
+            kinds=("code", "math", "choice"),
         ),
         MethodSpec(
             "conductor",
             "AgentConductor: an orchestrator writes YAML layered DAGs, a tester gives feedback (K 2 turns)",
             _build_conductor,
             CONDUCTOR_OPTIONS,
+            kinds=("code",),
         ),
         MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
         MethodSpec(
@@ -409,7 +414,7 @@ def make_method(
         One of :data:`METHODS`.
     rounds : int, optional
         The number of rounds: DyTopo's T_max (default 10), the multi-round baselines' fixed count (default 5),
-        Q-Mix's T (default code 2, math 3), AgentConductor's K turns (default 2).
+        Q-Mix's T (default code 2, math 3, choice 2), AgentConductor's K turns (default 2).
     encoder : Encoder, optional
         The descriptor encoder (DyTopo and its baselines, Q-Mix's encoder task feature, the conductor's
         searcher); default ``Encoder.default()``, loaded on first use.
