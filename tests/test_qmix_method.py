@@ -309,3 +309,70 @@ def test_policy_and_method_errors(tmp_path: Path) -> None:
     (tmp_path / "cut.safetensors").write_bytes(raw[: len(raw) // 2])
     with pytest.raises(InvalidArgumentError, match="cut.safetensors"):
         QMixParams.load(tmp_path / "cut.safetensors")
+
+
+# ------------------------------------------------------------------------------------- reasoning and choice
+
+
+def thinking_reply(final: str):
+    """Workers reply with a reasoning block before their message; FinalRefer replies ``final``."""
+
+    def fn(request) -> str:
+        if request.tags.agent == "FinalRefer":
+            return final
+        return f"<think>secret of {request.tags.agent}</think>\n<{request.tags.agent} r{request.tags.round}>"
+
+    return fn
+
+
+def test_reasoning_is_not_forwarded_nor_read_for_the_answer() -> None:
+    task = Task(id="m", kind="math", prompt="What is 2 + 3?", answer="5")
+    # the reasoning holds a boxed answer that would win over the reply's "The answer is 5"
+    engine = ScriptedEngine(thinking_reply("<think>maybe \\boxed{7}</think>\nThe answer is 5"))
+    policy = ScriptedPolicy([(1, 1, 1)])  # broadcast: 1 reads 0, 2 reads 0 and 1; round 1 reads round 0
+    out, records = asyncio.run(run_episode(QMix(policy, QMixSettings(rounds=2)), task, engine))
+    texts = [user_text(r) for b in engine.batches for r in b]
+    assert len(texts) == 7
+    assert "<MathSolver_0 r0>" in texts[1] and "<MathSolver_0 r0>" in texts[3]  # forwarded, then remembered
+    assert all("secret" not in t and "<think>" not in t for t in texts)
+    assert out.answer == "5"
+    assert records[0]["messages"]["MathSolver_0"]["public"] == "<MathSolver_0 r0>"
+
+
+def choice_task() -> Task:
+    return Task(
+        id="mc/1",
+        kind="choice",
+        prompt="Which planet is the largest?",
+        answer="C",
+        choices=("Mars", "Venus", "Jupiter", "Earth"),
+    )
+
+
+def test_choice_task_uses_the_reasoning_team(tmp_path: Path) -> None:
+    from toporoute.methods.harness import run_method
+
+    task = choice_task()
+    engine = ScriptedEngine(thinking_reply("<think>Answer: A, or is it?</think>\nC"))
+    method = QMix(QMixPolicy(forced_params(1)))
+    out, records = asyncio.run(run_episode(method, task, engine))
+    requests = [r for b in engine.batches for r in b]
+    assert [r.tags.agent for r in requests] == [
+        "ReasoningAgent_0",
+        "ReasoningAgent_1",
+        "AnalyzeAgent_2",
+    ] * 2 + ["FinalRefer"]  # choice tasks take 2 rounds
+    assert [r.tags.role for r in requests[:3]] == ["Reasoning Expert", "Reasoning Expert", "Analyzer"]
+    for r in requests:
+        assert (
+            "Which planet is the largest?\n\nOptions:\nA. Mars\nB. Venus\nC. Jupiter\nD. Earth"
+            in user_text(r)
+        )
+    workers, final = requests[:-1], requests[-1]
+    assert all("letter of the option you choose" in r.messages[0].content for r in workers)
+    assert "multiple-choice" in final.messages[0].content and "one letter" in final.messages[0].content
+    assert out.rounds == 2 and out.answer == "C"
+    assert records[-1]["final"]["answer"] == "C"
+    # through the harness: scored by the chosen letter
+    summary = asyncio.run(run_method(method, [task], engine, tmp_path / "qmix", progress=False))
+    assert summary["episodes"] == 1 and summary["passed"] == 1

@@ -20,8 +20,8 @@ from toporoute.methods.qmix.team import (
 
 CODE_ROLES = ["Project Manager", "Algorithm Designer", "Programming Expert", "Test Analyst", "Bug Fixer"]
 MATH_ROLES = ["Math Solver", "Mathematical Analyst", "Programming Expert", "Inspector"]
-POOLS = {"code": CODE_ROLES, "math": MATH_ROLES}
-WRITER = {"code": "CodeWriter", "math": "MathSolver"}
+POOLS = {"code": CODE_ROLES, "math": MATH_ROLES, "choice": ["Reasoning Expert"]}
+WRITER = {"code": "CodeWriter", "math": "MathSolver", "choice": "ReasoningAgent"}
 
 
 def _qmix_dir():
@@ -32,6 +32,7 @@ def test_data_files_all_present_and_nonempty():
     spec = json.loads((_qmix_dir() / "team.json").read_text(encoding="utf-8"))
     files = [r["file"] for d in spec["domains"].values() for r in d["roles"]]
     files += [d["final"] for d in spec["domains"].values()]
+    files += [d["constraint"] for d in spec["domains"].values() if "constraint" in d]
     files += [spec["analyzer"]["file"], spec["adversary"]["file"], *spec["templates"].values()]
     for name in files:
         assert (_qmix_dir() / name).read_text(encoding="utf-8").strip(), name
@@ -46,7 +47,8 @@ def test_default_team_is_two_writers_and_an_analyzer(domain):
     w = WRITER[domain]
     assert team.names == [f"{w}_0", f"{w}_1", "AnalyzeAgent_2"]
     assert [a.kind for a in team.agents] == [w, w, "AnalyzeAgent"]
-    assert [a.role for a in team.agents] == [*POOLS[domain][:2], "Analyzer"]
+    pool = POOLS[domain]
+    assert [a.role for a in team.agents] == [pool[0], pool[1 % len(pool)], "Analyzer"]
     assert all(a.system for a in team.agents)
     assert team.final_system
 
@@ -105,6 +107,23 @@ def test_format_constraints_in_prompts():
 
 def test_analyzer_prompt_shared_across_domains():
     assert load_qmix_team("code").agents[-1].system == load_qmix_team("math").agents[-1].system
+
+
+@pytest.mark.parametrize("adversary", [None, 0, 2])
+def test_choice_team_agents_all_get_the_multiple_choice_constraint(adversary):
+    constraint = (_qmix_dir() / "choice_constraint.txt").read_text(encoding="utf-8").strip()
+    team = load_qmix_team("choice", adversarial_agent_index=adversary)
+    assert team.names == ["ReasoningAgent_0", "ReasoningAgent_1", "AnalyzeAgent_2"]
+    for agent in team.agents:
+        assert agent.system.endswith("\n\n" + constraint), agent.name
+    analyzer = load_qmix_team("code").agents[-1].system
+    if adversary != 2:
+        assert team.agents[-1].system == analyzer + "\n\n" + constraint
+    # the other teams get no such constraint; FinalRefer answers with the letter alone
+    assert all(constraint not in a.system for d in ("code", "math") for a in load_qmix_team(d).agents)
+    assert "one letter" in team.final_system and "nothing else" in team.final_system
+    text = worker_prompt(team, 0, "Q?", [], None)
+    assert text.endswith("Think it through step by step, then give your answer.")
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])

@@ -107,3 +107,44 @@ def test_train_then_run_qmix_with_vllm(tmp_path: Path, toporoute_cli) -> None:
         f"\n[qmix-vllm] train rewards {[e['reward'] for e in log]}, run actions "
         f"{[s['actions'] for s in rec['qmix']['steps']]}, score {rec['score']['status']}"
     )
+
+
+def test_legacy_network_on_choice_tasks_with_vllm(tmp_path: Path, toporoute_cli) -> None:
+    from toporoute.ops.qmix_params import QMixConfig
+    from toporoute.tasks import Task, write_tasks_jsonl
+
+    tasks = write_tasks_jsonl(
+        [
+            Task(
+                "mc/1",
+                "choice",
+                "Which planet is the largest?",
+                answer="C",
+                choices=("Mars", "Venus", "Jupiter"),
+            ),
+            Task("mc/2", "choice", "What is 2 + 2?", answer="A", choices=("4", "5", "22", "0")),
+        ],
+        tmp_path / "choice.jsonl",
+    )
+    train_dir, run_dir = tmp_path / "train", tmp_path / "run"
+    common = ["--tasks", str(tasks), "--max-tokens", "32", "--no-progress"]
+    status = toporoute_cli(
+        "train", "qmix", "--legacy-network", "--episodes", "2", "--batch-size", "2", "--out", str(train_dir),
+        *common,
+    )  # fmt: skip
+    assert status == 0
+    params = QMixParams.load(train_dir / "policy.safetensors")
+    assert params.config == QMixConfig.original() and params.metadata["domains"] == "choice"
+    status = toporoute_cli(
+        "run", "qmix", "--checkpoint", str(train_dir / "policy.safetensors"), "--limit", "1", "--out", str(run_dir),
+        *common,
+    )  # fmt: skip
+    assert status in (0, 1), status
+    record = json.loads((run_dir / "qmix" / "episodes" / "mc-1.json").read_text())
+    assert record["status"] == "ok", record["error"]
+    assert record["record"]["kind"] == "choice" and record["record"]["rounds"] == 2
+    assert record["record"]["score"]["status"] in ("passed", "failed", "no-answer")
+    rounds = [
+        json.loads(line) for line in (run_dir / "qmix" / "traces" / "mc-1.jsonl").read_text().splitlines()
+    ]
+    assert rounds[0]["agents"] == ["ReasoningAgent_0", "ReasoningAgent_1", "AnalyzeAgent_2"]

@@ -195,7 +195,7 @@ def _without(record: dict, key: str) -> dict:
         ([_CODE, '{"id": "x", "kind": ', _MATH], "line 2: not valid JSON", "spec"),
         ([_CODE, _without(_MATH, "prompt")], "line 2: missing field 'prompt'", "prompt"),
         ([_CODE, _MATH, {**_MATH, "id": "m3", "kind": "x"}],
-         "line 3: 'kind' must be 'code' or 'math'; got 'x'", "kind"),
+         "line 3: 'kind' must be 'code', 'math' or 'choice'; got 'x'", "kind"),
         ([_CODE, "", _MATH, {**_MATH, "prompt": "again"}],
          "line 4: 'id' must be unique; got 'sum/1', already on line 3", "id"),
         ([_without(_CODE, "entry_point")], "line 1: missing field 'entry_point'", "entry_point"),
@@ -337,7 +337,7 @@ def test_hub_rows_go_through_the_mapping(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_task_validation_and_value_semantics() -> None:
-    with pytest.raises(InvalidArgumentError, match="'code' or 'math'; got 'essay'"):
+    with pytest.raises(InvalidArgumentError, match="'code', 'math' or 'choice'; got 'essay'"):
         Task("a", "essay", "p")
     with pytest.raises(InvalidArgumentError, match="non-empty"):
         Task("", "math", "p")

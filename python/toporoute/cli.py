@@ -27,7 +27,7 @@ log = logging.getLogger("toporoute")
 def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command's parser; ``run`` gets the option groups of ``methods`` (the methods named on the command
     line), one group per set of options, so ``toporoute run METHOD --help`` shows that method's own options."""
-    from .methods.registry import REGISTRY, add_qmix_loop_options
+    from .methods.registry import REGISTRY, add_qmix_loop_options, add_qmix_network_options
 
     p = argparse.ArgumentParser(prog="toporoute", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -57,7 +57,8 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         default=None,
-        help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3); conductor: K turns (2)",
+        help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3, choice 2); "
+        "conductor: K turns (2)",
     )
     _sampling_args(run, "each method's own: dytopo and its baselines 0.3, qmix and conductor 0.2")
     run.add_argument("--report", action="store_true", help="write RUN_DIR/report.html when done")
@@ -101,16 +102,13 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         help="task feature of the observation: 32-slot byte hash (default) or the descriptor encoder's embedding",
     )
     tr.add_argument("--legacy-obs", action="store_true", help="the original observation quirks (spec §3)")
-    tr.add_argument("--agents", type=int, default=3, help="team size (default 3: 2 writers + analyzer)")
-    tr.add_argument(
-        "--adj-mode", choices=("in", "out_rows", "sym"), default="in", help="GNN aggregation (default in)"
-    )
     tr.add_argument(
         "--concurrency", type=int, default=1, help="episodes acted at once per policy (default 1)"
     )
-    tr.add_argument("--rounds", type=int, default=None, help="T (default: code 2, math 3)")
+    tr.add_argument("--rounds", type=int, default=None, help="T (default: code 2, math 3, choice 2)")
     _engine_args(tr)
     _sampling_args(tr, "0.2")
+    add_qmix_network_options(tr.add_argument_group("options of the Q-Mix network"))
     add_qmix_loop_options(tr.add_argument_group("options of the Q-Mix episode loop"))
     tr.add_argument("--no-progress", action="store_true", help="no per-episode lines")
 
@@ -263,6 +261,13 @@ async def _run(args: argparse.Namespace) -> int:
     tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)
     if not tasks:
         raise ToporouteError(f"--tasks {args.tasks} with --offset {args.offset} selects no task")
+    for spec in specs:
+        other = next((t for t in tasks if t.kind not in spec.kinds), None)
+        if other is not None:
+            raise ToporouteError(
+                f"method {spec.name} solves {' and '.join(spec.kinds)} tasks; --tasks {args.tasks} holds task "
+                f"{other.id!r} of kind {other.kind!r}"
+            )
     print(f"{len(tasks)} task(s) from {args.tasks}; methods: {', '.join(methods)}", file=sys.stderr)
     engine = await _engine(args)
     encoder = None
@@ -322,14 +327,14 @@ async def _train(args: argparse.Namespace) -> int:
         )
     from .methods.qmix import Features, QMixSettings
     from .methods.qmix.train import TrainConfig, Trainer
-    from .methods.registry import read_qmix_loop_options
-    from .ops.qmix_params import QMixConfig
+    from .methods.registry import read_qmix_loop_options, read_qmix_network_options
     from .tasks import load_tasks
 
     tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)
     if not tasks:
         raise ToporouteError(f"--tasks {args.tasks} with --offset {args.offset} selects no task")
     features = Features(task_feature=args.task_feature, legacy=args.legacy_obs)
+    network = read_qmix_network_options(args)
     settings = QMixSettings(
         rounds=args.rounds,
         max_tokens=args.max_tokens,
@@ -348,10 +353,10 @@ async def _train(args: argparse.Namespace) -> int:
         w_acc=args.w_acc,
         w_tok=args.w_tok,
         legacy_reward_broadcast=args.legacy_reward_broadcast,
+        dropout=network.dropout,
         concurrency=args.concurrency,
         seed=args.seed,
     )
-    net = QMixConfig(n_agents=args.agents, adj_mode=args.adj_mode)
     print(f"{len(tasks)} training task(s) from {args.tasks}; {args.episodes} episodes", file=sys.stderr)
     engine = await _engine(args)
     try:
@@ -359,7 +364,7 @@ async def _train(args: argparse.Namespace) -> int:
             tasks,
             engine,
             args.out,
-            net=net,
+            net=network.config,
             features=features,
             settings=settings,
             train=train,

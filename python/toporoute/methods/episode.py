@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import InvalidArgumentError
 from ..llm.types import Request, Result, Sampling
-from ..tasks import Task, extract_code, extract_math_answer
+from ..tasks import Task, extract_choice, extract_code, extract_math_answer
 from ..trace.schema import EdgeUsage, RoundRecord, Timing
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 DOMAINS = ("code", "math")
+"""The task kinds most methods solve (Agent Q-Mix also solves ``choice`` tasks)."""
 
 Emit = Callable[[RoundRecord], None]
 """Receives one trace record per round, as the round finishes."""
@@ -180,19 +181,26 @@ def record_edges(ctx: EpisodeContext, round: int, edges: Iterable[EdgeUsage]) ->
     return out
 
 
-def domain_of(task: Task) -> str:
-    """The task's domain (``code`` or ``math``), or an error naming the task."""
-    if task.kind not in DOMAINS:
+def domain_of(task: Task, domains: Sequence[str] = DOMAINS) -> str:
+    """The task's domain (its kind) when the method solves it, or an error naming the task and its kind.
+
+    ``domains`` are the kinds the method solves (default :data:`DOMAINS`: code and math).
+    """
+    if task.kind not in domains:
         raise InvalidArgumentError(
-            f"task {task.id!r}: kind must be 'code' or 'math'; got {task.kind!r}", "task"
+            f"task {task.id!r}: this method solves {' and '.join(domains)} tasks; got kind {task.kind!r}",
+            "task",
         )
     return task.kind
 
 
 def answer_from(task: Task, text: str) -> str:
-    """The answer in one reply: the code for the task's entry point, or the math answer ("" when none)."""
+    """The answer in one reply: the code for the task's entry point, the math answer, or the chosen option's
+    letter ("" when none)."""
     if task.kind == "code":
         return extract_code(text, task.entry_point) or ""
+    if task.kind == "choice" and task.choices is not None:
+        return extract_choice(text, len(task.choices)) or ""
     return extract_math_answer(text) or ""
 
 

@@ -12,19 +12,34 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
-from .episode import Method
+from ..ops.qmix_params import ADJ_MODES, QMixConfig
+from .episode import DOMAINS, Method
 
 if TYPE_CHECKING:
     from ..embed import Encoder
 
-__all__ = ["METHODS", "REGISTRY", "MethodSpec", "OptionGroup", "make_method"]
+__all__ = [
+    "METHODS",
+    "REGISTRY",
+    "MethodSpec",
+    "OptionGroup",
+    "QMixNetworkChoice",
+    "add_qmix_loop_options",
+    "add_qmix_network_options",
+    "make_method",
+    "read_qmix_loop_options",
+    "read_qmix_network_options",
+]
 
 log = logging.getLogger("toporoute")
+
+# the original's GNN dropout, also the default (TrainConfig.dropout; the trainer's module imports torch)
+_QMIX_DROPOUT = 0.1
 
 Builder = Callable[[dict[str, Any], "int | None", "Encoder | None"], Method]
 
@@ -58,6 +73,8 @@ class MethodSpec:
         The method embeds descriptors (the CLI loads and warms the encoder once for it).
     after : tuple of str
         Methods that must run before it in one command (the random baseline reads DyTopo's edge counts).
+    kinds : tuple of str
+        The task kinds it solves (``toporoute run`` refuses other tasks before it starts).
     """
 
     name: str
@@ -66,6 +83,7 @@ class MethodSpec:
     options: OptionGroup | None = None
     uses_encoder: bool = False
     after: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = DOMAINS
 
 
 # ------------------------------------------------------------------------------------------------ option groups
@@ -185,6 +203,75 @@ def read_qmix_loop_options(args: argparse.Namespace) -> dict[str, Any]:
         "legacy_repo_exec": args.legacy_repo_exec,
         "adversarial_agent_index": args.adversary,
     }
+
+
+@dataclass(frozen=True)
+class QMixNetworkChoice:
+    """The network ``toporoute train qmix`` builds: its config and its training dropout.
+
+    Attributes
+    ----------
+    config : QMixConfig
+        Shapes and semantics (``obs_dim`` / ``state_dim`` are set by the trainer from the features).
+    dropout : float
+        GNN dropout while training (:class:`~toporoute.methods.qmix.train.TrainConfig` ``dropout``).
+    """
+
+    config: QMixConfig
+    dropout: float
+
+
+def add_qmix_network_options(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """The Q-Mix network's options (``train``): ``--legacy-network`` and one flag per setting it changes."""
+    g.add_argument("--agents", type=int, default=3, help="team size (default 3: 2 writers + analyzer)")
+    g.add_argument(
+        "--legacy-network",
+        action="store_true",
+        help="the original repository's network: --adj-mode out_rows --no-self-loops --no-b1-hidden "
+        "--dropout 0.1 (each flag given as well overrides it)",
+    )
+    g.add_argument(
+        "--adj-mode",
+        choices=ADJ_MODES,
+        default=None,
+        help="whose messages a node averages: in-neighbours (default), out_rows (the rows of A: the original), "
+        "sym (both)",
+    )
+    g.add_argument(
+        "--self-loops",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a node also averages its own message (default on; the original: off)",
+    )
+    g.add_argument(
+        "--b1-hidden",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the mixer's first bias hypernetwork (hyper_b1) has a hidden layer, as the paper says "
+        "(default off, as the original code)",
+    )
+    g.add_argument("--dropout", type=float, default=None, help="GNN dropout while training (default 0.1)")
+
+
+def read_qmix_network_options(args: argparse.Namespace) -> QMixNetworkChoice:
+    """The network of :func:`add_qmix_network_options`' options: :meth:`QMixConfig.original` under
+    ``--legacy-network``, else the defaults (in-neighbours with self-loops); each flag given overrides its
+    field."""
+    base = (
+        QMixConfig.original(n_agents=args.agents) if args.legacy_network else QMixConfig(n_agents=args.agents)
+    )
+    changes = {
+        k: v
+        for k, v in (
+            ("adj_mode", args.adj_mode),
+            ("self_loops", args.self_loops),
+            ("b1_hidden", args.b1_hidden),
+        )
+        if v is not None
+    }
+    return QMixNetworkChoice(
+        replace(base, **changes), _QMIX_DROPOUT if args.dropout is None else args.dropout
+    )
 
 
 def _add_qmix_options(g: argparse._ArgumentGroup) -> None:
@@ -340,12 +427,14 @@ REGISTRY: dict[str, MethodSpec] = {
             "Agent Q-Mix: per-agent communication actions from a trained QMIX policy (--checkpoint)",
             _build_qmix,
             QMIX_OPTIONS,
+            kinds=("code", "math", "choice"),
         ),
         MethodSpec(
             "conductor",
             "AgentConductor: an orchestrator writes YAML layered DAGs, a tester gives feedback (K 2 turns)",
             _build_conductor,
             CONDUCTOR_OPTIONS,
+            kinds=("code",),
         ),
         MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
         MethodSpec(
@@ -389,7 +478,7 @@ def make_method(
         One of :data:`METHODS`.
     rounds : int, optional
         The number of rounds: DyTopo's T_max (default 10), the multi-round baselines' fixed count (default 5),
-        Q-Mix's T (default code 2, math 3), AgentConductor's K turns (default 2).
+        Q-Mix's T (default code 2, math 3, choice 2), AgentConductor's K turns (default 2).
     encoder : Encoder, optional
         The descriptor encoder (DyTopo and its baselines, Q-Mix's encoder task feature, the conductor's
         searcher); default ``Encoder.default()``, loaded on first use.

@@ -44,7 +44,8 @@ ADJ_MODES = ("in", "out_rows", "sym")
 
 @dataclass(frozen=True)
 class QMixConfig:
-    """Shapes and semantics of the Agent Q-Mix networks (spec §4; defaults are the paper's n = 3 team).
+    """Shapes and semantics of the Agent Q-Mix networks (spec §4; defaults are the paper's n = 3 team with the
+    spec's fixes; :meth:`original` gives the original repository's network).
 
     Parameters
     ----------
@@ -114,6 +115,32 @@ class QMixConfig:
             object.__setattr__(self, "state_dim", self.n_agents * self.obs_dim + 3)
         if not self.ln_eps > 0:
             raise InvalidArgumentError(f"ln_eps must be > 0; got {self.ln_eps}", "ln_eps")
+
+    @classmethod
+    def original(cls, *, n_agents: int = 3, obs_dim: int = 51) -> QMixConfig:
+        """The original repository's network (spec §4, its "code" column), field by field.
+
+        The GNN averages the rows of A (``adj_mode="out_rows"``: each node its out-neighbours) with no self-loops
+        (``A @ m / max(rowsum(A), 1)``), and ``hyper_b1`` is a single Linear (``b1_hidden=False``); every width
+        is the original's (H 128, Q-head 64, 2 GNN layers, 6 actions, mixing and hypernetwork width 64,
+        LayerNorm eps 1e-5). ``n_agents`` and ``obs_dim`` follow the team and the observation. The training
+        dropout (0.1) is a training setting (``TrainConfig.dropout``), not part of this config.
+        """
+        return cls(
+            obs_dim=obs_dim,
+            hidden=128,
+            n_actions=6,
+            head_hidden=64,
+            gnn_layers=2,
+            adj_mode="out_rows",
+            self_loops=False,
+            n_agents=n_agents,
+            state_dim=0,
+            mix_hidden=64,
+            hyper_hidden=64,
+            b1_hidden=False,
+            ln_eps=1e-5,
+        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ from ..errors import InvalidArgumentError
 
 __all__ = ["KINDS", "STATUSES", "Score", "Task"]
 
-KINDS = ("code", "math")
+KINDS = ("code", "math", "choice")
 STATUSES = ("passed", "failed", "timeout", "error", "no-answer")
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -21,6 +22,7 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _SAFE_NO_DASH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._]{0,127}$")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 _HASH_LEN = 10
+_LETTERS = string.ascii_uppercase  # the option letters of a choice task (tasks.choice.LETTERS)
 
 
 @dataclass(frozen=True)
@@ -32,15 +34,19 @@ class Task:
     id : str
         Unique id within its set, e.g. ``"HumanEval/0"``.
     kind : str
-        ``"code"`` (scored by running ``test``) or ``"math"`` (scored against ``answer``).
+        ``"code"`` (scored by running ``test``), ``"math"`` (scored against ``answer``) or ``"choice"``
+        (multiple choice: the chosen option's letter must be ``answer``).
     prompt : str
-        Code: the function signature and docstring (HumanEval's ``prompt``). Math: the problem text.
+        Code: the function signature and docstring (HumanEval's ``prompt``). Math: the problem text. Choice: the
+        question, without its options (:func:`~toporoute.tasks.choice.choice_prompt` shows both).
     entry_point : str or None
         Code: the name of the function under test.
     test : str or None
         Code: a test program defining ``check(candidate)``.
     answer : str or None
-        Math: the reference answer.
+        Math: the reference answer. Choice: the letter of the correct option (``"A"`` for ``choices[0]``).
+    choices : tuple of str or None
+        Choice: the options, 2 to 26 non-empty strings, lettered A, B, ... in order.
     meta : Mapping
         Free-form JSON-serialisable extras (source, difficulty, ...). Copied on construction; not hashed.
     """
@@ -52,12 +58,15 @@ class Task:
     test: str | None = None
     answer: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    choices: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise InvalidArgumentError(f"Task.id must be a non-empty string; got {self.id!r}", "id")
         if self.kind not in KINDS:
-            raise InvalidArgumentError(f"Task.kind must be 'code' or 'math'; got {self.kind!r}", "kind")
+            raise InvalidArgumentError(
+                f"Task.kind must be 'code', 'math' or 'choice'; got {self.kind!r}", "kind"
+            )
         if not isinstance(self.prompt, str):
             raise InvalidArgumentError(
                 f"Task.prompt must be a string; got {type(self.prompt).__name__}", "prompt"
@@ -66,6 +75,35 @@ class Task:
             raise InvalidArgumentError(f"Task.meta must be a mapping; got {type(self.meta).__name__}", "meta")
         # a private copy: the caller's dict stays theirs, and two tasks never share one
         object.__setattr__(self, "meta", dict(self.meta))
+        self._check_choices()
+
+    def _check_choices(self) -> None:
+        """``choices`` and ``answer`` of a choice task; ``choices`` is None on the other kinds."""
+        if self.kind != "choice":
+            if self.choices is not None:
+                raise InvalidArgumentError(
+                    f"Task.choices is for choice tasks; got choices on a {self.kind} task", "choices"
+                )
+            return
+        choices = self.choices
+        if (
+            isinstance(choices, (str, bytes))
+            or not isinstance(choices, Sequence)
+            or not 2 <= len(choices) <= len(_LETTERS)
+            or not all(isinstance(c, str) and c.strip() for c in choices)
+        ):
+            raise InvalidArgumentError(
+                f"Task.choices of a choice task must be 2 to {len(_LETTERS)} non-empty strings; got {choices!r}",
+                "choices",
+            )
+        object.__setattr__(self, "choices", tuple(choices))
+        letters = _LETTERS[: len(choices)]
+        if self.answer not in tuple(letters):
+            raise InvalidArgumentError(
+                f"Task.answer of a choice task must be the letter of one of its {len(choices)} choices "
+                f"({letters[0]}-{letters[-1]}); got {self.answer!r}",
+                "answer",
+            )
 
     @property
     def episode_id(self) -> str:

@@ -6,9 +6,13 @@ The JSONL task format, one JSON object per line (blank lines skipped)::
     {"id": "add/1", "kind": "code", "prompt": "def add(a, b):\\n    \\"\\"\\"a + b\\"\\"\\"\\n",
      "entry_point": "add", "test": "def check(candidate):\\n    assert candidate(1, 2) == 3\\n"}
     {"id": "sum/1", "kind": "math", "prompt": "What is 2 + 3?", "answer": "5", "meta": {"level": 1}}
+    {"id": "mc/1", "kind": "choice", "prompt": "Which planet is largest?",
+     "choices": ["Mars", "Jupiter", "Venus", "Earth"], "answer": "B"}
 
 ``id`` is unique in the file; code tasks need ``entry_point`` and ``test`` (which defines
-``check(candidate)``), math tasks need ``answer``; ``meta`` is an optional object.
+``check(candidate)``), math tasks need ``answer``; choice (multiple-choice) tasks need ``choices``, a list of 2
+to 26 non-empty option texts (without letters: they are lettered A, B, ... in order), and ``answer``, the letter
+of the correct option (upper case); ``meta`` is an optional object. A field of another kind is an error.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 from .._atomic import write_bytes_atomic
 from ..errors import InvalidArgumentError, ToporouteError
 from .base import KINDS, Task
+from .choice import LETTERS
 from .math import extract_math_answer
 
 __all__ = ["SPECS", "load_tasks", "read_tasks_jsonl", "tasks_from_rows", "write_tasks_jsonl"]
@@ -36,8 +41,9 @@ SPECS = (
     "'hub:<dataset id>[@<config>][:<split>]' (a Hugging Face dataset; pip install datasets)",
 )
 
-_FIELDS = ("id", "kind", "prompt", "entry_point", "test", "answer", "meta")
-_REQUIRED = {"code": ("entry_point", "test"), "math": ("answer",)}
+_FIELDS = ("id", "kind", "prompt", "entry_point", "test", "answer", "choices", "meta")
+_KIND_FIELDS = ("entry_point", "test", "answer", "choices")
+_REQUIRED = {"code": ("entry_point", "test"), "math": ("answer",), "choice": ("choices", "answer")}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HUMANEVAL_ID = re.compile(r"^HumanEval/(\d+)$")
 
@@ -202,18 +208,21 @@ def _task_from_record(row: Any, where: str) -> Task:
         raise InvalidArgumentError(f"{where}: missing field 'kind'", "kind")
     kind = row["kind"]
     if kind not in KINDS:
-        raise InvalidArgumentError(f"{where}: 'kind' must be 'code' or 'math'; got {kind!r}", "kind")
+        raise InvalidArgumentError(
+            f"{where}: 'kind' must be 'code', 'math' or 'choice'; got {kind!r}", "kind"
+        )
     prompt = text("prompt")
     meta = row.get("meta", {})
     if not isinstance(meta, dict):
         raise InvalidArgumentError(f"{where}: 'meta' must be a JSON object; got {meta!r}", "meta")
-    for field in _FIELDS[3:6]:
+    for field in _KIND_FIELDS:
         if field not in _REQUIRED[kind] and row.get(field) is not None:
+            owners = " and ".join(k for k, needed in _REQUIRED.items() if field in needed)
             raise InvalidArgumentError(
-                f"{where}: {field!r} is for {'math' if kind == 'code' else 'code'} tasks; "
-                f"got one on a {kind} task",
-                field,
+                f"{where}: {field!r} is for {owners} tasks; got one on a {kind} task", field
             )
+    if kind == "choice":
+        return _choice_task(row, where, task_id, prompt, meta)
     if kind == "math":
         answer = row.get("answer")
         if isinstance(answer, (int, float)) and not isinstance(answer, bool):
@@ -234,6 +243,32 @@ def _task_from_record(row: Any, where: str) -> Task:
             "test",
         )
     return Task(id=task_id, kind=kind, prompt=prompt, entry_point=entry_point, test=test, meta=meta)
+
+
+def _choice_task(row: dict[str, Any], where: str, task_id: str, prompt: str, meta: dict[str, Any]) -> Task:
+    if "choices" not in row:
+        raise InvalidArgumentError(f"{where}: missing field 'choices'", "choices")
+    choices = row["choices"]
+    if not isinstance(choices, list) or not 2 <= len(choices) <= len(LETTERS):
+        raise InvalidArgumentError(
+            f"{where}: 'choices' must be a list of 2 to {len(LETTERS)} option texts; got {choices!r}",
+            "choices",
+        )
+    for k, choice in enumerate(choices):
+        if not isinstance(choice, str) or not choice.strip():
+            raise InvalidArgumentError(
+                f"{where}: 'choices'[{k}] must be a non-empty string; got {choice!r}", "choices"
+            )
+    if "answer" not in row:
+        raise InvalidArgumentError(f"{where}: missing field 'answer'", "answer")
+    answer, letters = row["answer"], LETTERS[: len(choices)]
+    if answer not in tuple(letters):
+        raise InvalidArgumentError(
+            f"{where}: 'answer' must be the letter of one of the {len(choices)} choices "
+            f"({letters[0]} to {letters[-1]}); got {answer!r}",
+            "answer",
+        )
+    return Task(id=task_id, kind="choice", prompt=prompt, answer=answer, choices=tuple(choices), meta=meta)
 
 
 def write_tasks_jsonl(tasks: Iterable[Task], path: str | os.PathLike[str]) -> Path:
@@ -265,6 +300,8 @@ def write_tasks_jsonl(tasks: Iterable[Task], path: str | os.PathLike[str]) -> Pa
         for field in ("entry_point", "test", "answer"):
             if getattr(task, field) is not None:
                 record[field] = getattr(task, field)
+        if task.choices is not None:
+            record["choices"] = list(task.choices)
         if task.meta:
             record["meta"] = dict(task.meta)
         try:
@@ -283,6 +320,7 @@ def write_tasks_jsonl(tasks: Iterable[Task], path: str | os.PathLike[str]) -> Pa
 _PROMPT_KEYS = ("problem", "question", "prompt")
 _CODE_KEYS = ("task_id", "prompt", "test", "entry_point")
 _ID_KEYS = ("id", "task_id", "problem_id", "unique_id", "idx")
+_OPTION_KEYS = ("options", "choices")
 
 
 def _parse_hub_spec(spec: str) -> tuple[str, str | None, str]:
@@ -336,10 +374,36 @@ def _answer_from(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _options_of(row: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The options of a multiple-choice row (``options`` or ``choices``: 2 to 26 non-empty strings)."""
+    for key in _OPTION_KEYS:
+        value = row.get(key)
+        if (
+            isinstance(value, (list, tuple))
+            and 2 <= len(value) <= len(LETTERS)
+            and all(isinstance(v, str) and v.strip() for v in value)
+        ):
+            return tuple(value)
+    return None
+
+
+def _choice_answer(row: Mapping[str, Any], n: int) -> str | None:
+    """The correct option's letter: ``answer`` as a letter or an index, else ``answer_index``."""
+    for key in ("answer", "answer_index"):
+        value = row.get(key)
+        if isinstance(value, str) and value.strip() in tuple(LETTERS[:n]):
+            return value.strip()
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n:
+            return LETTERS[value]
+    return None
+
+
 def tasks_from_rows(rows: Iterable[Mapping[str, Any]], *, source: str) -> list[Task]:
     """Maps dataset rows to tasks by their field names.
 
-    HumanEval-style rows (``task_id``, ``prompt``, ``test``, ``entry_point``) become code tasks. Any other row
+    HumanEval-style rows (``task_id``, ``prompt``, ``test``, ``entry_point``) become code tasks. Rows with a
+    list of 2 to 26 option texts in ``options`` or ``choices`` (MMLU-Pro, MMLU) become choice tasks: the prompt
+    as below, the answer from ``answer`` (a letter, or an option index) or ``answer_index``. Any other row
     becomes a math task: the prompt from ``problem``, ``question`` or ``prompt``; the answer from
     ``final_answer`` or ``answer`` (the part after ``####`` in GSM8K style, the last ``\\boxed{}`` when there
     is one), else the last ``\\boxed{}`` of ``solution``. Ids come from ``id``/``task_id``/``problem_id``/
@@ -374,6 +438,7 @@ def tasks_from_rows(rows: Iterable[Mapping[str, Any]], *, source: str) -> list[T
             task_id = f"{task_id}#{i}"
         seen.add(task_id)
         used: set[str] = set()
+        options = _options_of(row)
         if all(isinstance(row.get(k), str) for k in _CODE_KEYS):
             used.update(_CODE_KEYS)
             task = Task(
@@ -392,6 +457,27 @@ def tasks_from_rows(rows: Iterable[Mapping[str, Any]], *, source: str) -> list[T
                     f"(got fields {', '.join(sorted(map(str, row)))})",
                     "rows",
                 )
+            if options is not None:
+                letter = _choice_answer(row, len(options))
+                if letter is None:
+                    raise InvalidArgumentError(
+                        f"{source} row {i}: a multiple-choice row needs answer (a letter A to "
+                        f"{LETTERS[len(options) - 1]}, or an option index) or answer_index; got answer "
+                        f"{row.get('answer')!r}, answer_index {row.get('answer_index')!r}",
+                        "rows",
+                    )
+                used.update((key, *_OPTION_KEYS, "answer", "answer_index"))
+                tasks.append(
+                    Task(
+                        id=task_id,
+                        kind="choice",
+                        prompt=row[key],
+                        answer=letter,
+                        choices=options,
+                        meta=_meta(row, used, source, i),
+                    )
+                )
+                continue
             answer = _answer_from(row)
             if answer is None:
                 raise InvalidArgumentError(

@@ -6,6 +6,7 @@ import textwrap
 
 from ..errors import InvalidArgumentError
 from .base import Score, Task
+from .choice import score_choice
 from .humaneval import completion_for, defines_function, extract_code, score_completion
 from .math import score_math
 
@@ -37,7 +38,8 @@ def score(task: Task, answer: str | None, *, timeout_s: float = 10.0, memory_mb:
 
     Code tasks: :func:`~toporoute.tasks.humaneval.extract_code`, then
     :func:`~toporoute.tasks.humaneval.completion_for` and :func:`~toporoute.tasks.humaneval.score_completion`
-    (the tests run in the sandbox). Math tasks: :func:`~toporoute.tasks.math.score_math`.
+    (the tests run in the sandbox). Math tasks: :func:`~toporoute.tasks.math.score_math`. Choice tasks:
+    :func:`~toporoute.tasks.choice.score_choice` (the chosen letter must be the task's ``answer``).
 
     Blocking (a code answer runs for up to ``timeout_s``); call it from a worker thread in async code.
 
@@ -47,7 +49,8 @@ def score(task: Task, answer: str | None, *, timeout_s: float = 10.0, memory_mb:
         The task.
     answer : str or None
         The answer text: the whole message, or what :func:`~toporoute.tasks.humaneval.extract_code` /
-        :func:`~toporoute.tasks.math.extract_math_answer` took from it. None, or text without code / an
+        :func:`~toporoute.tasks.math.extract_math_answer` / :func:`~toporoute.tasks.choice.extract_choice`
+        took from it. None, or text without code / an
         answer, scores ``no-answer``.
     timeout_s, memory_mb
         Limits for running code answers.
@@ -62,6 +65,8 @@ def score(task: Task, answer: str | None, *, timeout_s: float = 10.0, memory_mb:
         raise InvalidArgumentError(f"answer must be a string or None; got {type(answer).__name__}", "answer")
     if task.kind == "math":
         return score_math(task, answer)
+    if task.kind == "choice":
+        return score_choice(task, answer)
     code = extract_code(answer, task.entry_point) if answer is not None else None
     if code is None and answer is not None and "```" not in answer and _is_bare_code(task, answer):
         code = answer

@@ -92,7 +92,7 @@ invalid plan's record has no agents or edges: the orchestrator, yaml, check and 
 Episode record (``episodes/<episode>.json``; the runtime's wrapper around the method's own record)::
 
     {"episode": "HumanEval-0", "status": "ok" | "error", "error": str | null, "wall_s": float,
-     "record": {"method": str, "task": "HumanEval/0", "kind": "code" | "math", "rounds": int,
+     "record": {"method": str, "task": "HumanEval/0", "kind": "code" | "math" | "choice", "rounds": int,
                 "halted": bool,                      # the manager declared the task complete
                 "answer": str,                       # the extracted final answer (code or math answer)
                 "score": {"passed": bool, "status": str, "detail": str},

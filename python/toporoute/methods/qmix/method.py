@@ -7,6 +7,10 @@ greedy (or epsilon-greedy) action, map the joint action to the round graph (phi)
 waves of ``ops.toposort`` levels after the debate tie-break: every agent of a wave is called at once, and
 each reads its in-neighbours' outputs of this round and its own output of the previous round. After T rounds
 the FinalRefer node writes the answer from every agent's latest output.
+
+Replies are forwarded, remembered and read for the answer without their reasoning (``<think>`` blocks, see
+:func:`~toporoute.llm.structured.strip_reasoning`). Code, math and multiple-choice tasks (``kind == "choice"``,
+the reasoning team; the agents see the question with its lettered options) are solved.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import numpy as np
 
 from ... import ops
 from ...errors import InvalidArgumentError
+from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
 from ...ops.qmix_params import QMixParams
-from ...tasks import Task
+from ...tasks import Task, choice_prompt
 from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
 from ..episode import (
     Clock,
@@ -36,7 +41,7 @@ from ..episode import (
 )
 from ._features import Features, global_state, observations
 from ._graph import ACTIONS, Schedule, actions_to_graph, schedule
-from .team import QMixTeam, final_prompt, load_qmix_team, role_offset_for, worker_prompt
+from .team import DOMAINS, QMixTeam, final_prompt, load_qmix_team, role_offset_for, worker_prompt
 
 if TYPE_CHECKING:
     from ...embed import Encoder
@@ -44,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROUNDS", "QMix", "QMixPolicy", "QMixSettings", "QMixStepRecord"]
 
-ROUNDS = {"code": 2, "math": 3}
+ROUNDS = {"code": 2, "math": 3, "choice": 2}
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class QMixSettings(SamplingSettings):
     temperature, top_p, max_tokens, seed : see :class:`~toporoute.methods.episode.SamplingSettings` (the
         original: 0.2, 1.0, >= 4096); ``seed`` also roots the role rotation and exploration.
     rounds : int, optional
-        T; None takes the domain's (code 2, math 3).
+        T; None takes the domain's (code 2, math 3, choice 2).
     reselect_each_round : bool
         Choose actions every round (the paper); False chooses once from the initial observation and reuses
         them (the original evaluation code).
@@ -188,7 +193,8 @@ class QMix:
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         """Runs one task; ``emit`` gets one trace record per round (the last one also holds FinalRefer)."""
         s, policy = self.settings, self.policy
-        domain = domain_of(task)
+        domain = domain_of(task, DOMAINS)
+        text = _task_text(task)
         n = policy.n_agents
         team = load_qmix_team(
             domain,
@@ -201,7 +207,7 @@ class QMix:
         rng = np.random.Generator(np.random.Philox(key=request_seed(s.seed, ctx.episode, "explore")))
         clock = Clock()
         with clock.routing():
-            task_vec = policy.task_vector(task.prompt)
+            task_vec = policy.task_vector(text)
         adj_prev = np.eye(n, dtype=bool) if s.initial_adj == "identity" else np.zeros((n, n), dtype=bool)
         hidden = np.zeros((n, policy.params.config.hidden), dtype=np.float32)
         outputs = [""] * n
@@ -234,7 +240,7 @@ class QMix:
                 requests = [
                     Request.chat(
                         team.agents[i].system,
-                        _worker_user(team, i, task, sched.inbound[i], this_round, outputs[i]),
+                        _worker_user(team, i, text, sched.inbound[i], this_round, outputs[i]),
                         sampling=s.sampling(ctx.episode, t, names[i]),
                         tags=Tags(round=t, agent=names[i], role=team.agents[i].role),
                     )
@@ -242,7 +248,8 @@ class QMix:
                 ]
                 for i, r in zip(wave, await rc.generate(ctx, requests)):
                     results[i] = r
-                    this_round[i] = r.text.strip() if r.ok else ""
+                    # what is forwarded and kept is the reply without its reasoning
+                    this_round[i] = strip_reasoning(r.text) if r.ok else ""
                     tokens[i] += r.usage.total_tokens
             edges = record_edges(
                 ctx,
@@ -293,12 +300,13 @@ class QMix:
         f0 = clock.round()
         final = Request.chat(
             team.final_system,
-            _final_user(team, task, outputs),
+            _final_user(team, text, outputs),
             sampling=s.sampling(ctx.episode, rounds, "FinalRefer"),
             tags=Tags(round=rounds - 1, agent="FinalRefer", role="Decision"),
         )
         final_result = await f0.generate_one(ctx, final)
-        answer = first_answer(task, [final_result.text if final_result.ok else "", *reversed(outputs)])
+        final_text = strip_reasoning(final_result.text) if final_result.ok else ""
+        answer = first_answer(task, [final_text, *reversed(outputs)])
         extra = dict(record.extra)
         extra["final"] = {
             "text": clip(final_result.text),
@@ -359,15 +367,19 @@ class QMixStepRecord:
         }
 
 
+def _task_text(task: Task) -> str:
+    """The task as the agents see it (and the task feature reads): a choice task's question with its lettered
+    options, else the prompt."""
+    return choice_prompt(task) if task.kind == "choice" else task.prompt
+
+
 def _worker_user(
-    team: QMixTeam, i: int, task: Task, inbound: list[int], this_round: list[str], previous: str
+    team: QMixTeam, i: int, text: str, inbound: list[int], this_round: list[str], previous: str
 ) -> str:
     agents = team.agents
     msgs = [(agents[j].name, agents[j].role, this_round[j]) for j in inbound]
-    return worker_prompt(team, i, task.prompt.strip(), msgs, previous or None)
+    return worker_prompt(team, i, text, msgs, previous or None)
 
 
-def _final_user(team: QMixTeam, task: Task, outputs: list[str]) -> str:
-    return final_prompt(
-        team, task.prompt.strip(), [(a.name, a.role, outputs[i]) for i, a in enumerate(team.agents)]
-    )
+def _final_user(team: QMixTeam, text: str, outputs: list[str]) -> str:
+    return final_prompt(team, text, [(a.name, a.role, outputs[i]) for i, a in enumerate(team.agents)])

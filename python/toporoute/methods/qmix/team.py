@@ -2,10 +2,13 @@
 
 The roles, system prompts and user prompt templates live in ``prompts/qmix/`` (``team.json`` names the files);
 this module composes a team and renders its prompts. A team has ``n_agents`` slots: slots ``0 .. n-2`` hold the
-domain's writer kind (``CodeWriter`` for code, ``MathSolver`` for maths) and the last slot an ``AnalyzeAgent``
-(a team of one is a single writer). Writers take their role from the domain's role pool by a deterministic
-rotation, ``pool[(role_offset + slot) % len(pool)]``, in place of the original code's process-global cycle; a
-:class:`QMixTeam` also carries the system prompt of the FinalRefer decision node.
+domain's writer kind (``CodeWriter`` for code, ``MathSolver`` for maths, ``ReasoningAgent`` for multiple
+choice) and the last slot an ``AnalyzeAgent`` (a team of one is a single writer). Writers take their role from
+the domain's role pool by a deterministic rotation, ``pool[(role_offset + slot) % len(pool)]``, in place of the
+original code's process-global cycle; a :class:`QMixTeam` also carries the system prompt of the FinalRefer
+decision node. The multiple-choice (reasoning) team's agents, the AnalyzeAgent and an adversary included, get the
+domain's format constraint (the option letter alone on the first line) after their system prompt, as the paper
+describes (the original code gave it to FinalRefer only).
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import InvalidArgumentError
-from ..episode import DOMAINS
 from ..prompt_files import read_json, read_text
 
 __all__ = [
@@ -30,6 +32,9 @@ __all__ = [
 ]
 
 _MAX_AGENTS = 16
+
+DOMAINS = ("code", "math", "choice")
+"""The task kinds Agent Q-Mix solves, each with its team: code, math and multiple choice (the reasoning team)."""
 
 
 def _text(name: str) -> str:
@@ -57,7 +62,7 @@ class QMixAgent:
     name : str
         Kind and slot index, e.g. ``"CodeWriter_0"`` or ``"AnalyzeAgent_2"``.
     kind : str
-        ``"CodeWriter"``, ``"MathSolver"`` or ``"AnalyzeAgent"``.
+        ``"CodeWriter"``, ``"MathSolver"``, ``"ReasoningAgent"`` or ``"AnalyzeAgent"``.
     role : str
         Role title, e.g. ``"Algorithm Designer"``; ``"Analyzer"`` for the AnalyzeAgent and ``"Adversary"`` for
         an adversarial agent.
@@ -103,7 +108,8 @@ def load_qmix_team(
     Parameters
     ----------
     domain : str
-        ``"code"`` or ``"math"``.
+        One of :data:`DOMAINS`: ``"code"``, ``"math"`` or ``"choice"`` (two ReasoningAgents and an AnalyzeAgent
+        for n = 3, every agent with the multiple-choice format constraint).
     n_agents : int, default 3
         Number of agents, 1 to 16. Slots ``0 .. n_agents-2`` are writers and the last slot is an AnalyzeAgent
         when ``n_agents >= 2``; a single agent is one writer.
@@ -146,6 +152,7 @@ def load_qmix_team(
     pool = domain_spec["roles"]
     analyzer = spec["analyzer"]
     adversary = spec["adversary"]
+    constraint = _text(domain_spec["constraint"]) if "constraint" in domain_spec else ""
     n_writers = n_agents - 1 if n_agents >= 2 else 1
     agents = []
     for slot in range(n_agents):
@@ -157,7 +164,10 @@ def load_qmix_team(
             role_spec = analyzer
         if slot == adversarial_agent_index:
             role_spec = adversary
-        agents.append(QMixAgent(f"{kind}_{slot}", kind, role_spec["title"], _text(role_spec["file"])))
+        system = _text(role_spec["file"])
+        if constraint:
+            system = f"{system}\n\n{constraint}"
+        agents.append(QMixAgent(f"{kind}_{slot}", kind, role_spec["title"], system))
     return QMixTeam(domain, tuple(agents), _text(domain_spec["final"]))
 
 

@@ -78,7 +78,7 @@ class TrainConfig:
     legacy_reward_broadcast : bool
         The original code's targets (R at every round, last round untrained).
     dropout : float
-        GNN dropout while training (acting is always in eval mode).
+        GNN dropout while training (0.1, as the original; acting is always in eval mode).
     concurrency : int
         Episodes acted at once with the same policy (their LLM calls are batched); 1 is the paper's loop.
     seed : int
@@ -138,7 +138,8 @@ class Trainer:
     engine : Engine
     out_dir : path
     net : QMixConfig, optional
-        Network shapes; ``obs_dim`` / ``state_dim`` are set from ``features`` and ``settings``' team size.
+        Network shapes and semantics (default ``QMixConfig()``; ``QMixConfig.original()`` is the original
+        repository's network); ``obs_dim`` / ``state_dim`` are set from ``features``. Recorded in the checkpoint.
     features : Features, optional
     settings : QMixSettings, optional
         The episode loop (rounds, flags, sampling); ``epsilon`` is set by the schedule.
