@@ -213,10 +213,11 @@ def test_invalid_plans_cost_a_turn_and_feed_back(
 def test_orchestrator_requests_carry_the_plan_grammar(he: list[Task]) -> None:
     m = Conductor()
     req = m._orchestrator_request("e", he[0], 0, [], first=True)
-    assert req.regex == plan_regex(m.settings.pool, True)
+    assert req.regex == plan_regex(m.settings.check_options, True, "validator")
     assert re.fullmatch(req.regex, PLAN_PCT.split("\n", 1)[1])
-    assert not re.fullmatch(req.regex, BAD_LOGIC)  # refs in the first step
-    assert re.fullmatch(plan_regex(m.settings.pool, False), PLAN_FIX)
+    assert re.fullmatch(req.regex, BAD_LOGIC)  # refs in the first step: the checker's L1, not the grammar's
+    assert not re.fullmatch(plan_regex(m.settings.check_options, True, "strict"), BAD_LOGIC)
+    assert re.fullmatch(plan_regex(m.settings.check_options, False), PLAN_FIX)
     assert (
         Conductor(ConductorSettings(guided=False))._orchestrator_request("e", he[0], 0, [], first=True).regex
         is None
@@ -419,3 +420,24 @@ def test_canonical_form_ignores_numbering_and_order() -> None:
     ctx = Context().next(a)
     fix = ops.conductor_check(PLAN_FIX, context=ctx, options=CheckOptions()).item(0).graph
     assert "prev" in canonical_form(fix, ctx)
+
+
+@pytest.mark.parametrize(
+    ("settings", "guided", "grammar"),
+    [({"grammar": "strict"}, True, "strict"), ({"guided": False}, False, None)],
+)
+def test_traces_name_the_plan_grammar(
+    tmp_path: Path,
+    he: list[Task],
+    solutions: dict[str, str],
+    settings: dict,
+    guided: bool,
+    grammar: str | None,
+) -> None:
+    method = Conductor(ConductorSettings(max_turns=1, **settings))
+    run_episodes(method, he[:1], ScriptedEngine(Team(he[:1], solutions, [PLAN_PCT])), tmp_path)
+    (r0,) = traces(tmp_path, "HumanEval-0")
+    assert r0["orchestrator"]["guided"] is guided and r0["orchestrator"]["grammar"] == grammar
+    assert json.loads((tmp_path / "run.json").read_text())["params"].get("grammar") == settings.get(
+        "grammar", "validator"
+    )

@@ -72,6 +72,10 @@ class ConductorSettings(SamplingSettings):
     orchestrator_temperature, orchestrator_max_tokens : sampling of the orchestrator (None: ``temperature``).
     guided : bool
         Constrain the orchestrator's output to the plan grammar where the engine supports it.
+    grammar : {"validator", "strict"}
+        The plan grammar (:func:`~toporoute.methods.conductor.plan_regex`): ``validator`` admits the
+        validator's syntax and limits and leaves the logic rules (and so their penalties) to it; ``strict`` is
+        the narrower earlier grammar (at most 8 steps of 4 agents, a forced tester-only last step).
     feedback_tests : {"public", "hidden"}
         Tests the tester runs for the orchestrator's feedback and early stop: the docstring examples
         (``public``) or the task's real tests (``hidden``, which makes the feedback an oracle; spec §9.11). The
@@ -95,6 +99,7 @@ class ConductorSettings(SamplingSettings):
     orchestrator_temperature: float | None = None
     orchestrator_max_tokens: int = 768
     guided: bool = True
+    grammar: str = "validator"
     feedback_tests: str = "public"
     pool: tuple[str, ...] = ROLES
     lenient: bool = True
@@ -121,6 +126,10 @@ class ConductorSettings(SamplingSettings):
             value = getattr(self, name)
             if value is not None and value not in CAPS:
                 raise InvalidArgumentError(f"{name} must be one of {tuple(CAPS)}; got {value!r}", name)
+        if self.grammar not in _prompts.GRAMMARS:
+            raise InvalidArgumentError(
+                f"grammar must be one of {_prompts.GRAMMARS}; got {self.grammar!r}", "grammar"
+            )
         if self.feedback_tests not in ("public", "hidden"):
             raise InvalidArgumentError(
                 f"feedback_tests must be 'public' or 'hidden'; got {self.feedback_tests!r}", "feedback_tests"
@@ -237,7 +246,9 @@ class Conductor:
                 chk = ops.conductor_check(
                     got.text if got.ok else "", context=context, options=s.check_options
                 ).item(0)
-            turn = ConductorTurn(level, level_source, n_max, request, got, chk)
+            turn = ConductorTurn(
+                level, level_source, n_max, request, got, chk, grammar=s.grammar if request.regex else None
+            )
             if not chk.ok:
                 r = turn_rewards([chk.error], [None], [0], [0], [0], n_max, s.reward)
                 rewards.append(float(r.r[0]))
@@ -361,7 +372,7 @@ class Conductor:
                 temperature=s.orchestrator_temperature,
             ),
             tags=Tags(round=k, agent="orchestrator", role="orchestrator"),
-            regex=_prompts.plan_regex(s.pool, first) if s.guided else None,
+            regex=_prompts.plan_regex(s.check_options, first, s.grammar) if s.guided else None,
         )
 
     # ------------------------------------------------------------------------------------------ execution
@@ -596,7 +607,8 @@ class Conductor:
 @dataclass(frozen=True)
 class ConductorTurn:
     """What every turn's record holds beyond the graph: the difficulty, the orchestrator's call, the plan's
-    check, and (once known) the verdicts, the reward and the return so far."""
+    check, and (once known) the verdicts, the reward and the return so far; ``grammar`` names the plan grammar
+    sent with the orchestrator's request (None: none was)."""
 
     level: str
     level_source: str
@@ -608,6 +620,7 @@ class ConductorTurn:
     reward_verdict: str | None = None
     reward: TurnRewards | None = None
     return_so_far: float = 0.0
+    grammar: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         got, chk, r = self.orchestrator, self.check, self.reward
@@ -620,6 +633,7 @@ class ConductorTurn:
                 "usage": CallUsage.of(got).to_json(),
                 "error": call_error(got),
                 "guided": self.request.regex is not None,
+                "grammar": self.grammar,
                 "prompt": [[m.role, m.content] for m in self.request.messages],
             },
             "yaml": chk.yaml,
