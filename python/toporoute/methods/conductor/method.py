@@ -3,8 +3,10 @@
 Each turn: the orchestrator writes a YAML plan (under a regular-expression grammar where the engine supports
 it); ``ops.conductor_check`` validates and decodes it into a layered DAG; the layers run in order, every
 agent of a layer at once, each seeing the problem, its role prompt, the previous turn's view (plan, verdict,
-logs), its own earlier outputs and the outputs of its direct refs only; the tester runs the referenced code in
-the sandbox. A failed or invalid turn feeds the next one, up to ``max_turns``. Every turn is scored with the
+logs), its own earlier outputs and the outputs of its direct refs only (replies are passed on without their
+``<think>`` reasoning); the tester runs the referenced code in the sandbox. A failed turn (its plan, verdict
+and logs) or an invalid one (the orchestrator's own reply and the checker's error) feeds the next one, up to
+``max_turns``. Every turn is scored with the
 paper's reward (``reward.py``), computed from the task's difficulty cap and the verdict of the hidden tests.
 """
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from ... import ops
 from ...errors import InvalidArgumentError
+from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
 from ...ops.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ...tasks import Task, extract_code
@@ -173,7 +176,8 @@ class ConductorSettings(SamplingSettings):
 
 @dataclass
 class _Turn:
-    """What later turns and the answer need from a finished turn."""
+    """What later turns and the answer need from a finished turn; ``output`` is an invalid plan's reply as the
+    next prompt shows it (spec §2.5: the history holds the output and the checker's message)."""
 
     yaml: str | None
     tag: str | None = None
@@ -181,6 +185,7 @@ class _Turn:
     verdict: str | None = None
     logs: str = ""
     last_step: int = 0
+    output: str = ""
 
 
 class Conductor:
@@ -253,7 +258,10 @@ class Conductor:
                 r = turn_rewards([chk.error], [None], [0], [0], [0], n_max, s.reward)
                 rewards.append(float(r.r[0]))
                 turn = replace(turn, reward=r, return_so_far=trajectory_return(rewards, s.reward))
-                history.append(_Turn(chk.yaml if chk.yaml is not None else got.text, chk.tag, chk.message))
+                output = clip(got.text if got.ok else "", s.view_chars)
+                history.append(
+                    _Turn(chk.yaml if chk.yaml is not None else got.text, chk.tag, chk.message, output=output)
+                )
                 context = context.next(None)
                 emit(self._record(ctx.episode, task, k, turn, None, rc))
             else:
@@ -348,7 +356,9 @@ class Conductor:
                 )
             else:
                 blocks.append(
-                    _prompts.text("history_invalid").format(turn=i + 1, tag=h.tag, message=h.message)
+                    _prompts.text("history_invalid").format(
+                        turn=i + 1, output=h.output.strip() or "(empty)", tag=h.tag, message=h.message
+                    )
                 )
         last_step = max((h.last_step for h in history), default=0)
         hint = (
@@ -429,7 +439,7 @@ class Conductor:
             if requests:
                 for gi, res in zip(llm_nodes, await rc.generate(ctx, requests)):
                     results[gi] = res
-                    outputs[gi] = res.text.strip() if res.ok else ""
+                    outputs[gi] = strip_reasoning(res.text) if res.ok else ""
             for gi in llm_nodes:
                 if everyone[gi].role == "searcher":
                     outputs[gi] = await self._search_output(task, outputs[gi])
