@@ -213,10 +213,11 @@ def test_invalid_plans_cost_a_turn_and_feed_back(
 def test_orchestrator_requests_carry_the_plan_grammar(he: list[Task]) -> None:
     m = Conductor()
     req = m._orchestrator_request("e", he[0], 0, [], first=True)
-    assert req.regex == plan_regex(m.settings.pool, True)
+    assert req.regex == plan_regex(m.settings.check_options, True, "validator")
     assert re.fullmatch(req.regex, PLAN_PCT.split("\n", 1)[1])
-    assert not re.fullmatch(req.regex, BAD_LOGIC)  # refs in the first step
-    assert re.fullmatch(plan_regex(m.settings.pool, False), PLAN_FIX)
+    assert re.fullmatch(req.regex, BAD_LOGIC)  # refs in the first step: the checker's L1, not the grammar's
+    assert not re.fullmatch(plan_regex(m.settings.check_options, True, "strict"), BAD_LOGIC)
+    assert re.fullmatch(plan_regex(m.settings.check_options, False), PLAN_FIX)
     assert (
         Conductor(ConductorSettings(guided=False))._orchestrator_request("e", he[0], 0, [], first=True).regex
         is None
@@ -419,3 +420,71 @@ def test_canonical_form_ignores_numbering_and_order() -> None:
     ctx = Context().next(a)
     fix = ops.conductor_check(PLAN_FIX, context=ctx, options=CheckOptions()).item(0).graph
     assert "prev" in canonical_form(fix, ctx)
+
+
+def test_an_invalid_plan_is_shown_back_with_its_error(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str]
+) -> None:
+    # spec §2.5: after an invalid plan the history holds the orchestrator's own output and the checker's message
+    team = Team(he[:1], solutions, [BAD_LOGIC, "no yaml at all", PLAN_PCT])
+    run_episodes(Conductor(ConductorSettings(max_turns=3)), he[:1], ScriptedEngine(team), tmp_path)
+    second = team.prompts["HumanEval/0|1|orchestrator"]
+    assert BAD_LOGIC in second and "[YAML LOGIC INVALID]" in second and "(L1)" in second
+    third = team.prompts["HumanEval/0|2|orchestrator"]
+    assert BAD_LOGIC in third and "no yaml at all" in third and "[NO YAML FOUND]" in third
+    assert third.index(BAD_LOGIC) < third.index("no yaml at all") < third.index("Task:")
+    recs = traces(tmp_path, "HumanEval-0")
+    assert [r["check"]["error"] for r in recs] == ["[YAML LOGIC INVALID]", "[NO YAML FOUND]", None]
+    assert all(r["orchestrator"]["guided"] and r["orchestrator"]["grammar"] == "validator" for r in recs)
+
+
+class ThinkingTeam(Team):
+    """The planner and the coder reason in ``<think>`` blocks; the coder's program is only in its reasoning."""
+
+    def __call__(self, req: Request) -> str:
+        reply = super().__call__(req)
+        if req.tags.role == "planner":
+            return "<think>secret musings about the plan</think>\n" + reply
+        if req.tags.role == "coder":
+            task = self.task_of(req)
+            return f"<think>\n```python\n{task.prompt}{self.solutions[task.id]}```\n</think>\nNo program this time."
+        return reply
+
+
+def test_agent_outputs_are_forwarded_without_reasoning(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str]
+) -> None:
+    team = ThinkingTeam(he[:1], solutions, [PLAN_PCT])
+    method = Conductor(ConductorSettings(max_turns=1, feedback_tests="hidden"))
+    run_episodes(method, he[:1], ScriptedEngine(team), tmp_path)
+    coder = team.prompts["HumanEval/0|0|coder@2"]
+    assert "[planner@1]\nplanner output for has_close_elements" in coder
+    assert "secret musings" not in coder and "<think>" not in coder
+    (r0,) = traces(tmp_path, "HumanEval-0")
+    assert r0["messages"]["planner@1"]["public"].startswith("planner output")
+    assert r0["messages"]["coder@2"]["public"] == "No program this time."
+    # the program inside the reasoning is not the answer: the tester finds no code
+    assert r0["tester"]["code"] == "" and r0["verdict"] == "[COMPILATION ERROR]"
+    ep = json.loads((tmp_path / "episodes" / "HumanEval-0.json").read_text())["record"]
+    assert ep["answer"] == ""
+
+
+@pytest.mark.parametrize(
+    ("settings", "guided", "grammar"),
+    [({"grammar": "strict"}, True, "strict"), ({"guided": False}, False, None)],
+)
+def test_traces_name_the_plan_grammar(
+    tmp_path: Path,
+    he: list[Task],
+    solutions: dict[str, str],
+    settings: dict,
+    guided: bool,
+    grammar: str | None,
+) -> None:
+    method = Conductor(ConductorSettings(max_turns=1, **settings))
+    run_episodes(method, he[:1], ScriptedEngine(Team(he[:1], solutions, [PLAN_PCT])), tmp_path)
+    (r0,) = traces(tmp_path, "HumanEval-0")
+    assert r0["orchestrator"]["guided"] is guided and r0["orchestrator"]["grammar"] == grammar
+    assert json.loads((tmp_path / "run.json").read_text())["params"].get("grammar") == settings.get(
+        "grammar", "validator"
+    )

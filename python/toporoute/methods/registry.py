@@ -305,6 +305,13 @@ def _add_conductor_options(g: argparse._ArgumentGroup) -> None:
     )
     g.add_argument("--no-guided", action="store_true", help="no plan grammar for the orchestrator")
     g.add_argument(
+        "--grammar",
+        choices=("validator", "strict"),
+        default="validator",
+        help="plan grammar: the validator's syntax and limits, logic left to it (default), or the narrower "
+        "strict one (at most 8 steps of 4 agents, a forced tester-only last step)",
+    )
+    g.add_argument(
         "--density-mode", choices=("paper", "normalized"), default="paper", help="r_g form (paper)"
     )
     g.add_argument(
@@ -319,6 +326,7 @@ def _read_conductor_options(args: argparse.Namespace, run_dir: Path) -> dict[str
         "level": args.level,
         "feedback_tests": args.feedback_tests,
         "guided": not args.no_guided,
+        "grammar": args.grammar,
         "density_mode": args.density_mode,
         "return_mode": args.return_mode,
         "strict_tester": args.strict_tester,

@@ -71,6 +71,7 @@ AgentConductor turns (``method: "conductor"``, one record per turn; ``round`` is
 
      "level": "easy", "level_source": "task" | "setting" | "default", "n_max": 4,
      "orchestrator": {"text": str, "usage": {...}, "error": str | null, "guided": bool,
+                      "grammar": "validator" | "strict" | null,  # the plan grammar sent (null: none)
                       "prompt": [[role, content], ...]},        # the orchestrator's messages (for training)
      "yaml": str | null,                                       # the extracted plan
      "check": {"error": "[YAML LOGIC INVALID]" | null, "message": str, "warnings": [str]},

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
-import re
 
+from ...errors import InvalidArgumentError
+from ...ops.conductor_topology import CheckOptions
 from ..prompt_files import read_json, read_text
 
-__all__ = ["agent_parts", "plan_regex", "role_duties", "text"]
+__all__ = ["GRAMMARS", "agent_parts", "plan_regex", "role_duties", "text"]
 
 
 def text(name: str) -> str:
@@ -34,13 +35,56 @@ def roles_block(pool: tuple[str, ...]) -> str:
     return "\n".join(f"- <{r}>: {duties.get(r, 'an agent of the team')}" for r in pool)
 
 
+GRAMMARS = ("validator", "strict")
+
+
 @functools.cache
-def plan_regex(pool: tuple[str, ...], first_turn: bool, max_steps: int = 8, max_agents: int = 4) -> str:
-    """A regular expression of the plan layout for guided decoding: a ```yaml fence, steps of 1 to
-    ``max_agents`` agents with role tokens from ``pool`` (an optional id suffix), a last step holding only a
-    tester that refs a coder or debugger and, in the first turn, a first step without refs. It fixes the
-    syntax and the schema; whether each ref names an earlier agent is still checked afterwards."""
-    esc = [re.escape(r) for r in pool]
+def plan_regex(options: CheckOptions, first_turn: bool, grammar: str = "validator") -> str:
+    """A regular expression of the plan block for guided decoding, in the layout the orchestrator's prompt shows
+    (:func:`~toporoute.ops.conductor_topology.render_yaml`'s): a ```yaml fence, ``- step: N`` items, each with
+    ``agents:`` entries ``- agent: <token>`` and a flow ``ref: [...]`` list.
+
+    Parameters
+    ----------
+    options : CheckOptions
+        The validator's options: the role pool and the limits ``max_agents`` and ``max_refs``.
+    first_turn : bool
+        Whether the plan is the first turn's (only the ``strict`` grammar uses it).
+    grammar : {"validator", "strict"}
+        ``validator`` (the default) admits the validator's syntax with its limits and leaves every logic rule
+        to it: agent and ref tokens ``<role>`` or ``<role_N>`` (any digits) from the pool; any step number
+        that fits in 64 bits, written in decimal (a leading minus allowed, no leading zeros); 1 to
+        ``max_agents`` agents per step and 1 to ``max_agents`` steps (every step holds an agent); 0 to
+        ``max_refs`` refs per agent. Every plan the validator accepts, written in this layout, matches; so do
+        plans it rejects as ``[YAML LOGIC INVALID]`` (refs in the first step, refs to no earlier agent, step
+        numbers not increasing, an id twice, no tester last, a debugger before a coder, ...) and, since a
+        regular expression cannot count agents across steps or compare numbers, as ``[YAML SCHEMA INVALID]``
+        (more than ``max_agents`` agents in all, a 19-digit step over 64 bits). So the reward's penalties for
+        those classes stay reachable and the recorded plans are the ones the orchestrator chose. A forced
+        block cannot yield ``[NO YAML FOUND]`` or ``[YAML PARSE ERROR]`` unless the reply is cut at the token
+        limit: for prose around the plan, other YAML layouts and all four error classes, sample without a
+        grammar (``guided=False``, as the paper does).
+        ``strict`` is the earlier, narrower grammar: 2 to 8 steps numbered 1 to 99, 1 to 4 agents per step,
+        ids ``_1`` to ``_9``, at most 6 refs, no refs in the first turn's first step, and a last step holding
+        only a ``<tester>`` that refs a coder or debugger. L1 (in the first turn), L3 and L4 cannot fail under
+        it, and it rejects plans the validator accepts.
+    """
+    if grammar not in GRAMMARS:
+        raise InvalidArgumentError(f"grammar must be one of {GRAMMARS}; got {grammar!r}", "grammar")
+    # role names are letters, digits, spaces and dashes (CheckOptions checks): literals as they are (an escaped
+    # space is outside xgrammar's dialect)
+    esc = list(options.pool)
+    if grammar == "strict":
+        return _strict_regex(options.pool, esc, first_turn)
+    tok = "<(?:" + "|".join(esc) + ")(?:_[0-9]+)?>"
+    refs = rf"\[(?:{tok}(?:, {tok}){{0,{options.max_refs - 1}}})?\]"
+    agent = rf"    - agent: {tok}\n      ref: {refs}\n"
+    step = rf"- step: -?(?:0|[1-9][0-9]{{0,18}})\n  agents:\n(?:{agent}){{1,{options.max_agents}}}"
+    return f"```yaml\n(?:{step}){{1,{options.max_agents}}}```"
+
+
+def _strict_regex(pool: tuple[str, ...], esc: list[str], first_turn: bool) -> str:
+    max_steps, max_agents = 8, 4
     any_tok = "<(?:" + "|".join(esc) + ")(?:_[1-9])?>"
     worker_tok = "<(?:" + "|".join(e for r, e in zip(pool, esc) if r != "tester") + ")(?:_[1-9])?>"
     refs = rf"\[(?:{any_tok}(?:, {any_tok}){{0,5}})?\]"

@@ -3,8 +3,10 @@
 Each turn: the orchestrator writes a YAML plan (under a regular-expression grammar where the engine supports
 it); ``ops.conductor_check`` validates and decodes it into a layered DAG; the layers run in order, every
 agent of a layer at once, each seeing the problem, its role prompt, the previous turn's view (plan, verdict,
-logs), its own earlier outputs and the outputs of its direct refs only; the tester runs the referenced code in
-the sandbox. A failed or invalid turn feeds the next one, up to ``max_turns``. Every turn is scored with the
+logs), its own earlier outputs and the outputs of its direct refs only (replies are passed on without their
+``<think>`` reasoning); the tester runs the referenced code in the sandbox. A failed turn (its plan, verdict
+and logs) or an invalid one (the orchestrator's own reply and the checker's error) feeds the next one, up to
+``max_turns``. Every turn is scored with the
 paper's reward (``reward.py``), computed from the task's difficulty cap and the verdict of the hidden tests.
 """
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from ... import ops
 from ...errors import InvalidArgumentError
+from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
 from ...ops.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ...tasks import Task, extract_code
@@ -72,6 +75,10 @@ class ConductorSettings(SamplingSettings):
     orchestrator_temperature, orchestrator_max_tokens : sampling of the orchestrator (None: ``temperature``).
     guided : bool
         Constrain the orchestrator's output to the plan grammar where the engine supports it.
+    grammar : {"validator", "strict"}
+        The plan grammar (:func:`~toporoute.methods.conductor.plan_regex`): ``validator`` admits the
+        validator's syntax and limits and leaves the logic rules (and so their penalties) to it; ``strict`` is
+        the narrower earlier grammar (at most 8 steps of 4 agents, a forced tester-only last step).
     feedback_tests : {"public", "hidden"}
         Tests the tester runs for the orchestrator's feedback and early stop: the docstring examples
         (``public``) or the task's real tests (``hidden``, which makes the feedback an oracle; spec §9.11). The
@@ -95,6 +102,7 @@ class ConductorSettings(SamplingSettings):
     orchestrator_temperature: float | None = None
     orchestrator_max_tokens: int = 768
     guided: bool = True
+    grammar: str = "validator"
     feedback_tests: str = "public"
     pool: tuple[str, ...] = ROLES
     lenient: bool = True
@@ -121,6 +129,10 @@ class ConductorSettings(SamplingSettings):
             value = getattr(self, name)
             if value is not None and value not in CAPS:
                 raise InvalidArgumentError(f"{name} must be one of {tuple(CAPS)}; got {value!r}", name)
+        if self.grammar not in _prompts.GRAMMARS:
+            raise InvalidArgumentError(
+                f"grammar must be one of {_prompts.GRAMMARS}; got {self.grammar!r}", "grammar"
+            )
         if self.feedback_tests not in ("public", "hidden"):
             raise InvalidArgumentError(
                 f"feedback_tests must be 'public' or 'hidden'; got {self.feedback_tests!r}", "feedback_tests"
@@ -164,7 +176,8 @@ class ConductorSettings(SamplingSettings):
 
 @dataclass
 class _Turn:
-    """What later turns and the answer need from a finished turn."""
+    """What later turns and the answer need from a finished turn; ``output`` is an invalid plan's reply as the
+    next prompt shows it (spec §2.5: the history holds the output and the checker's message)."""
 
     yaml: str | None
     tag: str | None = None
@@ -172,6 +185,7 @@ class _Turn:
     verdict: str | None = None
     logs: str = ""
     last_step: int = 0
+    output: str = ""
 
 
 class Conductor:
@@ -237,12 +251,17 @@ class Conductor:
                 chk = ops.conductor_check(
                     got.text if got.ok else "", context=context, options=s.check_options
                 ).item(0)
-            turn = ConductorTurn(level, level_source, n_max, request, got, chk)
+            turn = ConductorTurn(
+                level, level_source, n_max, request, got, chk, grammar=s.grammar if request.regex else None
+            )
             if not chk.ok:
                 r = turn_rewards([chk.error], [None], [0], [0], [0], n_max, s.reward)
                 rewards.append(float(r.r[0]))
                 turn = replace(turn, reward=r, return_so_far=trajectory_return(rewards, s.reward))
-                history.append(_Turn(chk.yaml if chk.yaml is not None else got.text, chk.tag, chk.message))
+                output = clip(got.text if got.ok else "", s.view_chars)
+                history.append(
+                    _Turn(chk.yaml if chk.yaml is not None else got.text, chk.tag, chk.message, output=output)
+                )
                 context = context.next(None)
                 emit(self._record(ctx.episode, task, k, turn, None, rc))
             else:
@@ -337,7 +356,9 @@ class Conductor:
                 )
             else:
                 blocks.append(
-                    _prompts.text("history_invalid").format(turn=i + 1, tag=h.tag, message=h.message)
+                    _prompts.text("history_invalid").format(
+                        turn=i + 1, output=h.output.strip() or "(empty)", tag=h.tag, message=h.message
+                    )
                 )
         last_step = max((h.last_step for h in history), default=0)
         hint = (
@@ -361,7 +382,7 @@ class Conductor:
                 temperature=s.orchestrator_temperature,
             ),
             tags=Tags(round=k, agent="orchestrator", role="orchestrator"),
-            regex=_prompts.plan_regex(s.pool, first) if s.guided else None,
+            regex=_prompts.plan_regex(s.check_options, first, s.grammar) if s.guided else None,
         )
 
     # ------------------------------------------------------------------------------------------ execution
@@ -418,7 +439,7 @@ class Conductor:
             if requests:
                 for gi, res in zip(llm_nodes, await rc.generate(ctx, requests)):
                     results[gi] = res
-                    outputs[gi] = res.text.strip() if res.ok else ""
+                    outputs[gi] = strip_reasoning(res.text) if res.ok else ""
             for gi in llm_nodes:
                 if everyone[gi].role == "searcher":
                     outputs[gi] = await self._search_output(task, outputs[gi])
@@ -596,7 +617,8 @@ class Conductor:
 @dataclass(frozen=True)
 class ConductorTurn:
     """What every turn's record holds beyond the graph: the difficulty, the orchestrator's call, the plan's
-    check, and (once known) the verdicts, the reward and the return so far."""
+    check, and (once known) the verdicts, the reward and the return so far; ``grammar`` names the plan grammar
+    sent with the orchestrator's request (None: none was)."""
 
     level: str
     level_source: str
@@ -608,6 +630,7 @@ class ConductorTurn:
     reward_verdict: str | None = None
     reward: TurnRewards | None = None
     return_so_far: float = 0.0
+    grammar: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         got, chk, r = self.orchestrator, self.check, self.reward
@@ -620,6 +643,7 @@ class ConductorTurn:
                 "usage": CallUsage.of(got).to_json(),
                 "error": call_error(got),
                 "guided": self.request.regex is not None,
+                "grammar": self.grammar,
                 "prompt": [[m.role, m.content] for m in self.request.messages],
             },
             "yaml": chk.yaml,

@@ -3,9 +3,10 @@ trainers, a rollout collector that runs groups of full trajectories and scores t
 
 Training itself happens in an existing trainer:
 
-- TRL's ``GRPOTrainer(reward_funcs=[PlanReward()], ...)`` scores single-turn plans: the error-class penalty or,
-  for a valid plan, the density term plus the execution reward when a ``verdict`` column (or ``verdict_fn``) is
-  given. Plans are checked in one batch in the compiled core.
+- TRL's ``GRPOTrainer(reward_funcs=[PlanReward()], ...)`` scores plans: the error-class penalty or, for a
+  valid plan, the density term plus the execution reward when a ``verdict`` column (or ``verdict_fn``) is
+  given. A later turn's plan is checked in its context, given by the ``turn`` and ``earlier_agents`` columns
+  (the rows of :func:`collect_rollouts` carry them). Plans are checked in one batch in the compiled core.
 - :func:`collect_rollouts` runs G trajectories per task through the real loop (orchestrator, role agents,
   sandbox) and writes ``rollouts.jsonl``: per trajectory the turns with their prompt, plan, feedback, rewards,
   the return and the group-normalised advantage, plus ``segments`` laid out as §9.15 (prompt, plan 1,
@@ -26,7 +27,7 @@ import numpy as np
 from ... import ops
 from ..._atomic import write_bytes_atomic
 from ...errors import InvalidArgumentError
-from ...ops.conductor_topology import CheckOptions, Context, TurnGraph
+from ...ops.conductor_topology import CheckOptions, Context, Node, TurnGraph
 from .method import LEVELS_BY_LABEL
 from .reward import CAPS, RewardConfig, grpo_advantages, trajectory_return, turn_rewards
 
@@ -35,7 +36,16 @@ if TYPE_CHECKING:
     from ...tasks import Task
     from .method import Conductor
 
-__all__ = ["PlanReward", "canonical_form", "collect_rollouts", "load_rollouts", "sft_records", "write_jsonl"]
+__all__ = [
+    "PlanReward",
+    "agents_json",
+    "canonical_form",
+    "collect_rollouts",
+    "context_of",
+    "load_rollouts",
+    "sft_records",
+    "write_jsonl",
+]
 
 
 def _completion_text(c: Any) -> str:
@@ -49,9 +59,40 @@ def _completion_text(c: Any) -> str:
     )
 
 
+def agents_json(nodes: Iterable[Node]) -> list[dict[str, Any]]:
+    """Agents as the ``earlier_agents`` column holds them: ``{"id", "role", "step", "turn"}`` per agent."""
+    return [{"id": n.id, "role": n.role, "step": n.step, "turn": n.turn} for n in nodes]
+
+
+def context_of(turn: int, earlier_agents: Iterable[Node | Mapping[str, Any]] = ()) -> Context:
+    """The :class:`~toporoute.ops.conductor_topology.Context` a plan of turn ``turn`` (0-based) is checked in:
+    the agents of the earlier turns' valid plans, in order, as Nodes or as :func:`agents_json` gives them."""
+    if not isinstance(turn, (int, np.integer)) or isinstance(turn, bool):
+        raise InvalidArgumentError(f"turn must be an int; got {type(turn).__name__}", "turn")
+    nodes = []
+    for i, a in enumerate(earlier_agents):
+        if isinstance(a, Node):
+            nodes.append(a)
+            continue
+        try:
+            nodes.append(Node(str(a["id"]), str(a["role"]), int(a["step"]), int(a["turn"])))
+        except (KeyError, TypeError, ValueError):
+            raise InvalidArgumentError(
+                f"earlier_agents[{i}] must be a Node or a mapping with id, role, step and turn; got {a!r}",
+                "earlier_agents",
+            ) from None
+    return Context(int(turn), tuple(nodes))
+
+
 class PlanReward:
     """A reward function with TRL's ``reward_funcs`` signature: ``f(prompts, completions, **columns) ->
     list[float]``.
+
+    Columns (TRL passes the dataset's columns as keyword arguments): ``level`` (or ``difficulty``); ``verdict``;
+    ``turn`` (or ``round``), the 0-based turn each plan was written for (default 0), and ``earlier_agents``, the
+    agents of the earlier turns' valid plans (see :func:`context_of`; default none). A later turn's plan is
+    checked in that context, as the loop checks it: its first step may ref earlier agents (L1 holds in the
+    first turn only), refs resolve across turns, and a debugger may follow an earlier turn's coder.
 
     Parameters
     ----------
@@ -87,7 +128,6 @@ class PlanReward:
     def __call__(self, prompts: Any = None, completions: Sequence[Any] = (), **columns: Any) -> list[float]:
         texts = [_completion_text(c) for c in completions]
         n = len(texts)
-        batch = ops.conductor_check(texts, options=self.options)
 
         def column(name: str) -> list[Any] | None:
             value = columns.get(name)
@@ -97,6 +137,16 @@ class PlanReward:
             if len(value) != n:
                 raise InvalidArgumentError(f"column {name!r} has {len(value)} rows for {n} completions", name)
             return value
+
+        turns = column("turn") or column("round") or [0] * n
+        earlier = column("earlier_agents") or [()] * n
+        contexts = []
+        for i, (t, agents) in enumerate(zip(turns, earlier)):
+            try:
+                contexts.append(context_of(t, agents or ()))
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError(f"row {i}: {exc}", exc.arg or "earlier_agents") from None
+        batch = ops.conductor_check(texts, context=contexts, options=self.options)
 
         levels = column("level") or column("difficulty") or [self.default_level] * n
         caps = []
@@ -219,7 +269,8 @@ async def collect_rollouts(
 
     Each member is an ordinary harness run in ``out_dir/g<g>`` (traces, episodes, resumable). A row holds the
     task, the member, the turns (prompt, plan, error class, verdict, r_e, r_g, r), the return under the method's
-    ``return_mode``, the GRPO advantage within the task's group and the §9.15 ``segments``.
+    ``return_mode``, the GRPO advantage within the task's group and the §9.15 ``segments``. Each turn also holds
+    ``earlier_agents``: with its ``round`` the context :class:`PlanReward` checks its plan in.
     """
     from ..harness import run_method
 
@@ -258,7 +309,7 @@ async def collect_rollouts(
                     "task": task_id,
                     "member": g,
                     "level": m["level"],
-                    "turns": [_turn_row(t) for t in m["turns"]],
+                    "turns": _turn_rows(m["turns"]),
                     "return": float(returns[0, g]),
                     "advantage": float(a),
                     "passed": m["passed"],
@@ -266,6 +317,19 @@ async def collect_rollouts(
                 }
             )
     write_jsonl(out / "rollouts.jsonl", rows)
+    return rows
+
+
+def _turn_rows(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A trajectory's turns as rollout rows, each with the ``earlier_agents`` its plan was checked against."""
+    rows = []
+    earlier: list[Node] = []
+    for t in turns:
+        rows.append(_turn_row(t) | {"earlier_agents": agents_json(earlier)})
+        if (t.get("check") or {}).get("error") is None:  # a valid plan's agents (named <id>@<step>) join
+            for name, role in zip(t.get("agents") or (), t.get("roles") or ()):
+                aid, _, step = str(name).rpartition("@")
+                earlier.append(Node(aid, str(role), int(step), int(t.get("round", 0))))
     return rows
 
 
