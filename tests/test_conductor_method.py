@@ -138,7 +138,7 @@ def test_fail_then_fix_two_turns(tmp_path: Path, he: list[Task], solutions: dict
     assert r0["check"]["warnings"] == ["step 1: <algorithmer> feeds no later agent"]
     assert r0["verdict"] == "[WRONG ANSWER]" and r0["reward_verdict"] == "[WRONG ANSWER]"
     assert r0["tester"]["tests"] == "public" and "expected" in r0["tester"]["logs"]
-    d = ops.conductor_density(4, 2, 3, 4)
+    d = ops.conductor_density(4, 2, 3, 7)  # HumanEval/0 is labelled medium: N_max 7
     assert r0["reward"]["r_g"] == pytest.approx(float(d.reward), abs=1e-6)
     assert r0["reward"]["r"] == pytest.approx(1.0 + float(d.reward), abs=1e-6)
     assert r0["density"] == {
@@ -159,7 +159,7 @@ def test_fail_then_fix_two_turns(tmp_path: Path, he: list[Task], solutions: dict
     ep = json.loads((tmp_path / "episodes" / "HumanEval-0.json").read_text())["record"]
     assert ep["rounds"] == 2 and ep["halted"] and ep["score"]["passed"]
     info = ep["conductor"]
-    assert info["level"] == "easy" and info["level_source"] == "default" and info["n_max"] == 4
+    assert info["level"] == "medium" and info["level_source"] == "task" and info["n_max"] == 7
     assert info["return"] == pytest.approx(sum(info["rewards"]))
     assert info["rewards"] == [r0["reward"]["r"], r1["reward"]["r"]]
     # a layer's agents go to the engine together (with the other episode's: round-synchronous batching);

@@ -18,7 +18,7 @@ from _shared_vllm import cli_runner
 
 from toporoute import ops
 from toporoute.methods.conductor import EXEC_REWARD, turn_rewards
-from toporoute.tasks.codetest import VERDICTS
+from toporoute.tasks.codetest import OUTCOMES
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
@@ -62,7 +62,7 @@ def test_run_conductor_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> 
             assert r["layers"] and all(layer for layer in r["layers"])
             called = set(r["usage"]["agents"]) - {"orchestrator"}
             assert called == {n for layer in r["layers"] for n in layer if not n.startswith("tester@")}
-            assert r["verdict"] in VERDICTS and r["reward_verdict"] in EXEC_REWARD
+            assert r["verdict"] in OUTCOMES and r["reward_verdict"] in EXEC_REWARD
             d = r["density"]
             want = turn_rewards(
                 [0], [r["reward_verdict"]], [d["nodes"]], [d["edges"]], [d["steps"]], r["n_max"]

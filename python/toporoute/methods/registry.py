@@ -300,8 +300,14 @@ def _add_conductor_options(g: argparse._ArgumentGroup) -> None:
         "--feedback-tests",
         choices=("public", "hidden"),
         default="public",
-        help="tests behind the tester's feedback: docstring examples (default) or the real tests (an oracle); "
-        "the reward always uses the real tests",
+        help="tests behind the tester's feedback: the examples the prompt shows (default) or the real tests "
+        "(an oracle); the reward always uses the real tests",
+    )
+    g.add_argument(
+        "--no-repair-unverified",
+        action="store_true",
+        help="end the episode when the program loads but the prompt shows no example to test it on "
+        "([NO VISIBLE TESTS]; still not passed) instead of going on to the repair turn",
     )
     g.add_argument("--no-guided", action="store_true", help="no plan grammar for the orchestrator")
     g.add_argument(
@@ -325,6 +331,7 @@ def _read_conductor_options(args: argparse.Namespace, run_dir: Path) -> dict[str
     return {
         "level": args.level,
         "feedback_tests": args.feedback_tests,
+        "repair_unverified": not args.no_repair_unverified,
         "guided": not args.no_guided,
         "grammar": args.grammar,
         "density_mode": args.density_mode,

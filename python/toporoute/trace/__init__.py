@@ -79,7 +79,7 @@ AgentConductor turns (``method: "conductor"``, one record per turn; ``round`` is
      "edges": [{"src": "t1:coder@2", "dst": "debugger@4", "kind": "intra" | "cross" | "self"}],  # turn's: "t1:"
      "tester": {"agent", "tested", "code", "verdict", "tests": "public" | "hidden" | "none", "passed", "total",
                 "logs"},
-     "verdict": "PASSED" | "[WRONG ANSWER]" | ...,             # the tester's (feedback, early stop)
+     "verdict": "PASSED" | "[WRONG ANSWER]" | ... | "[NO VISIBLE TESTS]",  # the tester's (feedback, early stop)
      "reward_verdict": ...,                                    # the real tests' (the reward)
      "density": {"nodes", "edges", "steps", "depth", "s_complex"},
      "reward": {"r_e": float, "r_g": float, "r": float}, "return_so_far": float

@@ -5,9 +5,10 @@ it); ``ops.conductor_check`` validates and decodes it into a layered DAG; the la
 agent of a layer at once, each seeing the problem, its role prompt, the previous turn's view (plan, verdict,
 logs), its own earlier outputs and the outputs of its direct refs only (replies are passed on without their
 ``<think>`` reasoning); the tester runs the referenced code in the sandbox. A failed turn (its plan, verdict
-and logs) or an invalid one (the orchestrator's own reply and the checker's error) feeds the next one, up to
-``max_turns``. Every turn is scored with the
-paper's reward (``reward.py``), computed from the task's difficulty cap and the verdict of the hidden tests.
+and logs), an unverified one (its program loads but the prompt shows no example to run) or an invalid one (the
+orchestrator's own reply and the checker's error) feeds the next one, up to ``max_turns``. Every turn is scored
+with the paper's reward (``reward.py``), computed from the task's difficulty cap and the verdict of the hidden
+tests.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
 from ...ops.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ...tasks import Task, extract_code
-from ...tasks.codetest import TestReport, run_hidden_tests, run_public_tests
+from ...tasks.codetest import NO_TESTS, TestReport, run_hidden_tests, run_public_tests
 from ...trace.schema import CallUsage, Edge, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
 from ..episode import (
     Clock,
@@ -66,10 +67,11 @@ class ConductorSettings(SamplingSettings):
         K, the most plans per problem (the paper: 2).
     level : {"easy", "medium", "hard"}, optional
         Difficulty for the density cap (4 / 7 / 10 nodes per turn). None: the task's ``meta["difficulty"]``
-        (easy/medium/hard or APPS's introductory/interview/competition), else ``default_level``. Never the
-        orchestrator's own guess (spec §9.6).
+        (else ``meta["level"]``: easy/medium/hard or APPS's introductory/interview/competition; HumanEval's
+        tasks carry the offline label of :func:`~toporoute.tasks.humaneval.difficulty_label`), else
+        ``default_level``. Never the orchestrator's own guess (spec §9.6).
     default_level : str
-        Level of tasks without a label (HumanEval: easy).
+        Level of tasks without a label.
     temperature, top_p, max_tokens, seed : sampling of the role agents (see
         :class:`~toporoute.methods.episode.SamplingSettings`); ``seed`` roots every request seed.
     orchestrator_temperature, orchestrator_max_tokens : sampling of the orchestrator (None: ``temperature``).
@@ -80,9 +82,13 @@ class ConductorSettings(SamplingSettings):
         validator's syntax and limits and leaves the logic rules (and so their penalties) to it; ``strict`` is
         the narrower earlier grammar (at most 8 steps of 4 agents, a forced tester-only last step).
     feedback_tests : {"public", "hidden"}
-        Tests the tester runs for the orchestrator's feedback and early stop: the docstring examples
-        (``public``) or the task's real tests (``hidden``, which makes the feedback an oracle; spec §9.11). The
-        reward always uses the hidden tests.
+        Tests the tester runs for the orchestrator's feedback and early stop: the examples the prompt shows
+        (``public``; :func:`~toporoute.tasks.codetest.public_examples`) or the task's real tests (``hidden``,
+        which makes the feedback an oracle; spec §9.11). The reward always uses the hidden tests.
+    repair_unverified : bool
+        What a turn whose program loads but could not be checked (``[NO VISIBLE TESTS]``: the prompt shows no
+        example) leads to. True: the next turn, as after a failure, the orchestrator told that the program is
+        unverified. False: the episode ends there. Either way it never counts as passed.
     pool : tuple of str
         Role names.
     lenient, strict_tester, concise : see :class:`~toporoute.ops.conductor_topology.CheckOptions`.
@@ -104,6 +110,7 @@ class ConductorSettings(SamplingSettings):
     guided: bool = True
     grammar: str = "validator"
     feedback_tests: str = "public"
+    repair_unverified: bool = True
     pool: tuple[str, ...] = ROLES
     lenient: bool = True
     strict_tester: bool = False
@@ -161,9 +168,10 @@ class ConductorSettings(SamplingSettings):
         """``(level, where it came from)``: ``setting``, ``task`` or ``default``."""
         if self.level is not None:
             return self.level, "setting"
-        label = str(task.meta.get("difficulty", "")).strip().lower()
-        if label in LEVELS_BY_LABEL:
-            return LEVELS_BY_LABEL[label], "task"
+        for key in ("difficulty", "level"):
+            label = str(task.meta.get(key, "")).strip().lower()
+            if label in LEVELS_BY_LABEL:
+                return LEVELS_BY_LABEL[label], "task"
         return self.default_level, "default"
 
     def params(self) -> dict[str, Any]:
@@ -242,7 +250,7 @@ class Conductor:
         rewards: list[float] = []
         answer = ""
         clock = Clock()
-        passed = False
+        passed = stop = False
         for k in range(s.max_turns):
             rc = clock.round()
             request = self._orchestrator_request(ctx.episode, task, k, history, first=not context.nodes)
@@ -305,8 +313,10 @@ class Conductor:
                 answer = run.code
                 context = context.next(g)
                 passed = run.report.verdict == "PASSED"
+                # an unverified program (no example to run) goes on to a repair turn, like a failure
+                stop = passed or (run.report.verdict == NO_TESTS and not s.repair_unverified)
                 emit(self._record(ctx.episode, task, k, turn, (g, run, stats), rc))
-            if passed:
+            if stop:
                 break
         turns = len(rewards)
         return EpisodeOutput(

