@@ -44,6 +44,19 @@ def plan_text(*steps: tuple[int, list[tuple[str, list[str] | None]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# a valid second turn after a first turn planner -> coder -> tester: its first step refs that turn's agents
+# (L1 holds in the first turn only)
+PLAN_FIX = """```yaml
+- step: 4
+  agents:
+    - agent: <debugger>
+      ref: [<coder>, <tester>]
+- step: 5
+  agents:
+    - agent: <tester>
+      ref: [<debugger>]
+```"""
+
 SIMPLE = plan_text(
     (1, [("<planner>", [])]), (2, [("<coder>", ["<planner>"])]), (3, [("<tester>", ["<coder>"])])
 )

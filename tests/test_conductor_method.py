@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _conductor_plans import PLAN_FIX
 
 from toporoute import ops
 from toporoute.errors import InvalidArgumentError
@@ -61,16 +62,6 @@ PLAN_PCT = """I think a planner helps.
   agents:
     - agent: <tester>
       ref: [<coder>]
-```"""
-PLAN_FIX = """```yaml
-- step: 4
-  agents:
-    - agent: <debugger>
-      ref: [<coder>, <tester>]
-- step: 5
-  agents:
-    - agent: <tester>
-      ref: [<debugger>]
 ```"""
 BAD_LOGIC = "```yaml\n- step: 1\n  agents:\n    - agent: <coder>\n      ref: [<planner>]\n```"
 

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from _conductor_plans import PLAN_FIX
 
 from toporoute import ops
 from toporoute.errors import InvalidArgumentError
@@ -31,17 +32,6 @@ FIRST = """```yaml
     - agent: <tester>
       ref: [<coder>]
 ```"""
-# a valid second turn: its first step refs the first turn's agents (L1 holds in the first turn only)
-SECOND = """```yaml
-- step: 4
-  agents:
-    - agent: <debugger>
-      ref: [<coder>, <tester>]
-- step: 5
-  agents:
-    - agent: <tester>
-      ref: [<debugger>]
-```"""
 
 
 def first_turn_agents() -> list[Node]:
@@ -54,25 +44,25 @@ def test_a_valid_second_turn_plan_scores_as_valid_in_its_context() -> None:
     fn = PlanReward()
     earlier = agents_json(first_turn_agents())
     assert earlier[1] == {"id": "coder", "role": "coder", "step": 2, "turn": 0}
-    got = fn(completions=[SECOND], turn=[1], earlier_agents=[earlier], verdict=["PASSED"])
+    got = fn(completions=[PLAN_FIX], turn=[1], earlier_agents=[earlier], verdict=["PASSED"])
     # the loop's reward for this turn: |V| 2, |E| 3 (two cross-turn refs, one intra), 2 steps
-    chk = ops.conductor_check(SECOND, context=Context(1, tuple(first_turn_agents()))).item(0)
+    chk = ops.conductor_check(PLAN_FIX, context=Context(1, tuple(first_turn_agents()))).item(0)
     assert chk.ok and chk.graph is not None
     assert (chk.graph.n_nodes, chk.graph.n_edges, chk.graph.n_steps) == (2, 3, 2)
     assert got == pytest.approx([1.5 + float(ops.conductor_density(2, 3, 2, 4).reward)])
     # Nodes work as well as their JSON form, and the trace's name for the column ("round") too
     assert (
-        fn(completions=[SECOND], round=[1], earlier_agents=[first_turn_agents()], verdict=["PASSED"]) == got
+        fn(completions=[PLAN_FIX], round=[1], earlier_agents=[first_turn_agents()], verdict=["PASSED"]) == got
     )
     # without the turn info the plan counts as a first turn: refs in its first step break L1
-    assert fn(completions=[SECOND], verdict=["PASSED"]) == [-0.5]
+    assert fn(completions=[PLAN_FIX], verdict=["PASSED"]) == [-0.5]
 
 
 def test_turn_info_per_row() -> None:
     fn = PlanReward()
     earlier = agents_json(first_turn_agents())
     got = fn(
-        completions=[FIRST, SECOND, SECOND, FIRST],
+        completions=[FIRST, PLAN_FIX, PLAN_FIX, FIRST],
         turn=[0, 1, 1, 1],
         earlier_agents=[[], earlier, [], earlier],
     )
@@ -87,13 +77,13 @@ def test_bad_turn_columns_name_the_row() -> None:
     fn = PlanReward()
     earlier = agents_json(first_turn_agents())
     with pytest.raises(InvalidArgumentError, match="row 0: Context.nodes must be Nodes of turns before 0"):
-        fn(completions=[SECOND], earlier_agents=[earlier])  # agents of turn 0 given for a first turn
+        fn(completions=[PLAN_FIX], earlier_agents=[earlier])  # agents of turn 0 given for a first turn
     with pytest.raises(InvalidArgumentError, match=r"row 1: earlier_agents\[0\] must be a Node or a mapping"):
-        fn(completions=[FIRST, SECOND], turn=[0, 1], earlier_agents=[[], [{"id": "coder"}]])
+        fn(completions=[FIRST, PLAN_FIX], turn=[0, 1], earlier_agents=[[], [{"id": "coder"}]])
     with pytest.raises(InvalidArgumentError, match="row 0: turn must be an int; got str"):
-        fn(completions=[SECOND], turn=["1"])
+        fn(completions=[PLAN_FIX], turn=["1"])
     with pytest.raises(InvalidArgumentError, match="column 'turn' has 2 rows for 1 completions"):
-        fn(completions=[SECOND], turn=[1, 1])
+        fn(completions=[PLAN_FIX], turn=[1, 1])
     assert context_of(2, earlier).turn == 2 and context_of(0) == Context()
 
 
@@ -103,7 +93,7 @@ def test_rollout_rows_carry_the_context_plan_reward_needs(tmp_path: Path) -> Non
 
     def reply(req: Request) -> str:
         if req.tags.role == "orchestrator":
-            return FIRST if req.tags.round == 0 else SECOND
+            return FIRST if req.tags.round == 0 else PLAN_FIX
         if req.tags.role in ("coder", "debugger"):  # wrong programs: both turns run
             return f"```python\n{task.prompt}    return None\n```"
         return "a plan"
