@@ -412,6 +412,10 @@ def test_harness_writes_the_run_folder_and_resumes(tmp_path: Path, encoder) -> N
     assert (
         out / "run.json"
     ).stat().st_mode & 0o777 == 0o644  # readable by others, as a plain open() would do
+    from toporoute.tasks.sandbox import file_isolation, network_isolation
+
+    sandbox = json.loads((out / "run.json").read_text())["sandbox"]  # what contained the code answers
+    assert sandbox == {"files": file_isolation(), "network": network_isolation()}
     for t in tasks:
         rec = json.loads((out / "episodes" / f"{t.episode_id}.json").read_text())
         assert rec["status"] == "ok" and rec["record"]["score"]["passed"] is True

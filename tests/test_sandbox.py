@@ -11,6 +11,7 @@ import json
 import os
 import re
 import resource
+import secrets
 import signal
 import socket
 import tempfile
@@ -98,27 +99,51 @@ def test_sleeping_program_is_killed_at_the_timeout() -> None:
 
 
 _FORK_AND_SLEEP = """
-import os, time
+import os, sys, time
 pid = os.fork()
 if pid == 0:
-    time.sleep(1000)
-    os._exit(0)
-print(pid, flush=True)
+    os.execv("/bin/sleep", ["sleep", sys.stdin.read()])  # marked by its argument, seen from outside
+print("forked", flush=True)
 """
+
+
+def _pids_with_argument(arg: str) -> list[int]:
+    """The pids (of this machine's /proc, so outside any pid namespace) of live processes with ``arg`` in their
+    command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if arg.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return [pid for pid in found if not _process_gone(pid, 0.0)]
 
 
 @pytest.mark.parametrize("parent", ["sleeps", "exits"])
 def test_forked_child_is_killed_with_the_group(parent: str) -> None:
-    source = _FORK_AND_SLEEP + ("time.sleep(1000)\n" if parent == "sleeps" else "")
-    r = run_python(source, timeout_s=2.0 if parent == "sleeps" else 10.0, allow_spawn=True)
-    child = int(r.stdout.split()[0])
-    assert child > 0 and child != os.getpid()
+    """A process the program starts is killed with it, whether the program timed out or exited; checked from
+    outside (the sandbox may give the program a pid namespace of its own), by the child's marked command line."""
+    source = _FORK_AND_SLEEP + ("time.sleep(1000)\n" if parent == "sleeps" else "time.sleep(0.5)\n")
+    marker = f"1000.{secrets.randbelow(10**9):09d}"
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(
+            run_python, source, stdin=marker, timeout_s=3.0 if parent == "sleeps" else 10.0, allow_spawn=True
+        )
+        deadline = time.monotonic() + 10
+        while not _pids_with_argument(marker) and not run.done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen = _pids_with_argument(marker)
+        r = run.result()
+    assert seen, f"the child never showed up (stdout {r.stdout!r}, stderr {r.stderr[-500:]!r})"
+    assert r.stdout == "forked\n"
     if parent == "sleeps":
         assert r.timed_out and r.killed_by_signal == signal.SIGKILL
     else:  # the program itself finished: its status counts, the child left behind is still killed
         assert r.returncode == 0 and not r.timed_out
         assert r.wall_s < 5
-    assert _process_gone(child), f"child {child} still running after the sandbox returned"
+    assert all(_process_gone(pid) for pid in seen), f"child {seen} still running after the sandbox returned"
 
 
 @pytest.mark.parametrize(
@@ -313,7 +338,7 @@ def test_parent_environment_is_not_visible(monkeypatch: pytest.MonkeyPatch) -> N
     env = json.loads(r.stdout)
     assert "TOPOROUTE_FAKE_SECRET" not in env and "OPENAI_API_KEY" not in env
     assert "hunter2" not in r.stdout and "sk-fake" not in r.stdout
-    assert set(env) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "HOME", "TMPDIR"}
+    assert set(env) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "HOME", "TMPDIR", "PWD"}  # bubblewrap sets PWD
 
 
 def test_cannot_signal_other_processes() -> None:

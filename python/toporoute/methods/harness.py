@@ -25,6 +25,7 @@ from ..llm.base import Engine
 from ..runtime import EpisodeContext, RunSummary, Runtime
 from ..tasks import Task
 from ..tasks import score as score_answer
+from ..tasks.sandbox import file_isolation, network_isolation
 from ..trace.schema import EpisodeRecord
 from ..trace.writer import TraceWriter
 from .episode import Method
@@ -152,6 +153,8 @@ async def run_method(
     check_resume(out / "run.json", config)
     config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
     config["argv"] = sys.argv[1:]
+    if any(t.kind == "code" for t in tasks):  # what contains the generated code (tasks.sandbox)
+        config["sandbox"] = {"files": file_isolation(), "network": network_isolation()}
     write_json_atomic(out / "run.json", config)
 
     eval_gate = asyncio.Semaphore(max(1, eval_workers))

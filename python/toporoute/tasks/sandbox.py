@@ -6,20 +6,30 @@ Layers, from the kernel up:
   user site) in its own session, so on timeout the whole process group is killed with SIGKILL;
 * a fresh temporary directory as cwd, HOME and TMPDIR, removed afterwards, and a minimal environment (no
   inherited variables beyond PATH and the locale, so no secrets);
-* a network namespace with no interfaces (``unshare --net``) where this machine allows one;
+* a mount namespace (Debian's ``bubblewrap``, where it is installed and this machine allows namespaces) in
+  which the program sees its own directory (read-write) and, read-only, only what Python needs: ``/usr``, the
+  loader's cache, the interpreter's prefixes and its ``sys.path``; a fresh ``/proc`` of its own pid namespace,
+  a minimal ``/dev``, no capabilities, no network (an empty network namespace), so no file outside its
+  directory can be read, listed or written, by any call;
+* without bubblewrap, a network namespace with no interfaces (``unshare --net``) where this machine allows one;
 * resource limits set before the code runs: address space, CPU time, file size, no core dumps;
 * an audit hook (``sys.addaudithook``; hooks cannot be removed) that refuses sockets, DNS, process spawning,
-  signals to other processes, raising the limits, ctypes symbol lookup, and file writes outside the directory.
+  signals to other processes, raising the limits, ctypes symbol lookup, symlinks and hard links, and any
+  file read, listing or write outside the directory (reads are also allowed in the interpreter's own
+  directories and the time-zone database). Paths are resolved (symlinks followed) before they are checked.
 
-The audit hook stops ordinary Python code, not a determined attacker: the network namespace and the resource
-limits are enforced by the kernel, the rest is defence in depth. Run the whole thing inside a container or VM
-where the code may be hostile.
+Where no mount namespace can be made, the audit hook is what keeps reads in; it stops ordinary Python code,
+not a determined attacker. ``SandboxResult.file_isolation`` and :func:`file_isolation` say which protection
+applied (``files=`` of :func:`run_python` picks one). Run the whole thing inside a container or VM where the
+code may be hostile.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import json
 import math
 import os
 import selectors
@@ -34,7 +44,19 @@ from typing import IO
 
 from ..errors import InvalidArgumentError, ToporouteError
 
-__all__ = ["MAX_OUTPUT_BYTES", "SandboxResult", "network_isolation", "run_python"]
+__all__ = [
+    "FILE_MODES",
+    "MAX_OUTPUT_BYTES",
+    "SandboxResult",
+    "file_isolation",
+    "mount_namespace_available",
+    "mount_namespace_unavailable_reason",
+    "network_isolation",
+    "run_python",
+]
+
+FILE_MODES = ("auto", "mount-ns", "audit-hook")
+"""How :func:`run_python` keeps file access inside the program's directory (its ``files`` argument)."""
 
 MAX_OUTPUT_BYTES = 64 * 1024
 """Of stdout and stderr each, the first and the last half of this many bytes are kept, the middle dropped."""
@@ -52,15 +74,23 @@ _BOOT = r"""
 def _toporoute_sandbox_boot():
     import os, resource, sys
     mem, cpu, fsize, allow_spawn = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+    check_paths = sys.argv[5] == "1"
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
-    root = os.getcwd()
+    realpath = os.path.realpath
+    root = realpath(os.getcwd())
     inside = root + os.sep
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     devices = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"))
+    read_devices = devices | {"/dev/zero", "/dev/urandom", "/dev/random", "/dev/full"}
+    # reads may also reach what the interpreter imports from, and the time-zone database (zoneinfo)
+    readable = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path,
+                "/usr/share/zoneinfo", "/usr/lib/zoneinfo", "/usr/share/lib/zoneinfo", "/etc/zoneinfo"}
+    readable = tuple(sorted({realpath(d).rstrip(os.sep) + os.sep for d in readable if d and os.path.isabs(d)}
+                            - {os.sep}))
     net = frozenset((
         "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname",
         "socket.gethostbyname_ex", "socket.gethostbyaddr", "socket.getnameinfo", "socket.sendto",
@@ -76,25 +106,60 @@ def _toporoute_sandbox_boot():
         "os.truncate": ((0, -1),), "os.chmod": ((0, 2),), "os.chown": ((0, 3),), "os.utime": ((0, 3),),
         "os.chflags": ((0, -1),), "os.lchflags": ((0, -1),), "shutil.rmtree": ((0, 1),),
     }
+    listings = frozenset(("os.listdir", "os.scandir", "os.listxattr", "os.getxattr", "sqlite3.connect"))
     never = frozenset((
         "os.link", "os.symlink", "resource.setrlimit", "resource.prlimit", "ctypes.dlsym",
         "ctypes.dlsym/handle", "gc.get_referrers", "gc.get_referents", "gc.get_objects", "sys.settrace",
         "sys.setprofile", "os.chroot",
     ))
     own = os.getpid()
-    fspath, isabs, join, normpath = os.fspath, os.path.isabs, os.path.join, os.path.normpath
+    fspath, isabs, join = os.fspath, os.path.isabs, os.path.join
     readlink, getcwd, fsdecode = os.readlink, os.getcwd, os.fsdecode
 
-    def allowed_path(p, dir_fd):
+    def resolve(p, dir_fd):
+        # the absolute path, symlinks followed; None for an already open descriptor (its open was checked)
         if isinstance(p, int):
-            return True  # an already open descriptor: the open itself was checked
+            return None
         p = fsdecode(fspath(p))
+        if p in devices:
+            return p
         if not isabs(p):
             # no dir_fd shows as None or a negative number (AT_FDCWD) depending on the call
             base = getcwd() if dir_fd is None or dir_fd < 0 else readlink("/proc/self/fd/%d" % dir_fd)
             p = join(base, p)
-        p = normpath(p)
-        return p == root or p.startswith(inside) or p in devices
+        return realpath(p)  # symlinks first, then "..", as the kernel resolves them
+
+    def allowed_path(p, dir_fd):
+        p = resolve(p, dir_fd)
+        return p is None or p == root or p.startswith(inside) or p in devices
+
+    def allowed_read(p, dir_fd=None):
+        p = resolve(p, dir_fd)
+        return (p is None or p == root or p.startswith(inside) or p in read_devices
+                or (p + os.sep).startswith(readable))
+
+    def check_path(event, args):
+        if event == "open":
+            path, _mode, flags = args
+            if path is None:
+                return
+            if flags & write_flags:
+                if not allowed_path(path, None):
+                    raise PermissionError("writing outside the sandbox directory is disabled: %r" % (path,))
+            elif not allowed_read(path):
+                raise PermissionError("reading outside the sandbox directory is disabled: %r" % (path,))
+        elif event in listings:
+            path = args[0] if args else None
+            if not allowed_read("." if path is None else path):
+                raise PermissionError("reading outside the sandbox directory is disabled: %r" % (path,))
+        elif event == "ctypes.dlopen" and args[0] and "/" in fsdecode(args[0]):
+            if not allowed_read(args[0]):
+                raise PermissionError("loading a library outside the sandbox is disabled: %r" % (args[0],))
+        elif event in paths:
+            for i, fd_pos in paths[event]:
+                if not allowed_path(args[i], args[fd_pos] if fd_pos >= 0 else None):
+                    raise PermissionError("%s outside the sandbox directory is disabled: %r"
+                                          % (event, args[i]))
 
     def hook(event, args):
         if event in net:
@@ -103,18 +168,11 @@ def _toporoute_sandbox_boot():
             raise PermissionError("network access is disabled in the sandbox (%s)" % event)
         if event in spawn and not allow_spawn:
             raise PermissionError("starting processes is disabled in the sandbox (%s)" % event)
-        if event in never:
+        if event in never and (check_paths or event not in ("os.link", "os.symlink")):
             raise PermissionError("%s is disabled in the sandbox" % event)
-        if event == "open":
-            path, _mode, flags = args
-            if flags & write_flags and not allowed_path(path, None):
-                raise PermissionError("writing outside the sandbox directory is disabled: %r" % (path,))
-        elif event in paths:
-            for i, fd_pos in paths[event]:
-                if not allowed_path(args[i], args[fd_pos] if fd_pos >= 0 else None):
-                    raise PermissionError("%s outside the sandbox directory is disabled: %r"
-                                          % (event, args[i]))
-        elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
+        if check_paths:
+            check_path(event, args)
+        if event in ("os.kill", "os.killpg", "signal.pthread_kill"):
             target = args[0]
             if event == "os.kill" and target not in (own, 0, -own):
                 raise PermissionError("signalling other processes is disabled in the sandbox")
@@ -166,6 +224,10 @@ class SandboxResult:
     network_isolation : str
         ``"netns+audit-hook"`` (a network namespace without interfaces, plus the audit hook) or
         ``"audit-hook"`` (the audit hook alone, where this machine does not allow namespaces).
+    file_isolation : str
+        What kept file access inside the program's directory: ``"mount-ns+audit-hook"`` (a mount namespace
+        that holds nothing else but read-only system and interpreter files, plus the audit hook's path
+        checks), ``"mount-ns"`` (the namespace alone) or ``"audit-hook"`` (the hook alone).
     """
 
     returncode: int | None
@@ -175,6 +237,7 @@ class SandboxResult:
     wall_s: float
     killed_by_signal: int | None
     network_isolation: str = "audit-hook"
+    file_isolation: str = "audit-hook"
 
     @property
     def ok(self) -> bool:
@@ -217,6 +280,120 @@ def network_isolation(netns: bool = True) -> str:
     return "netns+audit-hook" if netns and _netns_prefix() else "audit-hook"
 
 
+# Directories of the system that the mount namespace shows read-only (a symlink stays a symlink), and the
+# loader's files; everything else of the machine is absent there.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
+
+
+@functools.cache
+def _interpreter_dirs() -> tuple[str, ...]:
+    """The directories the sandboxed interpreter starts and imports from: its prefixes and its ``sys.path``
+    in isolated mode (site-packages and what their ``.pth`` files add), as it reports them."""
+    probe = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]))"
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": _PATH},
+            check=False,
+        )
+        dirs.update(json.loads(done.stdout))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass  # the prefixes alone
+    return tuple(sorted(d for d in dirs if d and os.path.isabs(d) and os.path.isdir(d)))
+
+
+def _bwrap_args(workdir: str, netns: bool) -> list[str]:
+    """bubblewrap's arguments for one run: the program's directory read-write, the system and interpreter
+    read-only, its own /proc and /dev, every namespace unshared (the network one only when ``netns``), no
+    capabilities, and killed with the parent."""
+    args = ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent"]
+    if not netns:
+        args.append("--share-net")
+    bound: list[str] = []
+
+    def covered(path: str) -> bool:
+        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound)
+
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+            bound.append(d)
+    for f in _SYSTEM_FILES:
+        if os.path.exists(f) and not covered(f):
+            args += ["--ro-bind", f, f]
+    for d in _interpreter_dirs():
+        for path in dict.fromkeys((d, os.path.realpath(d))):
+            if not covered(path):
+                args += ["--ro-bind", os.path.realpath(d), path]
+                bound.append(path)
+    exe = os.path.realpath(sys.executable)
+    if not covered(exe):
+        args += ["--ro-bind", exe, exe]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--bind", workdir, workdir, "--chdir", workdir]
+
+
+@functools.cache
+def _mount_namespace() -> tuple[tuple[str, ...], str]:
+    """(bubblewrap's command, "") where a mount namespace can be made here, else ((), the reason).
+
+    Probed once per process by running the interpreter in one: containers often forbid namespaces.
+    """
+    if not sys.platform.startswith("linux"):
+        return (), f"mount namespaces are Linux-only (this is {sys.platform})"
+    bwrap = shutil.which("bwrap", path=_PATH)
+    if bwrap is None:
+        return (), "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
+    workdir = tempfile.mkdtemp(prefix="toporoute-sandbox-probe-")
+    try:
+        cmd = [bwrap, *_bwrap_args(workdir, True), sys.executable, "-I", "-c", "import json, os; print('ok')"]
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=30, env={"PATH": _PATH}, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return (), f"bubblewrap cannot run here: {exc}"
+    finally:
+        _remove_tree(workdir)
+    if done.returncode != 0 or done.stdout.strip() != "ok":
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return (), f"bubblewrap cannot make the namespaces here: {why}"
+    return (bwrap,), ""
+
+
+def mount_namespace_available() -> bool:
+    """Whether :func:`run_python` can run programs in a mount namespace on this machine (bubblewrap)."""
+    return bool(_mount_namespace()[0])
+
+
+def mount_namespace_unavailable_reason() -> str:
+    """Why no mount namespace can be made here ("" when one can)."""
+    return _mount_namespace()[1]
+
+
+def file_isolation(files: str = "auto") -> str:
+    """The ``file_isolation`` :func:`run_python` gives with ``files`` on this machine:
+    ``"mount-ns+audit-hook"``, ``"mount-ns"`` or ``"audit-hook"``."""
+    _check_files(files)
+    if files == "audit-hook":
+        return "audit-hook"
+    if files == "mount-ns":
+        if not mount_namespace_available():
+            raise ToporouteError(f"files='mount-ns': {mount_namespace_unavailable_reason()}")
+        return "mount-ns"
+    return "mount-ns+audit-hook" if mount_namespace_available() else "audit-hook"
+
+
+def _check_files(files: str) -> None:
+    if files not in FILE_MODES:
+        raise InvalidArgumentError(f"files must be one of {FILE_MODES}; got {files!r}", "files")
+
+
 def check_limits(timeout_s: float, memory_mb: int) -> None:
     """Raises InvalidArgumentError unless ``timeout_s`` is a finite number > 0 and ``memory_mb`` an int >=
     :data:`MIN_MEMORY_MB` (the limits of :func:`run_python`)."""
@@ -241,6 +418,7 @@ def run_python(
     stdin: str = "",
     netns: bool = True,
     allow_spawn: bool = False,
+    files: str = "auto",
 ) -> SandboxResult:
     """Runs ``source`` as ``__main__`` (file name ``main.py``) in a sandboxed interpreter (see the module).
 
@@ -261,11 +439,18 @@ def run_python(
     allow_spawn : bool
         Let the program start processes (off by default, so it cannot escape the limits). Children stay in the
         program's process group and are killed with it.
+    files : {"auto", "mount-ns", "audit-hook"}
+        How file access is kept inside the program's directory. ``auto``: the mount namespace where this
+        machine can make one, and the audit hook's path checks either way. ``mount-ns``: the namespace alone
+        (an error where there is none; the hook still refuses network, processes, signals and ctypes, but
+        not paths). ``audit-hook``: the hook alone.
 
     Returns
     -------
     SandboxResult
-        Exit status, output, timing, and which network isolation applied.
+        Exit status, output, timing, and which network and file isolation applied. In a mount namespace
+        the program runs under bubblewrap, which reports a death by signal n as the exit status 128 + n: such
+        a status reads as that signal (a program exiting with it itself is reported as killed).
 
     Raises
     ------
@@ -280,24 +465,20 @@ def run_python(
     if not isinstance(stdin, str):
         raise InvalidArgumentError(f"stdin must be a string; got {type(stdin).__name__}", "stdin")
 
-    prefix = _netns_prefix() if netns else ()
-    isolation = "netns+audit-hook" if prefix else "audit-hook"
+    fs = file_isolation(files)
     limits = [str(memory_mb * 1024 * 1024), str(math.ceil(timeout_s) + 1), str(FSIZE_LIMIT_BYTES)]
-    cmd = [
-        *prefix,
-        sys.executable,
-        "-I",
-        "-B",
-        "-X",
-        "utf8",
-        "-c",
-        _BOOT,
-        *limits,
-        "1" if allow_spawn else "0",
-    ]
+    flags = ["1" if allow_spawn else "0", "0" if fs == "mount-ns" else "1"]
+    interpreter = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOT, *limits, *flags]
 
-    workdir = tempfile.mkdtemp(prefix="toporoute-sandbox-")
+    workdir = os.path.realpath(tempfile.mkdtemp(prefix="toporoute-sandbox-"))
     try:
+        if fs.startswith("mount-ns"):
+            cmd = [*_mount_namespace()[0], *_bwrap_args(workdir, netns), *interpreter]
+            net = "netns+audit-hook" if netns else "audit-hook"
+        else:
+            prefix = _netns_prefix() if netns else ()
+            cmd = [*prefix, *interpreter]
+            net = "netns+audit-hook" if prefix else "audit-hook"
         home = os.path.join(workdir, "home")
         tmp = os.path.join(workdir, "tmp")
         os.mkdir(home)
@@ -308,13 +489,14 @@ def run_python(
         with tempfile.TemporaryFile() as stdin_file:
             stdin_file.write(stdin.encode("utf-8"))
             stdin_file.seek(0)
-            return _run(cmd, workdir, env, stdin_file, timeout_s, isolation)
+            result = _run(cmd, workdir, env, stdin_file, timeout_s, bwrap=fs.startswith("mount-ns"))
+        return dataclasses.replace(result, network_isolation=net, file_isolation=fs)
     finally:
         _remove_tree(workdir)
 
 
 def _run(
-    cmd: list[str], cwd: str, env: dict[str, str], stdin_file: IO[bytes], timeout_s: float, isolation: str
+    cmd: list[str], cwd: str, env: dict[str, str], stdin_file: IO[bytes], timeout_s: float, *, bwrap: bool
 ) -> SandboxResult:
     start = time.monotonic()
     try:
@@ -375,6 +557,8 @@ def _run(
 
     code = proc.returncode
     signum = -code if code < 0 else None
+    if bwrap and signum is None and 128 < code < 128 + signal.NSIG:
+        signum = code - 128  # bubblewrap's report of its child's death by a signal
     if signum == signal.SIGXCPU:
         timed_out = True
     return SandboxResult(
@@ -384,7 +568,6 @@ def _run(
         timed_out=timed_out,
         wall_s=wall,
         killed_by_signal=signum,
-        network_isolation=isolation,
     )
 
 
