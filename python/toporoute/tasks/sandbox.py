@@ -16,7 +16,10 @@ Layers, from the kernel up:
 * an audit hook (``sys.addaudithook``; hooks cannot be removed) that refuses sockets, DNS, process spawning,
   signals to other processes, raising the limits, ctypes symbol lookup, symlinks and hard links, and any
   file read, listing or write outside the directory (reads are also allowed in the interpreter's own
-  directories and the time-zone database). Paths are resolved (symlinks followed) before they are checked.
+  directories and the time-zone database). Paths are resolved (symlinks followed) before they are checked;
+  since an open does not show its ``dir_fd``, relative paths with ``..``, changing to a directory outside and
+  opening one are refused, so a relative path cannot leave whatever its base. Without a mount namespace the
+  modules that open files without an audit event (``sqlite3``, ``readline``, ``dbm``'s) are refused too.
 
 Where no mount namespace can be made, the audit hook is what keeps reads in; it stops ordinary Python code,
 not a determined attacker. ``SandboxResult.file_isolation`` and :func:`file_isolation` say which protection
@@ -74,7 +77,11 @@ _BOOT = r"""
 def _toporoute_sandbox_boot():
     import os, resource, sys
     mem, cpu, fsize, allow_spawn = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-    check_paths = sys.argv[5] == "1"
+    # "mount-ns+audit-hook", "mount-ns" (no path checks here) or "audit-hook" (no namespace: these checks are
+    # all there is, so modules that open files without an audit event are refused too)
+    isolation = sys.argv[5]
+    check_paths, hook_only = isolation != "mount-ns", isolation == "audit-hook"
+    unaudited = frozenset(("_sqlite3", "readline", "_dbm", "_gdbm"))
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
@@ -113,21 +120,30 @@ def _toporoute_sandbox_boot():
         "sys.setprofile", "os.chroot",
     ))
     own = os.getpid()
-    fspath, isabs, join = os.fspath, os.path.isabs, os.path.join
+    fspath, isabs, join, isdir = os.fspath, os.path.isabs, os.path.join, os.path.isdir
     readlink, getcwd, fsdecode = os.readlink, os.getcwd, os.fsdecode
 
     def resolve(p, dir_fd):
-        # the absolute path, symlinks followed; None for an already open descriptor (its open was checked)
+        # the absolute path, symlinks followed; None for an already open descriptor (its open was checked).
+        # A relative path is resolved from the cwd, which stays inside the directory (os.chdir is checked),
+        # or from a dir_fd the open event does not show, which is a directory inside it too (directories
+        # outside cannot be opened): without "..", it cannot leave, whatever the base was.
         if isinstance(p, int):
             return None
         p = fsdecode(fspath(p))
         if p in devices:
             return p
+        if not isabs(p) and ".." in p.split(os.sep):
+            raise PermissionError("a relative path with '..' may lead outside the sandbox directory: "
+                                  "disabled: %r" % (p,))
         if not isabs(p):
             # no dir_fd shows as None or a negative number (AT_FDCWD) depending on the call
             base = getcwd() if dir_fd is None or dir_fd < 0 else readlink("/proc/self/fd/%d" % dir_fd)
             p = join(base, p)
         return realpath(p)  # symlinks first, then "..", as the kernel resolves them
+
+    def fd_path(fd):
+        return readlink("/proc/self/fd/%d" % fd)
 
     def allowed_path(p, dir_fd):
         p = resolve(p, dir_fd)
@@ -148,6 +164,14 @@ def _toporoute_sandbox_boot():
                     raise PermissionError("writing outside the sandbox directory is disabled: %r" % (path,))
             elif not allowed_read(path):
                 raise PermissionError("reading outside the sandbox directory is disabled: %r" % (path,))
+            elif not allowed_path(path, None) and isdir(path):
+                # a descriptor of an outside directory would be a base (dir_fd) the open event does not show
+                raise PermissionError("opening a directory outside the sandbox directory is disabled: %r"
+                                      % (path,))
+        elif event == "os.chdir":
+            if not allowed_path(args[0] if not isinstance(args[0], int) else fd_path(args[0]), None):
+                raise PermissionError("changing to a directory outside the sandbox directory is disabled: %r"
+                                      % (args[0],))
         elif event in listings:
             path = args[0] if args else None
             if not allowed_read("." if path is None else path):
@@ -180,6 +204,9 @@ def _toporoute_sandbox_boot():
                 raise PermissionError("signalling other processes is disabled in the sandbox")
         elif event == "import" and args[0] == "_posixsubprocess" and not allow_spawn:
             raise PermissionError("re-importing _posixsubprocess is disabled in the sandbox")
+        elif event == "import" and hook_only and args[0] in unaudited:
+            raise PermissionError("%s opens files unchecked: disabled in the sandbox without a mount namespace"
+                                  % args[0])
         elif event in ("object.__setattr__", "object.__delattr__") and args[0] is hook:
             raise PermissionError("the sandbox's audit hook cannot be changed")
 
@@ -467,7 +494,7 @@ def run_python(
 
     fs = file_isolation(files)
     limits = [str(memory_mb * 1024 * 1024), str(math.ceil(timeout_s) + 1), str(FSIZE_LIMIT_BYTES)]
-    flags = ["1" if allow_spawn else "0", "0" if fs == "mount-ns" else "1"]
+    flags = ["1" if allow_spawn else "0", fs]
     interpreter = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOT, *limits, *flags]
 
     workdir = os.path.realpath(tempfile.mkdtemp(prefix="toporoute-sandbox-"))
