@@ -9,13 +9,21 @@ neither side reuses the other's full prompts. The embedded model is converted in
 (``$TOPOROUTE_CACHE``, else the user cache) when it is not there yet. Takes about 3 minutes on 2 cores; at smoke
 sizes (bench/_scale.py: 2 episodes x 4 agents x 8 tokens) the engine's start-up is most of it.
 
-Run: ``python -m pytest bench/test_bench_llm.py -s``. Results are asserted; the ratio is printed, not
+Then the embedded model's decoding speed in bf16 and in float32 (issue 17: without native bf16, on an AVX2-only
+EPYC, bf16 decoded 4-6x slower): the engine above runs in the dtype the processor calls for
+(:func:`toporoute.llm.cpu.resolve_dtype`), a second engine in the other one; each decodes one batched round
+(the same shape as above) and a few requests one at a time (single-stream decoding). The CPU's model name, its
+flags that decide the speed (avx2, avx512f, avx512_bf16, amx_bf16) and the auto choice are printed with the
+tokens/s. At smoke sizes the second engine's start-up is most of it.
+
+Run: ``python -m pytest bench/test_bench_llm.py -s``. Results are asserted; the ratios are printed, not
 asserted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 
@@ -27,6 +35,7 @@ from toporoute.runtime import Runtime
 from ._scale import pick
 
 EPISODES, AGENTS, MAX_TOKENS = pick(16, 2), 4, pick(64, 8)
+SINGLE = pick(4, 1)  # requests decoded one at a time per dtype
 
 ROLES = {
     "planner": "You are the planner of a team of four agents. Break the task into short numbered steps.",
@@ -82,7 +91,10 @@ def engine(loop: asyncio.AbstractEventLoop):
 
     t0 = time.perf_counter()
     eng = loop.run_until_complete(VLLMEngine.open(ignore_eos=True))
-    print(f"\n[info] model resolved and vLLM started in {time.perf_counter() - t0:.1f} s ({eng.name})")
+    print(
+        f"\n[info] model resolved and vLLM started in {time.perf_counter() - t0:.1f} s ({eng.name}; "
+        f"{eng.dtype_reason})"
+    )
     yield eng
     loop.run_until_complete(eng.aclose())
 
@@ -129,4 +141,53 @@ def test_round_batched_vs_sequential(engine, loop: asyncio.AbstractEventLoop) ->
     print(
         f"[info] completion tokens/s: batched {fast_tokens / fast:.0f}, sequential {slow_tokens / slow:.0f}; "
         f"median latency per request: batched {fast_lat:.2f} s, sequential {slow_lat:.2f} s"
+    )
+
+
+def decode_speed(engine, loop: asyncio.AbstractEventLoop, offset: int) -> tuple[float, float]:
+    """Completion tokens/s of one batched round (EPISODES x AGENTS requests in one call) and of SINGLE requests
+    decoded one at a time, after a warm-up that puts the role prompts into the prefix cache."""
+    run = loop.run_until_complete
+    run(engine.generate(round_requests(offset + 1000)[:AGENTS]))
+    batch = round_requests(offset)
+    t0 = time.perf_counter()
+    tokens = check_round(batch, run(engine.generate(batch)))
+    batched = tokens / (time.perf_counter() - t0)
+    single = round_requests(offset + 100)[:SINGLE]
+    t0 = time.perf_counter()
+    results = [run(engine.generate([r]))[0] for r in single]
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    assert sum(r.usage.completion_tokens for r in results) == SINGLE * MAX_TOKENS
+    return batched, SINGLE * MAX_TOKENS / (time.perf_counter() - t0)
+
+
+def test_decode_float32_vs_bf16(engine, loop: asyncio.AbstractEventLoop) -> None:
+    from toporoute.llm.cpu import cpu_info
+    from toporoute.llm.vllm_engine import VLLMEngine
+
+    cpu = cpu_info()
+    flags = " ".join(f"{f}={'yes' if on else 'no'}" for f, on in cpu.reported().items())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"\n[info] CPU: {cpu.model} ({cores} cores usable); {flags}")
+    print(f"[info] auto dtype: {engine.dtype_reason}")
+    speed = {engine.dtype: decode_speed(engine, loop, 2000)}
+    other = "float32" if engine.dtype == "bfloat16" else "bfloat16"
+    t0 = time.perf_counter()
+    second = loop.run_until_complete(VLLMEngine.open(ignore_eos=True, dtype=other, kv_cache_gib=1.0))
+    try:
+        assert second.dtype == other
+        print(f"[info] {other} engine started in {time.perf_counter() - t0:.1f} s")
+        speed[other] = decode_speed(second, loop, 3000)
+    finally:
+        loop.run_until_complete(second.aclose())
+    for dtype in ("bfloat16", "float32"):
+        batched, single = speed[dtype]
+        print(
+            f"[info] {dtype}: {batched:.0f} tokens/s batched ({EPISODES * AGENTS} requests x {MAX_TOKENS} "
+            f"tokens in one call), {single:.0f} tokens/s one request at a time"
+        )
+    (b_bf, s_bf), (b_f32, s_f32) = speed["bfloat16"], speed["float32"]
+    print(
+        f"[ratio] float32 / bf16 tokens/s on this CPU: batched {b_f32 / b_bf:.2f}x, one at a time "
+        f"{s_f32 / s_bf:.2f}x (auto runs {engine.dtype})"
     )

@@ -186,6 +186,18 @@ def test_engine_protocol_and_environment(engine, env_before: dict[str, str]) -> 
     assert now == {k: v for k, v in env_before.items() if k != "PYTEST_CURRENT_TEST"}
 
 
+def test_engine_runs_in_the_dtype_this_processor_calls_for(engine) -> None:
+    from vllm.platforms import current_platform
+
+    from toporoute.llm.cpu import resolve_dtype
+
+    # $TOPOROUTE_DTYPE, else on CPU this processor's flags (tests/test_llm_dtype.py: the rule)
+    choice = resolve_dtype(on_cpu=current_platform.is_cpu())
+    assert engine.dtype_reason == choice.reason
+    if choice.dtype != "auto":
+        assert engine.dtype == choice.dtype  # what vLLM itself runs in
+
+
 def test_guided_json_answer(engine, loop: asyncio.AbstractEventLoop) -> None:
     schema = Answer.model_json_schema()
     req = Request.chat(

@@ -124,6 +124,13 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-model-len", type=int, default=None, help="vllm context length (embedded model: 8192)"
     )
+    p.add_argument(
+        "--dtype",
+        choices=("auto", "bfloat16", "float32"),
+        default=None,
+        help="vllm dtype (default $TOPOROUTE_DTYPE, else auto: on CPU bf16 where the processor has native bf16 "
+        "(avx512_bf16/amx_bf16), else float32; on GPU the model's own); recorded in run.json",
+    )
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai: API root")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable of the key")
     p.add_argument(
@@ -200,7 +207,11 @@ async def _engine(args: argparse.Namespace) -> Any:
         )
         # the embedded model's own default (2048) is too short for ten rounds of memory
         max_len = args.max_model_len or (8192 if args.model is None else None)
-        inner: Any = await VLLMEngine.open(args.model, max_model_len=max_len)
+        dtype = {} if args.dtype is None else {"dtype": args.dtype}
+        inner: Any = await VLLMEngine.open(args.model, max_model_len=max_len, **dtype)
+        # what vLLM runs in and why, for run.json
+        chosen = {k: getattr(inner, k, None) for k in ("dtype", "dtype_reason")}
+        args.engine_info = {k: v for k, v in chosen.items() if v is not None}
     elif args.engine == "openai":
         from .llm import OpenAIEngine
 
@@ -297,6 +308,7 @@ async def _run(args: argparse.Namespace) -> int:
                     "offset": args.offset,
                     "engine": args.engine,
                     "model": engine.name,
+                    **getattr(args, "engine_info", {}),
                 },
                 concurrency=args.concurrency,
                 eval_timeout_s=args.eval_timeout,
@@ -368,7 +380,12 @@ async def _train(args: argparse.Namespace) -> int:
             features=features,
             settings=settings,
             train=train,
-            info={"tasks": args.tasks, "engine": args.engine, "model": engine.name},
+            info={
+                "tasks": args.tasks,
+                "engine": args.engine,
+                "model": engine.name,
+                **getattr(args, "engine_info", {}),
+            },
             eval_timeout_s=args.eval_timeout,
             progress=not args.no_progress,
         )

@@ -16,11 +16,19 @@ subprocesses of this program do not inherit them:
 
 - ``VLLM_NO_USAGE_STATS=1``: no usage report over the network;
 - ``VLLM_LOGGING_LEVEL=WARNING``: vLLM's start-up chatter off (set it to ``INFO`` to see it);
-- ``VLLM_CPU_OMP_THREADS_BIND=auto`` (CPU): vLLM binds the worker's OpenMP threads to cores, keeping one core
-  for the scheduler process.
+- ``VLLM_CPU_OMP_THREADS_BIND=auto`` (CPU): vLLM binds the worker's OpenMP threads to cores (one thread per
+  physical core), keeping one core for the scheduler process. On 2 cores that leaves the worker one thread,
+  and that is the faster setting: on a 2-core Xeon, binding both cores to the worker (``0-1``) decoded
+  2-2.7x slower, the scheduler and this process competing with the worker's threads.
+
+dtype: ``VLLMEngine(dtype=...)``, else ``$TOPOROUTE_DTYPE``, else ``"auto"``, which on CPU is bf16 where the
+processor has native bf16 (``avx512_bf16``, ``amx_bf16``) and float32 elsewhere (on an AVX2-only CPU bf16
+decodes 4-6x slower), and on GPU the model's own dtype (:mod:`toporoute.llm.cpu`). ``engine.dtype`` and
+``engine.dtype_reason`` say what it runs in and why.
 
 The CPU KV cache size is the engine argument ``kv_cache_memory_bytes`` (``kv_cache_gib``, default 2 GiB),
-unless ``VLLM_CPU_KVCACHE_SPACE`` (GiB) is set, which then wins.
+unless ``VLLM_CPU_KVCACHE_SPACE`` (a whole number of GiB: vLLM reads an integer) is set, which then wins.
+The KV cache holds the model's dtype: in float32 the same size holds half as many tokens as in bf16.
 
 vLLM on CPU starts its child processes with ``spawn``: a script that creates an engine needs the usual
 ``if __name__ == "__main__":`` guard.
@@ -41,6 +49,7 @@ from typing import Any
 
 from ..errors import BackendUnavailableError
 from .base import EngineClosedError
+from .cpu import DtypeChoice, resolve_dtype
 from .models import EMBEDDED_MODEL_NAME, resolve_model
 from .types import ErrorRecord, Request, Result, Usage
 
@@ -64,7 +73,11 @@ class VLLMEngine:
     max_model_len
         Context length (prompt + completion tokens). None: 2048 for the embedded model, else the model's own.
     dtype
-        Weight and activation dtype (``"auto"``: the model's, bf16 for the embedded model).
+        ``"auto"``, ``"bfloat16"`` or ``"float32"``: the weights', activations' and KV cache's dtype. None:
+        ``$TOPOROUTE_DTYPE``, else ``"auto"``: on CPU bf16 where the processor has native bf16, else float32;
+        on GPU the model's own (:func:`toporoute.llm.cpu.resolve_dtype`). Another value raises
+        :class:`~toporoute.errors.InvalidArgumentError`. The engine's ``dtype`` is what vLLM runs in
+        (``"bfloat16"``, ``"float32"``, ...), ``dtype_reason`` why.
     seed
         Seed of vLLM's sampler for requests without their own ``Sampling.seed``.
     kv_cache_gib
@@ -105,7 +118,7 @@ class VLLMEngine:
         model: str | os.PathLike[str] | None = None,
         *,
         max_model_len: int | None = None,
-        dtype: str = "auto",
+        dtype: str | None = None,
         seed: int = 0,
         kv_cache_gib: float | None = None,
         gpu_memory_utilization: float | None = None,
@@ -117,6 +130,7 @@ class VLLMEngine:
         name: str | None = None,
         engine_args: Mapping[str, Any] | None = None,
     ) -> None:
+        resolve_dtype(dtype)  # a bad value fails before vLLM's slow import
         self.model_path = resolve_model(model, cache_dir)
         self.name = name or (EMBEDDED_MODEL_NAME if model is None else os.fspath(model))
         self._ignore_eos = ignore_eos
@@ -138,11 +152,12 @@ class VLLMEngine:
                     "engine",
                 ) from exc
             on_cpu = current_platform.is_cpu()
+            choice = resolve_dtype(dtype, on_cpu=on_cpu)  # again: off /proc/cpuinfo, torch's probe now works
             args: dict[str, Any] = {
                 "model": self.model_path,
                 "served_model_name": self.name,
                 "max_model_len": max_model_len,
-                "dtype": dtype,
+                "dtype": choice.dtype,
                 "seed": seed,
                 "enable_prefix_caching": True,
                 "enforce_eager": on_cpu if enforce_eager is None else enforce_eager,
@@ -166,11 +181,16 @@ class VLLMEngine:
             if max_num_seqs is not None:
                 args["max_num_seqs"] = max_num_seqs
             args.update(engine_args or {})
+            if engine_args and "dtype" in engine_args:
+                forced = str(engine_args["dtype"])
+                choice = DtypeChoice(forced, f"{forced}: forced by engine_args")
             if on_cpu:
                 for key, value in _CPU_ENV_DEFAULTS.items():
                     os.environ.setdefault(key, value)
             log.info("starting vLLM (%s) on %s", self.name, "CPU" if on_cpu else current_platform.device_name)
             self._llm: Any = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))  # None once closed
+        self.dtype = _dtype_name(getattr(self._llm.model_config, "dtype", choice.dtype))
+        self.dtype_reason = choice.reason
         self._chat_params = ChatParams(chat_template_kwargs={"add_generation_prompt": True})
         self.start_s = time.perf_counter() - t0
         log.info("vLLM started in %.1f s", self.start_s)
@@ -272,6 +292,11 @@ class VLLMEngine:
     def __repr__(self) -> str:
         state = "closed" if self._llm is None else "open"
         return f"VLLMEngine({self.name!r}, path={self.model_path!r}, {state})"
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``; a string stays as it is."""
+    return str(dtype).removeprefix("torch.")
 
 
 def _parse_json(text: str) -> Any:
