@@ -22,7 +22,7 @@ subprocesses of this program do not inherit them:
   for the scheduler process.
 
 These reach vLLM's child processes only through the environment (they are spawned with a copy of it, and read
-their logging settings at import), hence the scoped change of ``os.environ`` rather than a per-engine setting.
+their logging settings as they start), hence the scoped change of ``os.environ`` rather than a per-engine setting.
 Quiet (the default; ``verbose=True`` or ``TOPOROUTE_VERBOSE=1`` turns it off) also means: the ``vllm``
 logger of this process at ERROR and Python warnings ignored while the engine starts (both restored after), and
 no checkpoint-loading bar. The engine logs one line when it starts and one when it is ready (``INFO`` on this
