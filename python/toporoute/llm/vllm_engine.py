@@ -15,9 +15,18 @@ vLLM itself sets while starting on CPU (``LD_PRELOAD``, ``VLLM_WORKER_MULTIPROC_
 subprocesses of this program do not inherit them:
 
 - ``VLLM_NO_USAGE_STATS=1``: no usage report over the network;
-- ``VLLM_LOGGING_LEVEL=WARNING``: vLLM's start-up chatter off (set it to ``INFO`` to see it);
+- ``VLLM_LOGGING_LEVEL=ERROR`` (``INFO`` when verbose): vLLM's logging in this process and its child processes;
+- quiet only: ``TORCH_CPP_LOG_LEVEL=ERROR`` (PyTorch's C++ warnings, e.g. NUMA binding) and
+  ``PYTHONWARNINGS=ignore`` (Python warnings of the child processes);
 - ``VLLM_CPU_OMP_THREADS_BIND=auto`` (CPU): vLLM binds the worker's OpenMP threads to cores, keeping one core
   for the scheduler process.
+
+These reach vLLM's child processes only through the environment (they are spawned with a copy of it, and read
+their logging settings as they start), hence the scoped change of ``os.environ`` rather than a per-engine setting.
+Quiet (the default; ``verbose=True`` or ``TOPOROUTE_VERBOSE=1`` turns it off) also means: the ``vllm``
+logger of this process at ERROR and Python warnings ignored while the engine starts (both restored after), and
+no checkpoint-loading bar. The engine logs one line when it starts and one when it is ready (``INFO`` on this
+module's logger; ``toporoute run`` shows them).
 
 The CPU KV cache size is the engine argument ``kv_cache_memory_bytes`` (``kv_cache_gib``, default 2 GiB),
 unless ``VLLM_CPU_KVCACHE_SPACE`` (GiB) is set, which then wins.
@@ -35,6 +44,7 @@ import logging
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -48,7 +58,7 @@ __all__ = ["VLLMEngine"]
 
 log = logging.getLogger(__name__)
 
-_ENV_DEFAULTS = {"VLLM_NO_USAGE_STATS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+VERBOSE_ENV = "TOPOROUTE_VERBOSE"
 _CPU_ENV_DEFAULTS = {"VLLM_CPU_OMP_THREADS_BIND": "auto"}
 EMBEDDED_MAX_MODEL_LEN = 2048
 
@@ -87,6 +97,9 @@ class VLLMEngine:
         Model identity for replay keys. None: a stable name for the embedded model, else ``model``.
     engine_args
         Extra ``vllm.AsyncEngineArgs`` fields; they override the ones above.
+    verbose
+        Let vLLM and PyTorch log and warn as they do by default. None: ``$TOPOROUTE_VERBOSE`` (``1``, ``true``,
+        ``yes`` or ``on``), else quiet: only errors (see the module docstring).
 
     ``generate`` never raises for one request: a failure becomes ``Result.error`` with kind ``"engine"``, a
     request still running when the engine is closed ends with kind ``"cancelled"`` (its partial text kept). It
@@ -116,6 +129,7 @@ class VLLMEngine:
         cache_dir: str | os.PathLike[str] | None = None,
         name: str | None = None,
         engine_args: Mapping[str, Any] | None = None,
+        verbose: bool | None = None,
     ) -> None:
         self.model_path = resolve_model(model, cache_dir)
         self.name = name or (EMBEDDED_MODEL_NAME if model is None else os.fspath(model))
@@ -124,8 +138,10 @@ class VLLMEngine:
         self._id_prefix = uuid.uuid4().hex[:8]
         if max_model_len is None and model is None:
             max_model_len = EMBEDDED_MAX_MODEL_LEN
+        if verbose is None:
+            verbose = verbose_from_env(os.environ)
         t0 = time.perf_counter()
-        with _scoped_environ(_ENV_DEFAULTS):
+        with _scoped_environ(engine_environment(verbose)), _quiet_in_process(verbose):
             try:
                 from vllm.engine.arg_utils import AsyncEngineArgs
                 from vllm.platforms import current_platform
@@ -165,15 +181,20 @@ class VLLMEngine:
                 args["gpu_memory_utilization"] = gpu_memory_utilization
             if max_num_seqs is not None:
                 args["max_num_seqs"] = max_num_seqs
+            args["use_tqdm_on_load"] = verbose
             args.update(engine_args or {})
             if on_cpu:
                 for key, value in _CPU_ENV_DEFAULTS.items():
                     os.environ.setdefault(key, value)
-            log.info("starting vLLM (%s) on %s", self.name, "CPU" if on_cpu else current_platform.device_name)
+            log.info(
+                "%s",
+                start_line("CPU" if on_cpu else current_platform.device_name, self.name, model is None, args),
+            )
             self._llm: Any = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))  # None once closed
         self._chat_params = ChatParams(chat_template_kwargs={"add_generation_prompt": True})
         self.start_s = time.perf_counter() - t0
-        log.info("vLLM started in %.1f s", self.start_s)
+        used = str(getattr(getattr(self._llm, "model_config", None), "dtype", "")).removeprefix("torch.")
+        log.info("vLLM ready in %.0f s%s", self.start_s, f" ({used})" if used else "")
 
     @classmethod
     async def open(cls, model: str | os.PathLike[str] | None = None, **kwargs: Any) -> VLLMEngine:
@@ -279,6 +300,49 @@ def _parse_json(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def verbose_from_env(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` asks for verbose engine logging (``TOPOROUTE_VERBOSE`` = 1, true, yes or on)."""
+    return environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def engine_environment(verbose: bool) -> dict[str, str]:
+    """The environment defaults vLLM starts under (set where unset; its child processes inherit them)."""
+    env = {"VLLM_NO_USAGE_STATS": "1"}
+    if verbose:
+        env["VLLM_LOGGING_LEVEL"] = "INFO"
+    else:
+        env.update(VLLM_LOGGING_LEVEL="ERROR", TORCH_CPP_LOG_LEVEL="ERROR", PYTHONWARNINGS="ignore")
+    return env
+
+
+def start_line(device: str, name: str, embedded: bool, args: Mapping[str, Any]) -> str:
+    """The one line logged before vLLM starts: device, model, and the requested dtype."""
+    model = name.split("@", 1)[0] if embedded else name
+    notes = ", ".join([*(["embedded"] if embedded else []), f"dtype {args.get('dtype', 'auto')}"])
+    return f"starting vLLM ({device}) with {model} ({notes}) ..."
+
+
+@contextmanager
+def _quiet_in_process(verbose: bool) -> Iterator[None]:
+    """Quiet: while vLLM starts, this process's ``vllm`` logger at ERROR (vLLM logs at import, before it
+    configures its own logging) and Python warnings ignored. Both are restored on exit; verbose: no change.
+
+    ``warnings.catch_warnings`` is process-wide, so other threads' warnings are also hidden during the start.
+    """
+    if verbose:
+        yield
+        return
+    logger = logging.getLogger("vllm")
+    saved = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(saved)
 
 
 @contextmanager
