@@ -82,6 +82,25 @@ def test_fused_and_standard_graphs_agree(encoder: Encoder) -> None:
         np.testing.assert_allclose(hidden[m], b.hidden[m], atol=2e-5)
 
 
+def test_exported_graph_is_fused_and_the_bert_optimizer_adds_nothing(encoder: Encoder) -> None:
+    # The exporter writes ONNX Runtime's fused contrib ops itself (one Attention, two SkipLayerNormalization and
+    # one BiasGelu per layer), so no optimizer pass is needed at load time; onnxruntime.transformers' BERT
+    # optimizer, run over the export, finds no further fusion.
+    from collections import Counter
+
+    import onnx
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model = onnx.load(str(encoder.onnx_path))
+    ops = Counter(n.op_type for n in model.graph.node)
+    assert ops["Attention"] == 6 and ops["SkipLayerNormalization"] == 12 and ops["BiasGelu"] == 6
+    assert not {"Softmax", "Erf", "Transpose"} & set(ops)
+    optimized = optimize_model(str(encoder.onnx_path), model_type="bert", num_heads=12, hidden_size=384)
+    after = Counter(n.op_type for n in optimized.model.graph.node)
+    heavy = ("MatMul", "Attention", "SkipLayerNormalization", "BiasGelu", "LayerNormalization")
+    assert {k: after[k] for k in heavy} == {k: ops[k] for k in heavy}
+
+
 def _ids(encoder: Encoder, texts: list[str], bucket) -> np.ndarray:
     ids = np.zeros_like(bucket.mask)
     for r, p in enumerate(bucket.positions):

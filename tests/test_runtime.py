@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -185,3 +186,37 @@ def test_ctrl_c_keeps_every_finished_episode(tmp_path: Path) -> None:
     assert sorted(p.name for p in folder.iterdir()) == ["q0.json", "q1.json", "q2.json"]
     assert all(json.loads(p.read_text())["status"] == "ok" for p in folder.iterdir())
     assert os.path.exists(folder)
+
+
+def test_progress_bar_shows_rounds_calls_and_tokens_per_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("tqdm")
+    engine = ScriptedEngine(reply)
+    asyncio.run(
+        Runtime(engine, max_wait=5.0, progress=True).run([("a", team_episode(3)), ("b", team_episode(3))])
+    )
+    err = capsys.readouterr().err
+    # one postfix per engine call (2 episodes x 4 agents each round), shown while the episodes still run
+    for rnd, calls in ((1, 8), (2, 16), (3, 24)):
+        assert re.search(rf"0/2 .*round {rnd} · {calls} calls · \d+ tok/s", err), err
+    assert re.search(r"2/2 .*round 3 · 24 calls · \d+ tok/s", err), err
+
+
+def test_no_progress_output_when_progress_is_off(capsys: pytest.CaptureFixture[str]) -> None:
+    asyncio.run(Runtime(ScriptedEngine(reply), max_wait=5.0, progress=False).run([("a", team_episode(2))]))
+    assert capsys.readouterr().err == ""
+
+
+def test_batcher_reports_each_engine_call() -> None:
+    seen: list[list[int | None]] = []
+
+    async def main() -> None:
+        batcher = RoundBatcher(
+            ScriptedEngine(reply), max_wait=5.0, on_batch=lambda rs: seen.append([r.tags.round for r in rs])
+        )
+        batcher.enter()
+        await batcher.generate("e", [Request.chat(None, "x", tags=Tags(round=r, agent="a")) for r in (0, 1)])
+        await batcher.generate("e", [Request.chat(None, "y", tags=Tags(round=2, agent="a"))])
+        batcher.leave()
+
+    asyncio.run(main())
+    assert seen == [[0, 1], [2]]

@@ -23,6 +23,11 @@ __all__ = ["main"]
 
 log = logging.getLogger("toporoute")
 
+_VERBOSE_HELP = (
+    "vllm: show vLLM's and PyTorch's start-up logs and warnings (default: errors only; "
+    "or set TOPOROUTE_VERBOSE=1)"
+)
+
 
 def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command's parser; ``run`` gets the option groups of ``methods`` (the methods named on the command
@@ -63,6 +68,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     _sampling_args(run, "each method's own: dytopo and its baselines 0.3, qmix and conductor 0.2")
     run.add_argument("--report", action="store_true", help="write RUN_DIR/report.html when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
     for group in _option_groups(methods):
         group.add(run.add_argument_group(f"options of {group.title}"))
     p.set_defaults(run_parser=run)  # for errors about run's options, with run's usage line
@@ -111,6 +117,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     add_qmix_network_options(tr.add_argument_group("options of the Q-Mix network"))
     add_qmix_loop_options(tr.add_argument_group("options of the Q-Mix episode loop"))
     tr.add_argument("--no-progress", action="store_true", help="no per-episode lines")
+    tr.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
 
     rep = sub.add_parser("report", help="write RUN_DIR/report.html and RUN_DIR/figures/*.png")
     rep.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -202,13 +209,13 @@ async def _engine(args: argparse.Namespace) -> Any:
     if args.engine == "vllm":
         from .llm import VLLMEngine
 
-        print(
-            "starting vLLM (the first run converts the embedded model, once) ...", file=sys.stderr, flush=True
-        )
+        # the engine logs its start and ready lines (and a first run's model conversion); see main()
         # the embedded model's own default (2048) is too short for ten rounds of memory
         max_len = args.max_model_len or (8192 if args.model is None else None)
         dtype = {} if args.dtype is None else {"dtype": args.dtype}
-        inner: Any = await VLLMEngine.open(args.model, max_model_len=max_len, **dtype)
+        inner: Any = await VLLMEngine.open(
+            args.model, max_model_len=max_len, verbose=True if args.verbose else None, **dtype
+        )
         # what vLLM runs in and why, for run.json
         chosen = {k: getattr(inner, k, None) for k in ("dtype", "dtype_reason")}
         args.engine_info = {k: v for k, v in chosen.items() if v is not None}
@@ -401,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``toporoute`` command."""
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=os.environ.get("TOPOROUTE_LOG", "WARNING").upper(), format="%(message)s")
+    engine_log = logging.getLogger("toporoute.llm")
+    if engine_log.getEffectiveLevel() > logging.INFO:  # the engine's start line, ready line, model conversion
+        engine_log.setLevel(logging.INFO)
     try:
         if args.command == "run":
             return asyncio.run(_run(args))

@@ -15,7 +15,9 @@ vLLM itself sets while starting on CPU (``LD_PRELOAD``, ``VLLM_WORKER_MULTIPROC_
 subprocesses of this program do not inherit them:
 
 - ``VLLM_NO_USAGE_STATS=1``: no usage report over the network;
-- ``VLLM_LOGGING_LEVEL=WARNING``: vLLM's start-up chatter off (set it to ``INFO`` to see it);
+- ``VLLM_LOGGING_LEVEL=ERROR`` (``INFO`` when verbose): vLLM's logging in this process and its child processes;
+- quiet only: ``TORCH_CPP_LOG_LEVEL=ERROR`` (PyTorch's C++ warnings, e.g. NUMA binding) and
+  ``PYTHONWARNINGS=ignore`` (Python warnings of the child processes);
 - ``VLLM_CPU_OMP_THREADS_BIND=auto`` (CPU): vLLM binds the worker's OpenMP threads to cores (one thread per
   physical core), keeping one core for the scheduler process. On 2 cores that leaves the worker one thread,
   and that is the faster setting: on a 2-core Xeon, binding both cores to the worker (``0-1``) decoded
@@ -25,6 +27,13 @@ dtype: ``VLLMEngine(dtype=...)``, else ``$TOPOROUTE_DTYPE``, else ``"auto"``, wh
 processor has native bf16 (``avx512_bf16``, ``amx_bf16``) and float32 elsewhere (on an AVX2-only CPU bf16
 decodes 4-6x slower), and on GPU the model's own dtype (:mod:`toporoute.llm.cpu`). ``engine.dtype`` and
 ``engine.dtype_reason`` say what it runs in and why.
+
+These reach vLLM's child processes only through the environment (they are spawned with a copy of it, and read
+their logging settings as they start), hence the scoped change of ``os.environ`` rather than a per-engine setting.
+Quiet (the default; ``verbose=True`` or ``TOPOROUTE_VERBOSE=1`` turns it off) also means: the ``vllm``
+logger of this process at ERROR and Python warnings ignored while the engine starts (both restored after), and
+no checkpoint-loading bar. The engine logs one line when it starts and one when it is ready (``INFO`` on this
+module's logger; ``toporoute run`` shows them).
 
 The CPU KV cache size is the engine argument ``kv_cache_memory_bytes`` (``kv_cache_gib``, default 2 GiB),
 unless ``VLLM_CPU_KVCACHE_SPACE`` (a whole number of GiB: vLLM reads an integer) is set, which then wins.
@@ -43,6 +52,7 @@ import logging
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -57,7 +67,7 @@ __all__ = ["VLLMEngine"]
 
 log = logging.getLogger(__name__)
 
-_ENV_DEFAULTS = {"VLLM_NO_USAGE_STATS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+VERBOSE_ENV = "TOPOROUTE_VERBOSE"
 _CPU_ENV_DEFAULTS = {"VLLM_CPU_OMP_THREADS_BIND": "auto"}
 EMBEDDED_MAX_MODEL_LEN = 2048
 
@@ -100,6 +110,9 @@ class VLLMEngine:
         Model identity for replay keys. None: a stable name for the embedded model, else ``model``.
     engine_args
         Extra ``vllm.AsyncEngineArgs`` fields; they override the ones above.
+    verbose
+        Let vLLM and PyTorch log and warn as they do by default. None: ``$TOPOROUTE_VERBOSE`` (``1``, ``true``,
+        ``yes`` or ``on``), else quiet: only errors (see the module docstring).
 
     ``generate`` never raises for one request: a failure becomes ``Result.error`` with kind ``"engine"``, a
     request still running when the engine is closed ends with kind ``"cancelled"`` (its partial text kept). It
@@ -129,6 +142,7 @@ class VLLMEngine:
         cache_dir: str | os.PathLike[str] | None = None,
         name: str | None = None,
         engine_args: Mapping[str, Any] | None = None,
+        verbose: bool | None = None,
     ) -> None:
         resolve_dtype(dtype)  # a bad value fails before vLLM's slow import
         self.model_path = resolve_model(model, cache_dir)
@@ -138,8 +152,10 @@ class VLLMEngine:
         self._id_prefix = uuid.uuid4().hex[:8]
         if max_model_len is None and model is None:
             max_model_len = EMBEDDED_MAX_MODEL_LEN
+        if verbose is None:
+            verbose = verbose_from_env(os.environ)
         t0 = time.perf_counter()
-        with _scoped_environ(_ENV_DEFAULTS):
+        with _scoped_environ(engine_environment(verbose)), _quiet_in_process(verbose):
             try:
                 from vllm.engine.arg_utils import AsyncEngineArgs
                 from vllm.platforms import current_platform
@@ -180,6 +196,7 @@ class VLLMEngine:
                 args["gpu_memory_utilization"] = gpu_memory_utilization
             if max_num_seqs is not None:
                 args["max_num_seqs"] = max_num_seqs
+            args["use_tqdm_on_load"] = verbose
             args.update(engine_args or {})
             if engine_args and "dtype" in engine_args:
                 forced = str(engine_args["dtype"])
@@ -187,13 +204,16 @@ class VLLMEngine:
             if on_cpu:
                 for key, value in _CPU_ENV_DEFAULTS.items():
                     os.environ.setdefault(key, value)
-            log.info("starting vLLM (%s) on %s", self.name, "CPU" if on_cpu else current_platform.device_name)
+            log.info(
+                "%s",
+                start_line("CPU" if on_cpu else current_platform.device_name, self.name, model is None, args),
+            )
             self._llm: Any = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))  # None once closed
         self.dtype = _dtype_name(getattr(self._llm.model_config, "dtype", choice.dtype))
         self.dtype_reason = choice.reason
         self._chat_params = ChatParams(chat_template_kwargs={"add_generation_prompt": True})
         self.start_s = time.perf_counter() - t0
-        log.info("vLLM started in %.1f s", self.start_s)
+        log.info("vLLM ready in %.0f s (%s; %s)", self.start_s, self.dtype, self.dtype_reason)
 
     @classmethod
     async def open(cls, model: str | os.PathLike[str] | None = None, **kwargs: Any) -> VLLMEngine:
@@ -304,6 +324,49 @@ def _parse_json(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def verbose_from_env(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` asks for verbose engine logging (``TOPOROUTE_VERBOSE`` = 1, true, yes or on)."""
+    return environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def engine_environment(verbose: bool) -> dict[str, str]:
+    """The environment defaults vLLM starts under (set where unset; its child processes inherit them)."""
+    env = {"VLLM_NO_USAGE_STATS": "1"}
+    if verbose:
+        env["VLLM_LOGGING_LEVEL"] = "INFO"
+    else:
+        env.update(VLLM_LOGGING_LEVEL="ERROR", TORCH_CPP_LOG_LEVEL="ERROR", PYTHONWARNINGS="ignore")
+    return env
+
+
+def start_line(device: str, name: str, embedded: bool, args: Mapping[str, Any]) -> str:
+    """The one line logged before vLLM starts: device, model, and the requested dtype."""
+    model = name.split("@", 1)[0] if embedded else name
+    notes = ", ".join([*(["embedded"] if embedded else []), f"dtype {args.get('dtype', 'auto')}"])
+    return f"starting vLLM ({device}) with {model} ({notes}) ..."
+
+
+@contextmanager
+def _quiet_in_process(verbose: bool) -> Iterator[None]:
+    """Quiet: while vLLM starts, this process's ``vllm`` logger at ERROR (vLLM logs at import, before it
+    configures its own logging) and Python warnings ignored. Both are restored on exit; verbose: no change.
+
+    ``warnings.catch_warnings`` is process-wide, so other threads' warnings are also hidden during the start.
+    """
+    if verbose:
+        yield
+        return
+    logger = logging.getLogger("vllm")
+    saved = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(saved)
 
 
 @contextmanager

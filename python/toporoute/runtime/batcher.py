@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..llm.base import Engine
@@ -38,9 +38,19 @@ class RoundBatcher:
         Longest a queued request waits for the other episodes, in seconds.
     max_batch : int, optional
         Most requests per engine call (default: no limit).
+    on_batch : callable, optional
+        Called with each engine call's results (in request order) as soon as the call returns, before the
+        episodes waiting on them resume; the runtime's progress bar counts calls and tokens here.
     """
 
-    def __init__(self, engine: Engine, *, max_wait: float = 0.25, max_batch: int | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_wait: float = 0.25,
+        max_batch: int | None = None,
+        on_batch: Callable[[Sequence[Result]], None] | None = None,
+    ) -> None:
         if max_wait < 0:
             raise ValueError(f"max_wait must be >= 0; got {max_wait}")
         if max_batch is not None and max_batch < 1:
@@ -48,6 +58,7 @@ class RoundBatcher:
         self.engine = engine
         self.max_wait = max_wait
         self.max_batch = max_batch
+        self.on_batch = on_batch
         self.flushes: list[BatchStats] = []
         self._live = 0
         self._blocked = 0  # live episodes awaiting a generate call (queued or in flight)
@@ -123,6 +134,8 @@ class RoundBatcher:
         self.flushes.append(
             BatchStats(len(requests), len({e for e, _, _ in batch}), time.perf_counter() - start)
         )
+        if self.on_batch is not None:
+            self.on_batch(results)
         offset = 0
         for _, reqs, future in batch:
             if not future.done():

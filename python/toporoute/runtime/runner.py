@@ -105,7 +105,9 @@ class Runtime:
     out_dir : path, optional
         Where finished episode records go (``episodes/<id>.json``); enables resuming.
     progress : bool
-        A progress bar (tqdm, on stderr) while running.
+        A progress bar (tqdm, on stderr) while running: finished episodes, and after each engine call the
+        latest round (the highest round tag of that call's requests, counted from 1), the LLM calls so far and
+        completion tokens per second since the run started, e.g. ``round 3 · 42 calls · 118 tok/s``.
     """
 
     def __init__(
@@ -153,10 +155,16 @@ class Runtime:
             if episode in seen:
                 raise InvalidArgumentError(f"episode id {episode!r} appears twice", "episodes")
             seen.add(episode)
-        batcher = RoundBatcher(self.engine, max_wait=self.max_wait, max_batch=self.max_batch)
-        gate = asyncio.Semaphore(self.concurrency)
-        bar = _progress(len(items), self.progress)
         start = time.perf_counter()
+        bar = _progress(len(items), self.progress)
+        progress = _Progress(bar, start) if self.progress else None
+        batcher = RoundBatcher(
+            self.engine,
+            max_wait=self.max_wait,
+            max_batch=self.max_batch,
+            on_batch=None if progress is None else progress.batch,
+        )
+        gate = asyncio.Semaphore(self.concurrency)
         outcomes: dict[str, EpisodeOutcome] = {}
 
         async def one(episode: str, fn: EpisodeFn) -> None:
@@ -170,8 +178,6 @@ class Runtime:
             async with gate:
                 outcomes[episode] = await self._run_one(episode, fn, batcher)
                 bar.update(1)
-                usage = outcomes[episode].usage or {}
-                bar.set_postfix(tokens=usage.get("completion_tokens", 0), refresh=False)
 
         tasks = [asyncio.ensure_future(one(e, fn)) for e, fn in items]
         try:
@@ -224,9 +230,33 @@ class Runtime:
 class _NoBar:
     def update(self, n: int) -> None: ...
 
-    def set_postfix(self, **kwargs: Any) -> None: ...
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
 
     def close(self) -> None: ...
+
+
+class _Progress:
+    """Counts one run's engine calls for its bar; fed by the batcher after each engine call."""
+
+    def __init__(self, bar: Any, start: float) -> None:
+        self.bar, self.start = bar, start
+        self.round: int | None = None
+        self.calls = 0
+        self.completion_tokens = 0
+
+    def batch(self, results: Sequence[Result]) -> None:
+        rounds = [r.tags.round for r in results if r.tags.round is not None]
+        if rounds:
+            self.round = max(rounds) + 1
+        self.calls += len(results)
+        self.completion_tokens += sum(r.usage.completion_tokens for r in results)
+        self.bar.set_postfix_str(self.text(time.perf_counter() - self.start))
+
+    def text(self, elapsed_s: float) -> str:
+        rate = self.completion_tokens / elapsed_s if elapsed_s > 0 else 0.0
+        parts = [] if self.round is None else [f"round {self.round}"]
+        parts += [f"{self.calls} call{'s' if self.calls != 1 else ''}", f"{rate:.0f} tok/s"]
+        return " · ".join(parts)
 
 
 def _progress(total: int, enabled: bool) -> Any:
