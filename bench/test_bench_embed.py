@@ -14,10 +14,9 @@ Run: ``python -m pytest bench/test_bench_embed.py -s``. Results are asserted; ra
 
 from __future__ import annotations
 
-import platform
+import os
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,15 +100,11 @@ def mixed_descriptors(n: int, seed: int = 0) -> list[str]:
 
 def _cpu() -> str:
     """The CPU model and the SIMD features that decide GEMM speed (machines of one kind differ)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    lines = info.splitlines()
-    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "?")
-    flags = set(next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith("flags")), []))
-    simd = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
-    return f"{model}, {sum(ln.startswith('processor') for ln in lines)} logical CPUs, {' '.join(simd) or 'no AVX2'}"
+    from toporoute.llm.cpu import cpu_info
+
+    cpu = cpu_info()
+    simd = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in cpu.flags]
+    return f"{cpu.model}, {os.cpu_count()} logical CPUs, {' '.join(simd) or 'no AVX2'}"
 
 
 def test_encoder_throughput_vs_sentence_transformers(bench_encoder: Encoder, st_model) -> None:
