@@ -160,8 +160,8 @@ def test_the_command_passes_dtype_and_records_the_choice(
     assert cli.main([*base, "--out", str(tmp_path / "b")]) == 0
     # without --dtype the engine gets no dtype (it reads $TOPOROUTE_DTYPE, then the rule)
     assert [kw for _, kw in _FakeVLLM.opened] == [
-        {"max_model_len": 8192, "verbose": None, "dtype": "bfloat16"},
-        {"max_model_len": 8192, "verbose": None},
+        {"max_model_len": 8192, "dtype": "bfloat16"},
+        {"max_model_len": 8192},
     ]
     for out, dtype in (("a", "bfloat16"), ("b", "float32")):
         run = json.loads((tmp_path / out / "single" / "run.json").read_text())

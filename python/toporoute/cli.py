@@ -212,9 +212,10 @@ async def _engine(args: argparse.Namespace) -> Any:
         # the engine logs its start and ready lines (and a first run's model conversion); see main()
         # the embedded model's own default (2048) is too short for ten rounds of memory
         max_len = args.max_model_len or (8192 if args.model is None else None)
-        dtype = {} if args.dtype is None else {"dtype": args.dtype}
+        # only what the command line sets: the engine itself reads TOPOROUTE_DTYPE and TOPOROUTE_VERBOSE
+        given = {"dtype": args.dtype, "verbose": True if args.verbose else None}
         inner: Any = await VLLMEngine.open(
-            args.model, max_model_len=max_len, verbose=True if args.verbose else None, **dtype
+            args.model, max_model_len=max_len, **{k: v for k, v in given.items() if v is not None}
         )
         # what vLLM runs in and why, for run.json
         chosen = {k: getattr(inner, k, None) for k in ("dtype", "dtype_reason")}
