@@ -3,6 +3,9 @@ instead under ``pytest --require-cuda``."""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -48,3 +51,15 @@ def encoder(tmp_path_factory: pytest.TempPathFactory):
     from toporoute.embed import Encoder
 
     return Encoder.default(cache_dir=tmp_path_factory.mktemp("toporoute-cache"))
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP socket listening on 127.0.0.1 (short accept timeout): the sandbox tests check from outside that
+    a program's connection never arrives."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.3)
+    yield srv
+    srv.close()

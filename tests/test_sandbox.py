@@ -210,16 +210,6 @@ def test_file_size_limit() -> None:
     assert "File too large" in r.stderr or r.killed_by_signal == signal.SIGXFSZ
 
 
-@pytest.fixture
-def listener():
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-    srv.settimeout(0.3)
-    yield srv
-    srv.close()
-
-
 def _no_connection_arrived(srv: socket.socket) -> bool:
     try:
         conn, _ = srv.accept()

@@ -693,16 +693,6 @@ def test_writes_outside_change_nothing(mode: str, tmp_path: Path, how: str) -> N
         assert by_namespace and "WROTE" not in r.stdout, r.stderr[-800:]
 
 
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-    srv.settimeout(0.3)
-    yield srv
-    srv.close()
-
-
 def test_network_stays_refused(mode: str, listener: socket.socket) -> None:
     """Connecting to a port the parent listens on fails; the parent sees no connection."""
     port = listener.getsockname()[1]
