@@ -341,6 +341,14 @@ def _bwrap_args(workdir: str, netns: bool) -> list[str]:
     args = ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent"]
     if not netns:
         args.append("--share-net")
+    binds = ["--proc", "/proc", "--dev", "/dev", "--bind", workdir, workdir, "--chdir", workdir]
+    return [*args, *_read_only_binds(), *binds]
+
+
+@functools.cache
+def _read_only_binds() -> tuple[str, ...]:
+    """The read-only part of :func:`_bwrap_args`, the same for every run: worked out once per process."""
+    args: list[str] = []
     bound: list[str] = []
 
     def covered(path: str) -> bool:
@@ -363,7 +371,7 @@ def _bwrap_args(workdir: str, netns: bool) -> list[str]:
     exe = os.path.realpath(sys.executable)
     if not covered(exe):
         args += ["--ro-bind", exe, exe]
-    return [*args, "--proc", "/proc", "--dev", "/dev", "--bind", workdir, workdir, "--chdir", workdir]
+    return tuple(args)
 
 
 @functools.cache
