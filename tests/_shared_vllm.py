@@ -56,6 +56,8 @@ class _SharedEngine:
         self.name = engine.name
         self.supports_guided_json = engine.supports_guided_json
         self.supports_guided_regex = engine.supports_guided_regex
+        # what the command records in run.json (the engine's dtype choice and its reason)
+        self.dtype, self.dtype_reason = engine.dtype, engine.dtype_reason
         self.opened = 0
 
     async def generate(self, requests: Sequence[Request]) -> list[Result]:

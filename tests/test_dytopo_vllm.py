@@ -75,6 +75,8 @@ def test_dytopo_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     summary = json.loads((out / "dytopo" / "summary.json").read_text())
     assert summary["episodes"] == 1 and 0 < summary["routing_share"] < 0.5
     assert (out / "report.html").stat().st_size > 1000
+    run = json.loads((out / "dytopo" / "run.json").read_text())  # the dtype vLLM ran in, and why
+    assert run["dtype"] in ("bfloat16", "float32", "float16") and run["dtype_reason"]
     print(
         f"\n[dytopo-vllm] {rec['rounds']} rounds, {usage['completion_tokens']} completion tokens, "
         f"routing share {summary['routing_share']:.2%}, score {rec['score']['status']}"

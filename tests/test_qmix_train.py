@@ -38,9 +38,11 @@ def he_engine() -> ScriptedEngine:
 def test_trainer_trains_saves_and_resumes(he, tmp_path: Path) -> None:
     out = tmp_path / "train"
     train = TrainConfig(episodes=3, batch_size=2, seed=1)
-    trainer = Trainer(he, he_engine(), out, train=train, progress=False)
+    dtype = {"dtype": "bfloat16", "dtype_reason": "bfloat16: this CPU has native bf16 (avx512_bf16)"}
+    trainer = Trainer(he, he_engine(), out, train=train, info=dtype, progress=False)
     result = asyncio.run(trainer.run())
     assert result["grad_steps"] == 2
+    assert {k: json.loads((out / "train.json").read_text())[k] for k in dtype} == dtype
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [e["episode"] for e in log] == [0, 1, 2]
     assert log[0]["accuracy"] == 1.0 and log[1]["accuracy"] == 0.0  # only HumanEval/0 has the right answer
@@ -63,7 +65,15 @@ def test_trainer_trains_saves_and_resumes(he, tmp_path: Path) -> None:
     assert np.abs(q - tq.numpy()).max() < 1e-5 and np.abs(h - th.numpy()).max() < 1e-5
 
     # resume: more episodes continue from the saved state; other settings are refused
-    more = Trainer(he, he_engine(), out, train=TrainConfig(episodes=5, batch_size=2, seed=1), progress=False)
+    # (on a machine whose engine runs in another dtype: recorded, not a setting that must match)
+    more = Trainer(
+        he,
+        he_engine(),
+        out,
+        train=TrainConfig(episodes=5, batch_size=2, seed=1),
+        info={"dtype": "float32", "dtype_reason": "float32: forced by --dtype"},
+        progress=False,
+    )
     asyncio.run(more.run())
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [e["episode"] for e in log] == [0, 1, 2, 3, 4] and more.grad_steps == 4

@@ -210,6 +210,8 @@ class Trainer:
             "episodes": self.train_config.episodes,
             "engine": self.info.get("engine"),
             "model": self.info.get("model", getattr(self.engine, "name", None)),
+            # what the engine ran in and why (vLLM's dtype choice); recorded, not a resume key
+            **{k: self.info[k] for k in ("dtype", "dtype_reason") if k in self.info},
         }
 
     def _save_state(self) -> None:
