@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..ops.results import Density, GraphStats, Order, Routes, graph_stats_of, order_of, routes_of
+from ..ops.results import (
+    BanditSelection,
+    BetaState,
+    Density,
+    GraphStats,
+    Order,
+    Routes,
+    SynergyState,
+    graph_stats_of,
+    order_of,
+    routes_of,
+)
 
 if TYPE_CHECKING:
     from ..ops.qmix_params import QMixParams
@@ -24,6 +35,8 @@ else:
 
 __all__ = [
     "available",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
     "graph_stats",
@@ -33,6 +46,7 @@ __all__ = [
     "qmix_weights",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]
 
@@ -41,6 +55,11 @@ def available() -> tuple[bool, str]:
     if _core is None:
         return False, f"toporoute._core is not built ({_IMPORT_ERROR}); reinstall with a C++ compiler"
     return True, ""
+
+
+def has_op(name: str) -> bool:
+    """Whether this build of the core has the op ``name`` (a core built before the op was added lacks it)."""
+    return _core is not None and hasattr(_core, name)
 
 
 def route(
@@ -161,3 +180,52 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
         for b in range(len(batch))
     ]
     return assemble(items, contexts, options)
+
+
+_MODE_CODES = {"thompson": 0, "mean": 1}
+
+
+def bandit_select(
+    adj: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    k: int,
+    *,
+    weights: np.ndarray | None,
+    seed: int,
+    step: int,
+    mode: str,
+    active: np.ndarray | None,
+    graph_offset: int,
+) -> BanditSelection:
+    chosen, choices, theta = _core.bandit_select(
+        adj, alpha, beta, weights, active, k, seed, step, _MODE_CODES[mode], graph_offset
+    )
+    return BanditSelection(chosen, choices, theta)
+
+
+def bandit_update(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    selected: np.ndarray,
+    reward: np.ndarray,
+    *,
+    dt: np.ndarray | None,
+    gamma: float,
+    km: np.ndarray | None,
+    delta: float,
+    prior: float,
+) -> BetaState:
+    return BetaState(*_core.bandit_update(alpha, beta, selected, reward, dt, km, gamma, delta, prior))
+
+
+def synergy_update(
+    c_syn: np.ndarray,
+    edge_alpha: np.ndarray,
+    edge_beta: np.ndarray,
+    routed: np.ndarray,
+    reward: np.ndarray,
+    *,
+    lr: float,
+) -> SynergyState:
+    return SynergyState(*_core.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr))

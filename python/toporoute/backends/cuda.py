@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import errors
-from ..ops.results import Density, GraphStats, Order, Routes
+from ..ops.results import BanditSelection, BetaState, Density, GraphStats, Order, Routes, SynergyState
 from .reference import inbox_width
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "available",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
     "graph_stats",
@@ -37,6 +39,7 @@ __all__ = [
     "qmix_mix",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]
 
@@ -414,6 +417,23 @@ def route_indexed(
 def mean_pool(hidden: Any, mask: Any, *, out: Any | None, rows: Any | None) -> Any:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("mean_pool has no CUDA kernel; use backend='cpu'")
+
+
+def bandit_select(adj: Any, alpha: Any, beta: Any, k: int, **options: Any) -> BanditSelection:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("bandit_select has no CUDA kernel; use backend='cpu'")
+
+
+def bandit_update(alpha: Any, beta: Any, selected: Any, reward: Any, **options: Any) -> BetaState:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("bandit_update has no CUDA kernel; use backend='cpu'")
+
+
+def synergy_update(
+    c_syn: Any, edge_alpha: Any, edge_beta: Any, routed: Any, reward: Any, **options: Any
+) -> SynergyState:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("synergy_update has no CUDA kernel; use backend='cpu'")
 
 
 # ---------------------------------------------------------------------------------------------------- Q-Mix

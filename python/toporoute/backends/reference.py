@@ -18,12 +18,15 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..ops.results import Density, GraphStats, Order, Routes
+from ._reference_bandit import bandit_select, bandit_update, synergy_update
 
 if TYPE_CHECKING:
     from ..ops.qmix_params import QMixParams
 
 __all__ = [
     "available",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
     "graph_stats",
@@ -33,6 +36,7 @@ __all__ = [
     "qmix_mix",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]
 

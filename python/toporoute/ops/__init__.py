@@ -12,11 +12,13 @@ See ``backends/reference.py`` for the exact semantics of each op.
 
 Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod:`._validate` (input checks),
 :mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
-torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker).
+torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker),
+:mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates).
 """
 
 from __future__ import annotations
 
+from ._bandit import bandit_select, bandit_update, synergy_update
 from ._facade import (
     conductor_check,
     conductor_density,
@@ -30,9 +32,20 @@ from ._facade import (
 )
 from .conductor_topology import CheckOptions, Context, TopologyBatch
 from .qmix_params import QMixParams
-from .results import Density, GraphStats, Order, QMixStep, Routes
+from .results import (
+    BanditSelection,
+    BetaState,
+    Density,
+    GraphStats,
+    Order,
+    QMixStep,
+    Routes,
+    SynergyState,
+)
 
 __all__ = [
+    "BanditSelection",
+    "BetaState",
     "CheckOptions",
     "Context",
     "Density",
@@ -41,7 +54,10 @@ __all__ = [
     "QMixParams",
     "QMixStep",
     "Routes",
+    "SynergyState",
     "TopologyBatch",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
     "graph_stats",
@@ -50,5 +66,6 @@ __all__ = [
     "qmix_mix",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]

@@ -6,7 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["Density", "GraphStats", "Order", "QMixStep", "Routes"]
+__all__ = [
+    "BanditSelection",
+    "BetaState",
+    "Density",
+    "GraphStats",
+    "Order",
+    "QMixStep",
+    "Routes",
+    "SynergyState",
+]
 
 Array = Any  # numpy.ndarray, or a CuPy / PyTorch device array for CUDA inputs
 
@@ -134,3 +143,40 @@ class QMixStep(NamedTuple):
 
     q: Array
     hidden: Array
+
+
+@dataclass(frozen=True)
+class BanditSelection:
+    """Result of :func:`toporoute.ops.bandit_select`.
+
+    Attributes
+    ----------
+    chosen : (B, N, N) bool
+        ``chosen[b, s, d]``: source ``s`` routes to successor ``d``.
+    choices : (B, N, k) int32
+        Each source's chosen successors, best score first (ties to the lower index), padded with -1.
+    theta : (B, N) float32
+        Each node's belief: a Beta(alpha, beta) draw (``mode="thompson"``) or the mean; 0 for inactive nodes.
+    """
+
+    chosen: Array
+    choices: Array
+    theta: Array
+
+
+@dataclass(frozen=True)
+class BetaState:
+    """Result of :func:`toporoute.ops.bandit_update`: the nodes' new Beta parameters, ``(B, N) float32`` each."""
+
+    alpha: Array
+    beta: Array
+
+
+@dataclass(frozen=True)
+class SynergyState:
+    """Result of :func:`toporoute.ops.synergy_update`: ``c_syn``, ``edge_alpha``, ``edge_beta``, each
+    ``(B, N, N) float32`` (``[b, i, j]`` for the edge ``i -> j``)."""
+
+    c_syn: Array
+    edge_alpha: Array
+    edge_beta: Array
