@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..ops.results import Density, GraphStats, Order, Routes
+from ._reference_dag import dag_edit, dag_repair
 
 if TYPE_CHECKING:
     from ..ops.qmix_params import QMixParams
@@ -26,6 +27,8 @@ __all__ = [
     "available",
     "conductor_check",
     "conductor_density",
+    "dag_edit",
+    "dag_repair",
     "graph_stats",
     "inbox_width",
     "mean_pool",
