@@ -12,6 +12,8 @@ import numpy as np
 from ..ops.results import (
     BanditSelection,
     BetaState,
+    DagEdits,
+    DagRepair,
     Density,
     GraphStats,
     Order,
@@ -39,6 +41,8 @@ __all__ = [
     "bandit_update",
     "conductor_check",
     "conductor_density",
+    "dag_edit",
+    "dag_repair",
     "graph_stats",
     "mean_pool",
     "qmix_forward",
@@ -98,6 +102,54 @@ def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray 
 
 def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
     return graph_stats_of(_core.graph_stats(adj, active, prev))
+
+
+def _has_dag_ops() -> bool:
+    """False for a core built before the DAG ops (a stale ``_core*.so`` next to newer Python sources)."""
+    return hasattr(_core, "dag_edit") and hasattr(_core, "dag_repair")
+
+
+def dag_edit(
+    adj: np.ndarray, alive: np.ndarray, edits: np.ndarray, *, source: int, sink: int, max_out: int
+) -> DagEdits:
+    if not _has_dag_ops():  # stale build: the reference gives the same results, slower
+        from ._reference_dag import dag_edit as reference_dag_edit
+
+        return reference_dag_edit(adj, alive, edits, source=source, sink=sink, max_out=max_out)
+    return DagEdits(*_core.dag_edit(adj, alive, edits, source, sink, max_out))
+
+
+def dag_repair(
+    adj: np.ndarray,
+    alive: np.ndarray,
+    edge_alpha: np.ndarray | None,
+    edge_beta: np.ndarray | None,
+    *,
+    source: int,
+    sink: int,
+    threshold: float,
+    min_obs: float,
+    prior: float,
+    max_out: int,
+) -> DagRepair:
+    if not _has_dag_ops():  # stale build: the reference gives the same results, slower
+        from ._reference_dag import dag_repair as reference_dag_repair
+
+        return reference_dag_repair(
+            adj,
+            alive,
+            edge_alpha,
+            edge_beta,
+            source=source,
+            sink=sink,
+            threshold=threshold,
+            min_obs=min_obs,
+            prior=prior,
+            max_out=max_out,
+        )
+    return DagRepair(
+        *_core.dag_repair(adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
+    )
 
 
 def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray) -> Density:

@@ -33,6 +33,8 @@ __all__ = [
     "bandit_update",
     "conductor_check",
     "conductor_density",
+    "dag_edit",
+    "dag_repair",
     "graph_stats",
     "mean_pool",
     "qmix_forward",
@@ -393,6 +395,17 @@ def _check_weights(fw: _Framework, weights: Any) -> None:
 def graph_stats(adj: Any, *, active: Any | None, prev: Any | None) -> GraphStats:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("graph_stats has no CUDA kernel; use backend='cpu'")
+
+
+def dag_edit(adj: Any, alive: Any, edits: Any, *, source: int, sink: int, max_out: int) -> Any:
+    """Not implemented on the GPU (small graphs, branchy per-edit checks): raises
+    :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("dag_edit has no CUDA kernel; use backend='cpu'")
+
+
+def dag_repair(adj: Any, alive: Any, edge_alpha: Any, edge_beta: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("dag_repair has no CUDA kernel; use backend='cpu'")
 
 
 def conductor_density(nodes: Any, edges: Any, steps: Any, n_max: Any) -> Density:

@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 __all__ = [
     "BanditSelection",
     "BetaState",
+    "DagEdits",
+    "DagRepair",
     "Density",
     "GraphStats",
     "Order",
@@ -180,3 +182,53 @@ class SynergyState:
     c_syn: Array
     edge_alpha: Array
     edge_beta: Array
+
+
+@dataclass(frozen=True)
+class DagEdits:
+    """Result of :func:`toporoute.ops.dag_edit`.
+
+    Attributes
+    ----------
+    adj : (B, N, N) bool
+        The graphs after the accepted edits (a new array), ``adj[b, src, dst]``.
+    alive : (B, N) bool
+        The nodes that exist afterwards (new nodes added, removed successors deleted).
+    accepted : (B, E) bool
+        True for an applied edit and for NO_CHANGE; False for a rejected edit and for padding.
+    reason : (B, E) int8
+        Outcome code, a name in ``toporoute.ops.EDIT_REASONS[reason]`` (0 "ok").
+    new_node : (B, E) int32
+        The node an accepted ADD_PARALLEL / ADD_SERIAL created; -1 otherwise.
+    """
+
+    adj: Array
+    alive: Array
+    accepted: Array
+    reason: Array
+    new_node: Array
+
+
+@dataclass(frozen=True)
+class DagRepair:
+    """Result of :func:`toporoute.ops.dag_repair`.
+
+    Attributes
+    ----------
+    adj : (B, N, N) bool
+        The repaired graphs (a new array): DAGs where the source reaches the sink, out-degree <= max_out.
+    alive : (B, N) bool
+        The nodes left alive.
+    pruned_nodes : (B, N) bool
+        Nodes alive before and not after.
+    pruned_edges : (B, N, N) bool
+        Edges of the input that the repair removed (cycles, consistency, cap, low success, pruned nodes).
+    added_edges : (B, N, N) bool
+        Edges the repair added (only ``source -> sink`` when the source did not reach the sink).
+    """
+
+    adj: Array
+    alive: Array
+    pruned_nodes: Array
+    pruned_edges: Array
+    added_edges: Array
