@@ -237,11 +237,11 @@ class HiVAGraph:
         """Eq. B1 with decay towards the prior: executed nodes are updated with their reward, their decay
         ``gamma ** Δt`` counted in iterations since their last update; the others are left as they are."""
         n = self.capacity
-        sel = np.zeros(n, np.float32)
+        sel = np.zeros(n, bool)
         r = np.zeros(n, np.float32)
         dt = np.zeros(n, np.float32)
         for i in executed:
-            sel[i] = 1.0
+            sel[i] = True
             r[i] = reward.get(i, 0.0)
             dt[i] = float(max(1, self.iteration - int(self.last_update[i])))
         out = ops.bandit_update(

@@ -37,7 +37,9 @@ def main(source, kwargs_json, nonce, limit):
         return
     fn = namespace.get("tool_function")
     if not callable(fn):
-        emit(stage="load", error="MissingToolFunction", message="the source defines no callable tool_function")
+        emit(
+            stage="load", error="MissingToolFunction", message="the source defines no callable tool_function"
+        )
         return
     kwargs = json.loads(kwargs_json)
     try:  # keyword arguments the tool does not take are left out (an LLM-written tool may take none)
