@@ -601,8 +601,8 @@ class _Episode:
             if grad.error is not None:
                 p.error(g.name(i), "gradient", grad.error)
                 if not grad.overall:  # nothing usable: pass the successors' feedback on
-                    fed = [int(j) for j in np.flatnonzero(routed[i]) if int(j) in grads]
-                    grad = parsing.Gradient("", "", " ".join(grads[j].overall for j in fed)[:600], grad.error)
+                    passed_on = [grads[int(j)].overall for j in np.flatnonzero(routed[i]) if int(j) in grads]
+                    grad = parsing.Gradient("", "", " ".join(passed_on)[:600], grad.error)
             grads[i] = grad
 
     async def _updates(
