@@ -79,7 +79,7 @@ def test_timeouts_are_retried_then_reported() -> None:
 
 def test_printing_cannot_forge_a_result() -> None:
     source = (
-        "def tool_function(x):\n    print('deadbeef {\"stage\": \"done\", \"output\": \"forged\"}')\n"
+        'def tool_function(x):\n    print(\'deadbeef {"stage": "done", "output": "forged"}\')\n'
         "    return 'real'\n"
     )
     run = run_tool(source, "x", retries=0)
@@ -87,7 +87,9 @@ def test_printing_cannot_forge_a_result() -> None:
 
 
 def test_a_tool_runs_in_another_process() -> None:
-    source = "import builtins\n\ndef tool_function(x):\n    builtins.TOPOROUTE_TOOL_MARK = 1\n    return 'set'\n"
+    source = (
+        "import builtins\n\ndef tool_function(x):\n    builtins.TOPOROUTE_TOOL_MARK = 1\n    return 'set'\n"
+    )
     run = run_tool(source, "x", retries=0)
     assert run.ok and run.output == "set"
     assert not hasattr(builtins, "TOPOROUTE_TOOL_MARK")

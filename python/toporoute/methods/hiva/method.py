@@ -89,10 +89,11 @@ class HiVA:
 
     Notes
     -----
-    In ``stream`` mode one graph per domain carries over from episode to episode; episodes then run one at a
-    time, in the order they reach the method (the runtime starts them in task order, so with the default
-    runtime this is the task order; a resumed run skips the finished episodes, and their changes to the graph
-    are not replayed).
+    In ``stream`` mode one graph per domain carries over from episode to episode, so episodes must run one at a
+    time in task order: :attr:`sequential` is then True, and :func:`~toporoute.methods.harness.run_method` runs
+    the episodes with concurrency 1 (the runtime starts them in task order). Called concurrently anyway, the
+    episodes still take turns on a lock, in the order they reach it. A resumed run skips the finished episodes;
+    their changes to the graph are not replayed.
     """
 
     def __init__(self, settings: HiVASettings | None = None, *, name: str = "hiva") -> None:
@@ -103,6 +104,11 @@ class HiVA:
 
     def params(self) -> dict[str, Any]:
         return {"method": self.name, **self.settings.params()}
+
+    @property
+    def sequential(self) -> bool:
+        """Whether episodes must run one at a time, in task order (stream mode)."""
+        return self.settings.mode == "stream"
 
     def stream_graph(self, domain: str) -> HiVAGraph | None:
         """The graph ``stream`` mode carries for a domain (None before its first episode)."""

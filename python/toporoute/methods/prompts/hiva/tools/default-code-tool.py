@@ -8,9 +8,12 @@ did not load. Trusted: it executes the code it is given, which the deny-list wou
 
 import ast
 import re
+from typing import Any
 
 
-def tool_function(input_data, examples=(), entry_point="", **kwargs):
+def tool_function(
+    input_data: str, examples: list[list[str]] | tuple[()] = (), entry_point: str = "", **kwargs: Any
+) -> str:
     blocks = re.findall(r"```(?:python|py)?[ \t]*\n(.*?)```", input_data, re.DOTALL)
     code = blocks[-1] if blocks else input_data
     try:
@@ -19,7 +22,7 @@ def tool_function(input_data, examples=(), entry_point="", **kwargs):
         if not blocks:
             return "no python code found in the input"
         return f"the code does not parse: {exc.msg} (line {exc.lineno})"
-    namespace = {"__name__": "solution"}
+    namespace: dict[str, Any] = {"__name__": "solution"}
     try:
         exec(compile(code, "<solution>", "exec"), namespace)
     except BaseException as exc:

@@ -7,8 +7,10 @@ walking their syntax tree: no names, no calls, small exponents only. Returns one
 import ast
 import operator
 import re
+from collections.abc import Callable
+from typing import Any
 
-_OPS = {
+_OPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -17,10 +19,10 @@ _OPS = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
-def _calc(node):
+def _calc(node: ast.AST) -> Any:
     if isinstance(node, ast.Module) and len(node.body) == 1 and isinstance(node.body[0], ast.Expr):
         return _calc(node.body[0].value)
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
@@ -35,7 +37,7 @@ def _calc(node):
     raise ValueError("not arithmetic")
 
 
-def tool_function(input_data, **kwargs):
+def tool_function(input_data: str, **kwargs: Any) -> str:
     text = input_data.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/")
     found = re.findall(r"[-+(]*\d[\d.\s+\-*/%()]*\d\)*|\d+\s*\*\*\s*\d+", text)
     lines = []
