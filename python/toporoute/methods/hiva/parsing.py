@@ -32,7 +32,7 @@ VERDICT_REGEX = (
     r"CONSISTENCY: [^\n]{0,200}\nCOMPLETENESS: [^\n]{0,200}\nALIGNMENT: [^\n]{0,200}\nVERDICT: (PASS|FAIL)"
 )
 GRADIENT_REGEX = (
-    r"SYSTEM_PROMPT_FEEDBACK: [^\n]{0,300}\nTOOL_FEEDBACK: [^\n]{0,300}\nOVERALL_FEEDBACK: [^\n]{1,400}"
+    r"SYSTEM_PROMPT_FEEDBACK: [^\n]{0,160}\nTOOL_FEEDBACK: [^\n]{0,120}\nOVERALL_FEEDBACK: [^\n]{1,240}"
 )
 PARALLEL_REGEX = (
     r"CAN_PARALLELIZE: (true|false)\nSUBTASKS_COUNT: [0-5]\nCOORDINATION_REQUIRED: (true|false)\n"
@@ -143,7 +143,7 @@ def decision_regex(successors: list[str]) -> str:
     """The guide of a decision line: one action, REMOVE_SUCCESSOR naming one of ``successors`` (or
     ``least_visited``)."""
     targets = "|".join([*(re.escape(s) for s in successors), "least_visited"])
-    text = r"[^\n]{1,160}"
+    text = r"[^\n]{1,120}"
     return (
         f"(ADD_PARALLEL: {text}|ADD_SERIAL: {text}|REMOVE_SUCCESSOR: (?:{targets})|"
         f"CONNECT_TO_AGGREGATOR: {text}|NO_CHANGE: {text})"

@@ -26,7 +26,7 @@ CALL_KINDS: dict[str, tuple[float | None, int]] = {
     "new_agent": (0.5, 400),
     "tool_synthesis": (0.3, 1000),
     "tool_refine": (0.2, 1200),
-    "sentiment": (0.0, 4),
+    "sentiment": (0.0, 8),
     "critique": (0.3, 400),
 }
 """Sampling per call kind (spec §4: the paper's instruction 1.0/1000 and tool 0.3/1000, the code's other
