@@ -147,6 +147,7 @@ class _Pass:
     edge_tokens: list[EdgeUsage] = field(default_factory=list)
     bandit: list[dict[str, Any]] = field(default_factory=list)
     forward_tokens: dict[int, int] = field(default_factory=dict)
+    tool_used: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     def error(self, agent: str, step: str, message: str) -> None:
         self.errors.append({"agent": agent, "step": step, "error": message})
@@ -404,6 +405,7 @@ class _Episode:
         for i, run in zip(nodes, runs):
             a = g.agents[i]
             p.tools[i] = run
+            p.tool_used[i] = (a.tool.name, a.tool.version)
             if run.ok:
                 user = _prompts.fill(
                     "agent_user", instruction=p.inputs[i], tool=a.tool.name, tool_result=run.output
@@ -963,7 +965,7 @@ class _Episode:
             "bandit": p.bandit,
             "instructions": {names[i]: clip(p.inputs[i], 4000) for i in p.executed if i in p.inputs},
             "tool_calls": [
-                {"agent": names[i], "tool": g.agents[i].tool.name if i in g.agents else "", **run.to_json()}
+                {"agent": names[i], "tool": p.tool_used[i][0], "version": p.tool_used[i][1], **run.to_json()}
                 for i, run in p.tools.items()
             ],
             "aggregation": {"contributors": [names[i] for i in contributors], "answer": clip(answer, 4000)},
