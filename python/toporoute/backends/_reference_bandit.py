@@ -107,9 +107,17 @@ def _libm(fn: Callable[..., float], nin: int = 1) -> Callable[..., np.ndarray]:
     return apply
 
 
+def _c_exp(x: float) -> float:
+    """``exp`` as C returns it: infinity on overflow (``math.exp`` raises)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 _log = _libm(math.log)
 _cos = _libm(math.cos)
-_exp = _libm(math.exp)
+_exp = _libm(_c_exp)
 _pow = _libm(math.pow, 2)
 
 
@@ -174,7 +182,8 @@ def beta_draws(
     if under.size:
         lx = _log(xdv[under]) + _log(xub[under]) / a[under]
         ly = _log(ydv[under]) + _log(yub[under]) / b[under]
-        theta[under] = 1.0 / (1.0 + _exp(ly - lx))
+        with np.errstate(over="ignore"):  # exp(ly - lx) = inf: theta = 0, as in C
+            theta[under] = 1.0 / (1.0 + _exp(ly - lx))
     return theta.astype(np.float32)
 
 
