@@ -47,52 +47,78 @@ inline double u53(std::uint32_t a, std::uint32_t b) {
 }
 inline double u32(std::uint32_t w) { return static_cast<double>(std::uint64_t{w} + 1) * 0x1p-32; }
 
+// Marsaglia-Tsang constants of one gamma draw of shape a (boosted when a < 1).
+struct GammaShape {
+  double a, d, c;
+  bool boosted;
+};
+
+inline GammaShape gamma_shape(double a) {
+  const bool boosted = a < 1.0;
+  const double a1 = boosted ? a + 1.0 : a;
+  const double d = a1 - 1.0 / 3.0;
+  return {a, d, 1.0 / std::sqrt(9.0 * d), boosted};
+}
+
+// One attempt on the block w: true, with *dv = d v, when accepted.
+inline bool attempt(const GammaShape& g, const std::uint32_t w[4], double* dv) {
+  const double z = std::sqrt(-2.0 * std::log(u53(w[0], w[1]))) * std::cos(kTwoPi * u32(w[2]));
+  const double u = u32(w[3]);
+  double v = 1.0 + g.c * z;
+  if (!(v > 0.0)) return false;
+  v = v * v * v;
+  if (v == 0.0) return false;
+  const double x2 = z * z;
+  if (u < 1.0 - 0.0331 * x2 * x2 || std::log(u) < 0.5 * x2 + g.d * (1.0 - v + std::log(v))) {
+    *dv = g.d * v;
+    return true;
+  }
+  return false;
+}
+
+// d v of the first accepted attempt from attempt t0 on.
+double attempts_from(const GammaShape& g, std::uint64_t seed, std::uint32_t lane, std::uint32_t graph,
+                     std::uint32_t step, std::uint32_t t0) {
+  double dv = 0.0;
+  for (std::uint32_t t = t0;; ++t) {
+    std::uint32_t w[4] = {t, lane, graph, step};
+    philox4x32_10(w, seed);
+    if (attempt(g, w, &dv)) return dv;
+  }
+}
+
 struct GammaDraw {
   double x;   // the draw
   double dv;  // d * v before the boost
   double ub;  // the boost uniform, 1 when not boosted
 };
 
-GammaDraw gamma_draw(double a, std::uint64_t seed, std::uint32_t lane, std::uint32_t graph, std::uint32_t step) {
-  const bool boosted = a < 1.0;
-  const double a1 = boosted ? a + 1.0 : a;
-  const double d = a1 - 1.0 / 3.0;
-  const double c = 1.0 / std::sqrt(9.0 * d);
-  double dv = 0.0;
-  for (std::uint32_t t = 0;; ++t) {
-    std::uint32_t w[4] = {t, lane, graph, step};
-    philox4x32_10(w, seed);
-    const double z = std::sqrt(-2.0 * std::log(u53(w[0], w[1]))) * std::cos(kTwoPi * u32(w[2]));
-    const double u = u32(w[3]);
-    double v = 1.0 + c * z;
-    if (!(v > 0.0)) continue;
-    v = v * v * v;
-    if (v == 0.0) continue;
-    const double x2 = z * z;
-    if (u < 1.0 - 0.0331 * x2 * x2 || std::log(u) < 0.5 * x2 + d * (1.0 - v + std::log(v))) {
-      dv = d * v;
-      break;
-    }
-  }
-  if (!boosted) return {dv, dv, 1.0};
+inline GammaDraw boost(const GammaShape& g, double dv, std::uint64_t seed, std::uint32_t lane, std::uint32_t graph,
+                       std::uint32_t step) {
+  if (!g.boosted) return {dv, dv, 1.0};
   std::uint32_t w[4] = {kBoostBlock, lane, graph, step};
   philox4x32_10(w, seed);
   const double ub = u53(w[0], w[1]);
-  return {dv * std::pow(ub, 1.0 / a), dv, ub};
+  return {dv * std::pow(ub, 1.0 / g.a), dv, ub};
+}
+
+inline float beta_of(const GammaDraw& x, const GammaDraw& y, double a, double b) {
+  const double total = x.x + y.x;
+  if (total > 0.0) return static_cast<float>(x.x / total);
+  const double lx = std::log(x.dv) + std::log(x.ub) / a;  // both underflowed: the ratio in log space
+  const double ly = std::log(y.dv) + std::log(y.ub) / b;
+  return static_cast<float>(1.0 / (1.0 + std::exp(ly - lx)));
 }
 
 }  // namespace
 
 float beta_draw(float alpha, float beta, std::uint64_t seed, std::uint32_t step, std::uint32_t graph,
                 std::uint32_t node) noexcept {
-  const double a = alpha, b = beta;
-  const GammaDraw x = gamma_draw(a, seed, 2 * node, graph, step);
-  const GammaDraw y = gamma_draw(b, seed, 2 * node + 1, graph, step);
-  const double total = x.x + y.x;
-  if (total > 0.0) return static_cast<float>(x.x / total);
-  const double lx = std::log(x.dv) + std::log(x.ub) / a;  // both underflowed: the ratio in log space
-  const double ly = std::log(y.dv) + std::log(y.ub) / b;
-  return static_cast<float>(1.0 / (1.0 + std::exp(ly - lx)));
+  const GammaShape gx = gamma_shape(alpha), gy = gamma_shape(beta);
+  const GammaDraw x = boost(gx, attempts_from(gx, seed, 2 * node, graph, step, 0), seed, 2 * node, graph, step);
+  const GammaDraw y =
+      boost(gy, attempts_from(gy, seed, 2 * node + 1, graph, step, 0), seed, 2 * node + 1, graph, step);
+  return beta_of(x, y, gx.a, gy.a);
 }
 
 namespace {
@@ -201,43 +227,130 @@ inline std::uint64_t nonzero_bits(const std::uint8_t* row, std::int64_t stride, 
   return bits;
 }
 
-// Keeps the best `K` of `count` candidates (in ascending index order) at the front of cand, best first; returns
-// how many are kept.
+// Keeps the best `K` of `count` candidates at the front of cand, best first; returns how many are kept.
 inline std::int64_t top_k(Candidate* cand, std::int64_t count, std::int64_t K) {
   const std::int64_t kept = std::min(count, K);
-  if (K > 4) {
-    std::partial_sort(cand, cand + kept, cand + count, better);
-    return kept;
-  }
-  std::int64_t held = 0;  // insertion into the first K slots: candidates come in ascending index order
-  for (std::int64_t i = 0; i < count; ++i) {
-    const Candidate c = cand[i];
-    std::int64_t pos = held;
-    while (pos > 0 && c.score > cand[pos - 1].score) --pos;
-    if (pos >= K) continue;
-    for (std::int64_t j = std::min(held, K - 1); j > pos; --j) cand[j] = cand[j - 1];
-    cand[pos] = c;
-    held = std::min(held + 1, K);
-  }
+  std::partial_sort(cand, cand + kept, cand + count, better);
   return kept;
+}
+
+// Scores are >= 0 (theta in [0, 1] times a weight >= 0, never NaN), so their bits order like the floats; the key
+// (bits << 32 | ~index) orders candidates as `better` does, and a key is never 0 (index < 2^31).
+inline std::uint64_t rank_key(float score, std::int64_t index) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &score, sizeof bits);
+  bits &= 0x7FFFFFFFu;  // -0.0 as +0.0
+  return (std::uint64_t{bits} << 32) | (~static_cast<std::uint32_t>(index));
+}
+
+// The best K <= kSmallK keys, best first, by branchless max/min steps (random scores defeat branch prediction);
+// empty slots hold 0.
+constexpr std::int64_t kSmallK = 4;
+struct SmallTop {
+  std::uint64_t key[kSmallK] = {0, 0, 0, 0};
+  template <int K>
+  void push(std::uint64_t x) {
+    for (int j = 0; j < K; ++j) {
+      const std::uint64_t more = std::uint64_t{0} - static_cast<std::uint64_t>(x > key[j]);  // all ones when x wins
+      const std::uint64_t hi = (x & more) | (key[j] & ~more);
+      x ^= key[j] ^ hi;  // the loser goes on down
+      key[j] = hi;
+    }
+  }
+};
+
+// Draws are made kChunk nodes at a time, stage by stage over the chunk's 2 kChunk gamma lanes (lane 2i: X of node
+// i, 2i + 1: Y), so that independent Philox blocks and libm calls overlap in the pipeline (one draw alone is a
+// chain of dependent latencies). Every lane computes exactly what beta_draw computes.
+constexpr int kChunk = 64;
+constexpr int kLanes = 2 * kChunk;
+
+// Attempt-0 blocks (0, lane[l], graph, step) of L lanes; a loop over lanes inside each round (vectorisable).
+void philox_first_blocks(const std::uint32_t* lane, std::uint32_t graph, std::uint32_t step, std::uint64_t seed,
+                         int L, std::uint32_t (&w)[4][kLanes]) {
+  for (int l = 0; l < L; ++l) {
+    w[0][l] = 0;
+    w[1][l] = lane[l];
+    w[2][l] = graph;
+    w[3][l] = step;
+  }
+  std::uint32_t k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    for (int l = 0; l < L; ++l) {
+      const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * w[0][l];
+      const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * w[2][l];
+      w[0][l] = static_cast<std::uint32_t>(p1 >> 32) ^ w[1][l] ^ k0;
+      w[1][l] = static_cast<std::uint32_t>(p1);
+      w[2][l] = static_cast<std::uint32_t>(p0 >> 32) ^ w[3][l] ^ k1;
+      w[3][l] = static_cast<std::uint32_t>(p0);
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+
+// theta of every node of graph b (0 for inactive nodes).
+void draw_graph(const BanditSelectArgs& a, std::int64_t b, std::uint32_t graph, float* theta) {
+  std::uint32_t node[kChunk];
+  std::uint32_t lane[kLanes];
+  GammaShape g[kLanes];
+  std::uint32_t w[4][kLanes];
+  double dv[kLanes];
+  for (std::int64_t n0 = 0; n0 < a.N; n0 += kChunk) {
+    int count = 0;
+    for (std::int64_t n = n0; n < std::min(a.N, n0 + kChunk); ++n) {
+      if (!is_active(a, b, n)) {
+        theta[n] = 0.0f;
+        continue;
+      }
+      const auto id = static_cast<std::uint32_t>(n);
+      node[count] = id;
+      lane[2 * count] = 2 * id;
+      lane[2 * count + 1] = 2 * id + 1;
+      g[2 * count] = gamma_shape(a.alpha[b * a.al_sb + n * a.al_sn]);
+      g[2 * count + 1] = gamma_shape(a.beta[b * a.be_sb + n * a.be_sn]);
+      ++count;
+    }
+    const int L = 2 * count;
+    philox_first_blocks(lane, graph, a.step, a.seed, L, w);
+    for (int l = 0; l < L; ++l) {
+      const std::uint32_t wl[4] = {w[0][l], w[1][l], w[2][l], w[3][l]};
+      if (!attempt(g[l], wl, &dv[l])) dv[l] = attempts_from(g[l], a.seed, lane[l], graph, a.step, 1);
+    }
+    for (int i = 0; i < count; ++i) {
+      const int lx = 2 * i, ly = 2 * i + 1;
+      const GammaDraw x = boost(g[lx], dv[lx], a.seed, lane[lx], graph, a.step);
+      const GammaDraw y = boost(g[ly], dv[ly], a.seed, lane[ly], graph, a.step);
+      theta[node[i]] = beta_of(x, y, g[lx].a, g[ly].a);
+    }
+  }
+}
+
+// Pushes every candidate of the bit set m (weight > 0 when there are weights) into top.
+template <int K>
+void push_row(SmallTop& top, std::uint64_t m, const float* theta, const float* wrow, std::int64_t w_sc) {
+  while (m != 0) {
+    const int d = __builtin_ctzll(m);
+    m &= m - 1;
+    if (wrow == nullptr) {
+      top.push<K>(rank_key(theta[d], d));
+    } else {
+      const float w = wrow[d * w_sc];
+      if (w > 0.0f) top.push<K>(rank_key(theta[d] * w, d));
+    }
+  }
 }
 
 void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int64_t b, Candidate* cand) {
   const std::int64_t N = a.N, K = a.k;
   const std::uint32_t graph = a.graph_offset + static_cast<std::uint32_t>(b);
   float* theta = o.theta + b * N;
-  for (std::int64_t n = 0; n < N; ++n) {
-    if (!is_active(a, b, n)) {
-      theta[n] = 0.0f;
-      continue;
-    }
-    const float al = a.alpha[b * a.al_sb + n * a.al_sn];
-    const float be = a.beta[b * a.be_sb + n * a.be_sn];
-    if (a.mode == BanditMode::mean) {
-      const double x = al;
-      theta[n] = static_cast<float>(x / (x + static_cast<double>(be)));
-    } else {
-      theta[n] = beta_draw(al, be, a.seed, a.step, graph, static_cast<std::uint32_t>(n));
+  if (a.mode == BanditMode::thompson) {
+    draw_graph(a, b, graph, theta);
+  } else {
+    for (std::int64_t n = 0; n < N; ++n) {
+      const double x = a.alpha[b * a.al_sb + n * a.al_sn];
+      theta[n] = is_active(a, b, n) ? static_cast<float>(x / (x + double{a.beta[b * a.be_sb + n * a.be_sn]})) : 0.0f;
     }
   }
   std::uint8_t* chosen = o.chosen + b * N * N;
@@ -255,6 +368,22 @@ void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int6
     if (!is_active(a, b, s)) continue;
     const std::uint8_t* row = g + s * a.adj_sr;
     const float* wrow = wg == nullptr ? nullptr : wg + s * a.w_sr;
+    if (bits && K <= kSmallK) {
+      SmallTop top;
+      const std::uint64_t m = nonzero_bits(row, a.adj_sc, N) & alive & ~(std::uint64_t{1} << s);
+      switch (K) {
+        case 1: push_row<1>(top, m, theta, wrow, a.w_sc); break;
+        case 2: push_row<2>(top, m, theta, wrow, a.w_sc); break;
+        case 3: push_row<3>(top, m, theta, wrow, a.w_sc); break;
+        default: push_row<4>(top, m, theta, wrow, a.w_sc); break;
+      }
+      for (std::int64_t r = 0; r < K && top.key[r] != 0; ++r) {
+        const std::int32_t d = static_cast<std::int32_t>(~static_cast<std::uint32_t>(top.key[r]));
+        choices[s * K + r] = d;
+        chosen[s * N + d] = 1;
+      }
+      continue;
+    }
     std::int64_t count = 0;
     auto take = [&](std::int64_t d) {
       if (wrow == nullptr) {
@@ -264,16 +393,8 @@ void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int6
       const float w = wrow[d * a.w_sc];
       if (w > 0.0f) cand[count++] = {theta[d] * w, static_cast<std::int32_t>(d)};
     };
-    if (bits) {
-      std::uint64_t m = nonzero_bits(row, a.adj_sc, N) & alive & ~(std::uint64_t{1} << s);
-      while (m != 0) {
-        take(__builtin_ctzll(m));
-        m &= m - 1;
-      }
-    } else {
-      for (std::int64_t d = 0; d < N; ++d) {
-        if (d != s && row[d * a.adj_sc] != 0 && is_active(a, b, d)) take(d);
-      }
+    for (std::int64_t d = 0; d < N; ++d) {
+      if (d != s && row[d * a.adj_sc] != 0 && is_active(a, b, d)) take(d);
     }
     const std::int64_t kept = top_k(cand, count, K);
     for (std::int64_t r = 0; r < kept; ++r) {
