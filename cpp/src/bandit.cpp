@@ -215,7 +215,11 @@ inline std::uint64_t nonzero_bits(const std::uint8_t* row, std::int64_t stride, 
   if (stride == 1) {
     for (std::int64_t c = 0; c < n; c += 8) {
       std::uint64_t x = 0;
-      std::memcpy(&x, row + c, static_cast<std::size_t>(std::min<std::int64_t>(8, n - c)));
+      if (c + 8 <= n) {
+        std::memcpy(&x, row + c, 8);
+      } else {
+        std::memcpy(&x, row + c, static_cast<std::size_t>(n - c));
+      }
       const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
       const std::uint64_t ones = ((((x & low7) + low7) | x) & ~low7) >> 7;
       bits |= ((ones * 0x0102040810204080ULL) >> 56) << c;
@@ -289,13 +293,16 @@ void philox_first_blocks(const std::uint32_t* lane, std::uint32_t graph, std::ui
   }
 }
 
-// theta of every node of graph b (0 for inactive nodes).
+// theta of every node of graph b (0 for inactive nodes). Attempt 0 of every lane runs as a sequence of loops over
+// the lanes (each libm call in its own loop, the arithmetic between them vectorisable): the same operations on
+// the same values as attempt(), without one lane's latency chain stalling the next.
 void draw_graph(const BanditSelectArgs& a, std::int64_t b, std::uint32_t graph, float* theta) {
   std::uint32_t node[kChunk];
   std::uint32_t lane[kLanes];
   GammaShape g[kLanes];
   std::uint32_t w[4][kLanes];
-  double dv[kLanes];
+  double r[kLanes], cs[kLanes], dv[kLanes];
+  bool done[kLanes];
   for (std::int64_t n0 = 0; n0 < a.N; n0 += kChunk) {
     int count = 0;
     for (std::int64_t n = n0; n < std::min(a.N, n0 + kChunk); ++n) {
@@ -313,9 +320,24 @@ void draw_graph(const BanditSelectArgs& a, std::int64_t b, std::uint32_t graph, 
     }
     const int L = 2 * count;
     philox_first_blocks(lane, graph, a.step, a.seed, L, w);
+    for (int l = 0; l < L; ++l) r[l] = std::log(u53(w[0][l], w[1][l]));
+    for (int l = 0; l < L; ++l) r[l] = std::sqrt(-2.0 * r[l]);
+    for (int l = 0; l < L; ++l) cs[l] = std::cos(kTwoPi * u32(w[2][l]));
     for (int l = 0; l < L; ++l) {
-      const std::uint32_t wl[4] = {w[0][l], w[1][l], w[2][l], w[3][l]};
-      if (!attempt(g[l], wl, &dv[l])) dv[l] = attempts_from(g[l], a.seed, lane[l], graph, a.step, 1);
+      const double z = r[l] * cs[l];
+      const double u = u32(w[3][l]);
+      double v = 1.0 + g[l].c * z;
+      done[l] = false;
+      if (!(v > 0.0)) continue;
+      v = v * v * v;
+      if (v == 0.0) continue;
+      const double x2 = z * z;
+      dv[l] = g[l].d * v;
+      done[l] = u < 1.0 - 0.0331 * x2 * x2;
+      if (!done[l]) done[l] = std::log(u) < 0.5 * x2 + g[l].d * (1.0 - v + std::log(v));  // rare
+    }
+    for (int l = 0; l < L; ++l) {
+      if (!done[l]) dv[l] = attempts_from(g[l], a.seed, lane[l], graph, a.step, 1);
     }
     for (int i = 0; i < count; ++i) {
       const int lx = 2 * i, ly = 2 * i + 1;
