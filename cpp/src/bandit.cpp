@@ -38,14 +38,20 @@ void philox4x32_10(std::uint32_t ctr[4], std::uint64_t seed) noexcept {
 namespace {
 
 constexpr std::uint32_t kBoostBlock = 0xFFFFFFFFu;
-constexpr double kTwoPi = 2.0 * 3.141592653589793;
+constexpr double kHalfPi = 3.141592653589793 / 2.0;
 
 // (0, 1] from 53 random bits of (a, b), and from the 32 bits of w (both exact in double).
 inline double u53(std::uint32_t a, std::uint32_t b) {
   const std::uint64_t x = (std::uint64_t{a >> 5} << 26) | (b >> 6);
-  return static_cast<double>(x + 1) * 0x1p-53;
+  return static_cast<double>(static_cast<std::int64_t>(x + 1)) * 0x1p-53;  // signed: one conversion instruction
 }
-inline double u32(std::uint32_t w) { return static_cast<double>(std::uint64_t{w} + 1) * 0x1p-32; }
+inline double u32(std::uint32_t w) { return static_cast<double>(std::int64_t{w} + 1) * 0x1p-32; }
+inline double u31(std::uint32_t w) {
+  return static_cast<double>(static_cast<std::int32_t>(w & 0x7FFFFFFFu) + 1) * 0x1p-31;
+}
+
+// Box-Muller's cos(2 pi U) as +-cos(pi/2 V): the sign from the top bit of w, V = u31(w) (see the reference).
+inline double signed_cos(std::uint32_t w, double c) { return (w >> 31) != 0 ? -c : c; }
 
 // Marsaglia-Tsang constants of one gamma draw of shape a (boosted when a < 1).
 struct GammaShape {
@@ -62,7 +68,7 @@ inline GammaShape gamma_shape(double a) {
 
 // One attempt on the block w: true, with *dv = d v, when accepted.
 inline bool attempt(const GammaShape& g, const std::uint32_t w[4], double* dv) {
-  const double z = std::sqrt(-2.0 * std::log(u53(w[0], w[1]))) * std::cos(kTwoPi * u32(w[2]));
+  const double z = signed_cos(w[2], std::sqrt(-2.0 * std::log(u53(w[0], w[1]))) * std::cos(kHalfPi * u31(w[2])));
   const double u = u32(w[3]);
   double v = 1.0 + g.c * z;
   if (!(v > 0.0)) return false;
@@ -314,17 +320,18 @@ void draw_graph(const BanditSelectArgs& a, std::int64_t b, std::uint32_t graph, 
       node[count] = id;
       lane[2 * count] = 2 * id;
       lane[2 * count + 1] = 2 * id + 1;
-      g[2 * count] = gamma_shape(a.alpha[b * a.al_sb + n * a.al_sn]);
-      g[2 * count + 1] = gamma_shape(a.beta[b * a.be_sb + n * a.be_sn]);
+      g[2 * count].a = a.alpha[b * a.al_sb + n * a.al_sn];
+      g[2 * count + 1].a = a.beta[b * a.be_sb + n * a.be_sn];
       ++count;
     }
     const int L = 2 * count;
+    for (int l = 0; l < L; ++l) g[l] = gamma_shape(g[l].a);
     philox_first_blocks(lane, graph, a.step, a.seed, L, w);
     for (int l = 0; l < L; ++l) r[l] = std::log(u53(w[0][l], w[1][l]));
     for (int l = 0; l < L; ++l) r[l] = std::sqrt(-2.0 * r[l]);
-    for (int l = 0; l < L; ++l) cs[l] = std::cos(kTwoPi * u32(w[2][l]));
+    for (int l = 0; l < L; ++l) cs[l] = std::cos(kHalfPi * u31(w[2][l]));
     for (int l = 0; l < L; ++l) {
-      const double z = r[l] * cs[l];
+      const double z = signed_cos(w[2][l], r[l] * cs[l]);
       const double u = u32(w[3][l]);
       double v = 1.0 + g[l].c * z;
       done[l] = false;
@@ -500,9 +507,11 @@ Status check_range(const RangeCheck& c, std::int64_t B, std::int64_t N) {
           if (std::isinf(c.hi)) {
             want = (c.open_lo ? "> " : ">= ") + format_value(static_cast<float>(c.lo));
           } else {
-            want = "in [" + format_value(static_cast<float>(c.lo)) + ", " + format_value(static_cast<float>(c.hi)) + "]";
+            want = "in [" + format_value(static_cast<float>(c.lo)) + ", " + format_value(static_cast<float>(c.hi)) +
+                   "]";
           }
-          return Status::error(StatusCode::out_of_range, name, name + " must be " + want + "; got " + format_value(v) + at);
+          return Status::error(StatusCode::out_of_range, name,
+                               name + " must be " + want + "; got " + format_value(v) + at);
         }
       }
     }
@@ -525,7 +534,8 @@ Status bandit_update(const BanditUpdateArgs& a, const BanditUpdateOut& o) {
   const double prior = a.prior, delta = a.delta;
   auto row = [&](std::int64_t b) {
     for (std::int64_t n = 0; n < a.N; ++n) {
-      const double g = a.dt == nullptr ? a.gamma : std::pow(a.gamma, static_cast<double>(a.dt[b * a.dt_sb + n * a.dt_sn]));
+      const double g =
+          a.dt == nullptr ? a.gamma : std::pow(a.gamma, static_cast<double>(a.dt[b * a.dt_sb + n * a.dt_sn]));
       const double r = a.reward[b * a.re_sb + n * a.re_sn];
       double win = r, loss = 1.0 - r;
       if (a.km != nullptr) {
@@ -578,7 +588,8 @@ Status synergy_update(const SynergyUpdateArgs& a, const SynergyUpdateOut& o) {
         const double ea64 = ea2, eb64 = eb2;
         o.edge_alpha[at] = ea2;
         o.edge_beta[at] = eb2;
-        o.c_syn[at] = static_cast<float>(static_cast<double>(c) + lr * (ea64 / (ea64 + eb64)) * static_cast<double>(routed));
+        const double gain = lr * (ea64 / (ea64 + eb64)) * static_cast<double>(routed);
+        o.c_syn[at] = static_cast<float>(static_cast<double>(c) + gain);
       }
     }
   };
