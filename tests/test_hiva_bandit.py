@@ -597,3 +597,18 @@ def test_synergy_update_errors(backend: str, arg: str, change: dict[str, Any], c
         _synergy(backend, **change)
     assert err.value.arg == arg
     assert arg in str(err.value)
+
+
+@needs_core
+def test_a_core_without_the_kernels_falls_back_to_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a compiled core built before these ops: the default backend is the reference, backend="cpu" says why not
+    from toporoute.backends import cpu
+
+    monkeypatch.setattr(cpu, "has_op", lambda name: False)
+    kw = _select_inputs()
+    args = (kw["adj"], kw["alpha"], kw["beta"], 2)
+    want = REFERENCE.bandit_select(*args, seed=3)
+    assert_matches("bandit_select", ops.bandit_select(*args, seed=3), want)
+    with pytest.raises(errors.BackendUnavailableError, match="no bandit_select kernel") as err:
+        ops.bandit_select(*args, seed=3, backend="cpu")
+    assert err.value.arg == "backend"
