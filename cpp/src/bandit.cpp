@@ -116,19 +116,6 @@ inline float beta_of(const GammaDraw& x, const GammaDraw& y, double a, double b)
   return static_cast<float>(1.0 / (1.0 + std::exp(ly - lx)));
 }
 
-}  // namespace
-
-float beta_draw(float alpha, float beta, std::uint64_t seed, std::uint32_t step, std::uint32_t graph,
-                std::uint32_t node) noexcept {
-  const GammaShape gx = gamma_shape(alpha), gy = gamma_shape(beta);
-  const GammaDraw x = boost(gx, attempts_from(gx, seed, 2 * node, graph, step, 0), seed, 2 * node, graph, step);
-  const GammaDraw y =
-      boost(gy, attempts_from(gy, seed, 2 * node + 1, graph, step, 0), seed, 2 * node + 1, graph, step);
-  return beta_of(x, y, gx.a, gy.a);
-}
-
-namespace {
-
 std::string format_value(float v) {
   std::ostringstream os;
   os << v;
@@ -271,7 +258,7 @@ struct SmallTop {
 
 // Draws are made kChunk nodes at a time, stage by stage over the chunk's 2 kChunk gamma lanes (lane 2i: X of node
 // i, 2i + 1: Y), so that independent Philox blocks and libm calls overlap in the pipeline (one draw alone is a
-// chain of dependent latencies). Every lane computes exactly what beta_draw computes.
+// chain of dependent latencies). Every lane computes exactly what attempt(), boost() and beta_of() compute.
 constexpr int kChunk = 64;
 constexpr int kLanes = 2 * kChunk;
 
@@ -379,7 +366,8 @@ void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int6
   } else {
     for (std::int64_t n = 0; n < N; ++n) {
       const double x = a.alpha[b * a.al_sb + n * a.al_sn];
-      theta[n] = is_active(a, b, n) ? static_cast<float>(x / (x + double{a.beta[b * a.be_sb + n * a.be_sn]})) : 0.0f;
+      const double y = a.beta[b * a.be_sb + n * a.be_sn];
+      theta[n] = is_active(a, b, n) ? static_cast<float>(x / (x + y)) : 0.0f;
     }
   }
   std::uint8_t* chosen = o.chosen + b * N * N;

@@ -16,12 +16,6 @@ namespace toporoute {
 /// O(1): ten rounds of two 32x32->64 multiplies.
 void philox4x32_10(std::uint32_t ctr[4], std::uint64_t seed) noexcept;
 
-/// One Beta(alpha, beta) draw (alpha, beta > 0, finite) of `node` in graph `graph` at `step`, rounded to float32:
-/// Marsaglia-Tsang gamma draws X (counter c1 = 2 node) and Y (c1 = 2 node + 1), theta = X / (X + Y).
-/// Expected O(1): the gamma attempt is accepted with probability >= 0.95.
-float beta_draw(float alpha, float beta, std::uint64_t seed, std::uint32_t step, std::uint32_t graph,
-                std::uint32_t node) noexcept;
-
 /// Mode of bandit_select: a Beta draw per node, or its mean alpha / (alpha + beta).
 enum class BanditMode : int { thompson = 0, mean = 1 };
 
