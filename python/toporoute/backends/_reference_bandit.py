@@ -34,7 +34,7 @@ Gamma(a) by Marsaglia and Tsang (2000), in float64 (``a`` the float32 shape wide
 ``a < 1`` (the boost) else ``a``, ``d = a1 - 1/3`` and ``c = 1 / sqrt(9 d)``, attempt ``t = 0, 1, ...`` reads the
 block ``t`` and computes::
 
-    z  = sqrt(-2 log u53(w0, w1)) * cos(pi/2 * u31(w2))       (Box-Muller, the cosine half, see below)
+    z  = sqrt(-2 log u53(w0, w1)) * cos(pi/2 * u31(w2))       (Box-Muller, the cosine half, see above)
     z  = -z when the top bit of w2 is set
     u  = u32(w3)
     v  = 1 + c z;  reject if v <= 0
