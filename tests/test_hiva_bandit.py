@@ -612,3 +612,16 @@ def test_a_core_without_the_kernels_falls_back_to_the_reference(monkeypatch: pyt
     with pytest.raises(errors.BackendUnavailableError, match="no bandit_select kernel") as err:
         ops.bandit_select(*args, seed=3, backend="cpu")
     assert err.value.arg == "backend"
+
+
+@pytest.mark.parametrize(("B", "N"), [(0, 3), (2, 0), (0, 0)])
+@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
+def test_empty_batches_and_graphs(backend: str, B: int, N: int) -> None:
+    adj = np.zeros((B, N, N), bool)
+    ones = np.ones((B, N), np.float32)
+    sel = ops.bandit_select(adj, ones, ones, 2, seed=1, backend=backend)
+    assert (sel.chosen.shape, sel.choices.shape, sel.theta.shape) == ((B, N, N), (B, N, 2), (B, N))
+    upd = ops.bandit_update(ones, ones, np.zeros((B, N), bool), ones, backend=backend)
+    assert upd.alpha.shape == upd.beta.shape == (B, N)
+    f = adj.astype(np.float32)
+    assert ops.synergy_update(f, f, f, f, ones, backend=backend).c_syn.shape == (B, N, N)
