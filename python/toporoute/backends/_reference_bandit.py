@@ -24,12 +24,18 @@ backend or the thread count. Uniforms, never 0 so that logarithms stay finite::
 
     u53(a, b) = ((a >> 5) * 2**26 + (b >> 6) + 1) * 2**-53      in (0, 1], 53 random bits
     u32(w)    = (w + 1) * 2**-32                                in (0, 1], 32 random bits
+    u31(w)    = ((w & 0x7FFFFFFF) + 1) * 2**-31                 in (0, 1], the low 31 bits
+
+Box-Muller's ``cos(2 pi U)`` is drawn as ``+-cos(pi/2 V)`` with an independent sign (the top bit of ``w2``) and
+``V = u31(w2)``: the same distribution by the cosine's symmetries, with the argument kept in (0, pi/2], where the
+C library's ``cos`` takes its short path (arguments up to 2 pi need a range reduction that costs twice as much).
 
 Gamma(a) by Marsaglia and Tsang (2000), in float64 (``a`` the float32 shape widened): with ``a1 = a + 1`` when
 ``a < 1`` (the boost) else ``a``, ``d = a1 - 1/3`` and ``c = 1 / sqrt(9 d)``, attempt ``t = 0, 1, ...`` reads the
 block ``t`` and computes::
 
-    z  = sqrt(-2 log u53(w0, w1)) * cos(2 pi * u32(w2))       (Box-Muller; the sine half is not used)
+    z  = sqrt(-2 log u53(w0, w1)) * cos(pi/2 * u31(w2))       (Box-Muller, the cosine half, see above)
+    z  = -z when the top bit of w2 is set
     u  = u32(w3)
     v  = 1 + c z;  reject if v <= 0
     v  = v * v * v;  reject if v == 0 (underflow)
@@ -65,7 +71,7 @@ _W0 = np.uint64(0x9E3779B9)
 _W1 = np.uint64(0xBB67AE85)
 _SHIFT32 = np.uint64(32)
 BOOST_BLOCK = 0xFFFFFFFF  # c0 of the block whose first uniform boosts a gamma draw of shape < 1
-TWO_PI = 2.0 * math.pi
+HALF_PI = math.pi / 2.0
 
 
 def philox4x32(
@@ -97,6 +103,11 @@ def _u32(w: np.ndarray) -> np.ndarray:
     return u
 
 
+def _u31(w: np.ndarray) -> np.ndarray:
+    u: np.ndarray = ((w & np.uint64(0x7FFFFFFF)) + np.uint64(1)).astype(np.float64) * 2.0**-31
+    return u
+
+
 def _libm(fn: Callable[..., float], nin: int = 1) -> Callable[..., np.ndarray]:
     """``fn`` of :mod:`math` (the C library's) applied elementwise, as float64 (see the module docstring)."""
     ufunc = np.frompyfunc(fn, nin, 1)
@@ -107,9 +118,17 @@ def _libm(fn: Callable[..., float], nin: int = 1) -> Callable[..., np.ndarray]:
     return apply
 
 
+def _c_exp(x: float) -> float:
+    """``exp`` as C returns it: infinity on overflow (``math.exp`` raises)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 _log = _libm(math.log)
 _cos = _libm(math.cos)
-_exp = _libm(math.exp)
+_exp = _libm(_c_exp)
 _pow = _libm(math.pow, 2)
 
 
@@ -128,7 +147,8 @@ def _gamma(
     t = 0
     while pending.size:
         w0, w1, w2, w3 = philox4x32(np.uint64(t), lane[pending], graph[pending], np.uint64(step), seed)
-        z = np.sqrt(-2.0 * _log(_u53(w0, w1))) * _cos(TWO_PI * _u32(w2))
+        z = np.sqrt(-2.0 * _log(_u53(w0, w1))) * _cos(HALF_PI * _u31(w2))
+        z = np.where(w2 >> np.uint64(31) != 0, -z, z)
         u = _u32(w3)
         dp, cp = d[pending], c[pending]
         v = 1.0 + cp * z
@@ -174,7 +194,8 @@ def beta_draws(
     if under.size:
         lx = _log(xdv[under]) + _log(xub[under]) / a[under]
         ly = _log(ydv[under]) + _log(yub[under]) / b[under]
-        theta[under] = 1.0 / (1.0 + _exp(ly - lx))
+        with np.errstate(over="ignore"):  # exp(ly - lx) = inf: theta = 0, as in C
+            theta[under] = 1.0 / (1.0 + _exp(ly - lx))
     return theta.astype(np.float32)
 
 
