@@ -146,18 +146,12 @@ EditReason edit_one(const EditScratch& s, const DagGraphs& a, std::int64_t kind,
   return EditReason::ok;
 }
 
-void edit_graph(const DagEditArgs& a, const DagEditOut& o, std::int64_t b, const EditScratch& s) {
+// Returns false (graph left unwritten) when an edge of the input touches a dead node.
+bool edit_graph(const DagEditArgs& a, const DagEditOut& o, std::int64_t b, const EditScratch& s) {
   const DagGraphs& in = a.g;
   const BitGraph& g = s.g;
   const std::int64_t N = in.N, E = a.E;
-  for (std::int64_t w = 0; w < g.W; ++w) g.alive[w] = 0;
-  for (std::int64_t u = 0; u < N; ++u) {
-    g.clear_row(u);
-    if (detail::input_alive(in, b, u)) g.set_alive(u, true);
-    for (std::int64_t v = 0; v < N; ++v) {
-      if (detail::input_edge(in, b, u, v)) g.set(u, v);
-    }
-  }
+  if (!detail::load_graph(in, b, g)) return false;
   for (std::int64_t e = 0; e < E; ++e) {
     const std::int32_t* row = a.edits + b * a.e_sb + e * a.e_se;
     std::int32_t made = -1;
@@ -166,29 +160,9 @@ void edit_graph(const DagEditArgs& a, const DagEditOut& o, std::int64_t b, const
     o.accepted[b * E + e] = r == EditReason::ok || r == EditReason::no_change;
     o.new_node[b * E + e] = made;
   }
-  std::uint8_t* adj = o.adj + b * N * N;
-  for (std::int64_t u = 0; u < N; ++u) {
-    o.alive[b * N + u] = g.is_alive(u);
-    for (std::int64_t v = 0; v < N; ++v) adj[u * N + v] = g.has(u, v);
-  }
-}
-
-// No edge may touch a dead node (reference.check_consistent: the first such edge in C order).
-Status check_consistent(const DagGraphs& a) {
-  for (std::int64_t b = 0; b < a.B; ++b) {
-    for (std::int64_t u = 0; u < a.N; ++u) {
-      const bool u_alive = detail::input_alive(a, b, u);
-      for (std::int64_t v = 0; v < a.N; ++v) {
-        if (!detail::input_edge(a, b, u, v) || (u_alive && detail::input_alive(a, b, v))) continue;
-        const std::int64_t dead = u_alive ? v : u;
-        return Status::error(StatusCode::invalid_argument, "adj",
-                             "adj must have no edge touching a dead node; got adj[" + std::to_string(b) + ", " +
-                                 std::to_string(u) + ", " + std::to_string(v) + "] with alive[" + std::to_string(b) +
-                                 ", " + std::to_string(dead) + "] False");
-      }
-    }
-  }
-  return Status::success();
+  detail::store_bits(g.alive, N, o.alive + b * N);
+  for (std::int64_t u = 0; u < N; ++u) detail::store_bits(g.row(u), N, o.adj + (b * N + u) * N);
+  return true;
 }
 
 }  // namespace
@@ -197,7 +171,6 @@ Status dag_edit(const DagEditArgs& a, const DagEditOut& o) {
   TOPOROUTE_RETURN_IF_ERROR(detail::check_graphs(a.g));
   if (a.E < 0) return Status::error(StatusCode::invalid_argument, "edits", "edits must have E >= 0 rows");
   TOPOROUTE_RETURN_IF_ERROR(detail::check_alive_ends(a.g));
-  TOPOROUTE_RETURN_IF_ERROR(check_consistent(a.g));
   const std::int64_t B = a.g.B, N = a.g.N;
   const std::int64_t work = B * (N * N + a.E * N * detail::BitGraph::words(N) * 4);
   const bool parallel = work >= detail::kParallelWork;
@@ -205,17 +178,23 @@ Status dag_edit(const DagEditArgs& a, const DagEditOut& o) {
   const EditPlan plan(N);
   const detail::TeamScratch scratch(plan.layout.bytes(), threads);
   if (!scratch.ok()) return scratch.failure("dag_edit", "per-thread scratch");
+  detail::FirstError inconsistent(B);
   if (!parallel) {
     const EditScratch s = plan.bind(scratch.slot(0));
-    for (std::int64_t b = 0; b < B; ++b) edit_graph(a, o, b, s);
-    return Status::success();
-  }
+    for (std::int64_t b = 0; b < B && !inconsistent.any(); ++b) {
+      if (!edit_graph(a, o, b, s)) inconsistent.record(b);
+    }
+  } else {
 #pragma omp parallel num_threads(threads)
-  {
-    const EditScratch s = plan.bind(scratch.slot(detail::thread_index()));
+    {
+      const EditScratch s = plan.bind(scratch.slot(detail::thread_index()));
 #pragma omp for schedule(dynamic, 16)
-    for (std::int64_t b = 0; b < B; ++b) edit_graph(a, o, b, s);
+      for (std::int64_t b = 0; b < B; ++b) {
+        if (!edit_graph(a, o, b, s)) inconsistent.record(b);
+      }
+    }
   }
+  if (inconsistent.any()) return detail::consistency_error(a.g, inconsistent.get());
   return Status::success();
 }
 

@@ -12,6 +12,48 @@
 
 namespace toporoute::detail {
 
+/// Bits of row[i * stride] != 0 for i in [0, n) into ceil(n / 64) words. Contiguous rows go 8 bytes at a time
+/// (little-endian): a SWAR step turns each non-zero byte into 0x01 and one multiply gathers the eight bits.
+inline void load_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n, std::uint64_t* words) {
+  const std::int64_t W = (n + 63) / 64;
+  for (std::int64_t w = 0; w < W; ++w) words[w] = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (stride == 1) {
+    for (std::int64_t c = 0; c < n; c += 8) {
+      std::uint64_t x = 0;
+      if (c + 8 <= n) {
+        std::memcpy(&x, row + c, 8);  // a fixed size: one load, never a call
+      } else {
+        for (std::int64_t i = c; i < n; ++i) x |= std::uint64_t{row[i]} << (8 * (i - c));
+      }
+      const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
+      const std::uint64_t ones = (((((x & low7) + low7) | x) & ~low7) >> 7);
+      words[c >> 6] |= ((ones * 0x0102040810204080ULL) >> 56) << (c & 63);
+    }
+    return;
+  }
+#endif
+  for (std::int64_t i = 0; i < n; ++i) words[i >> 6] |= std::uint64_t{row[i * stride] != 0} << (i & 63);
+}
+
+/// Bytes 0 / 1 for the bits [0, n) of `words` (the inverse of load_bits into a contiguous row).
+inline void store_bits(const std::uint64_t* words, std::int64_t n, std::uint8_t* out) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  for (std::int64_t c = 0; c < n; c += 8) {
+    const std::uint64_t byte = (words[c >> 6] >> (c & 63)) & 0xFFu;
+    const std::uint64_t spread = (byte * 0x0101010101010101ULL) & 0x8040201008040201ULL;
+    const std::uint64_t ones = ((spread + 0x7F7F7F7F7F7F7F7FULL) & 0x8080808080808080ULL) >> 7;
+    if (c + 8 <= n) {
+      std::memcpy(out + c, &ones, 8);
+    } else {
+      for (std::int64_t i = c; i < n; ++i) out[i] = static_cast<std::uint8_t>(ones >> (8 * (i - c)));
+    }
+  }
+#else
+  for (std::int64_t i = 0; i < n; ++i) out[i] = (words[i >> 6] >> (i & 63)) & 1u;
+#endif
+}
+
 /// Bitset graph over caller-provided memory: rows (N x W words), alive (W), seen (W) and a stack of N nodes.
 class BitGraph {
  public:
@@ -42,8 +84,15 @@ class BitGraph {
 
   std::int64_t degree(std::int64_t u) const {
     std::int64_t d = 0;
-    for (std::int64_t w = 0; w < W; ++w) d += __builtin_popcountll(rows[u * W + w]);
+    for (std::int64_t w = 0; w < W; ++w) d += popcount(rows[u * W + w]);
     return d;
+  }
+  // SWAR popcount: the baseline x86-64 target has no POPCNT, and __builtin_popcountll would call libgcc.
+  static std::int64_t popcount(std::uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ULL;
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return static_cast<std::int64_t>((x * 0x0101010101010101ULL) >> 56);
   }
   bool has_in_edge(std::int64_t v) const {
     for (std::int64_t u = 0; u < N; ++u) {
@@ -135,6 +184,38 @@ inline bool input_alive(const DagGraphs& a, std::int64_t b, std::int64_t n) {
 }
 inline bool input_edge(const DagGraphs& a, std::int64_t b, std::int64_t u, std::int64_t v) {
   return a.adj[b * a.adj_sb + u * a.adj_sr + v * a.adj_sc] != 0;
+}
+
+/// Loads graph b into g: the alive bits and the input rows as given. Returns false when an edge touches a
+/// dead node (the caller reports it with consistency_error).
+inline bool load_graph(const DagGraphs& a, std::int64_t b, const BitGraph& g) {
+  load_bits(a.alive + b * a.a_sb, a.a_sn, a.N, g.alive);
+  bool consistent = true;
+  for (std::int64_t u = 0; u < a.N; ++u) {
+    std::uint64_t* r = g.row(u);
+    load_bits(a.adj + b * a.adj_sb + u * a.adj_sr, a.adj_sc, a.N, r);
+    std::uint64_t stray = 0;
+    const std::uint64_t keep = g.is_alive(u) ? ~std::uint64_t{0} : 0;
+    for (std::int64_t w = 0; w < g.W; ++w) stray |= r[w] & ~(g.alive[w] & keep);
+    consistent &= stray == 0;
+  }
+  return consistent;
+}
+
+/// The invalid_argument Status for graph b's first edge (C order) touching a dead node.
+inline Status consistency_error(const DagGraphs& a, std::int64_t b) {
+  for (std::int64_t u = 0; u < a.N; ++u) {
+    const bool u_alive = input_alive(a, b, u);
+    for (std::int64_t v = 0; v < a.N; ++v) {
+      if (!input_edge(a, b, u, v) || (u_alive && input_alive(a, b, v))) continue;
+      const std::int64_t dead = u_alive ? v : u;
+      return Status::error(StatusCode::invalid_argument, "adj",
+                           "adj must have no edge touching a dead node; got adj[" + std::to_string(b) + ", " +
+                               std::to_string(u) + ", " + std::to_string(v) + "] with alive[" + std::to_string(b) +
+                               ", " + std::to_string(dead) + "] False");
+    }
+  }
+  return Status::error(StatusCode::runtime, "", "dag: consistency_error called on a consistent graph");
 }
 
 /// Scalars and dimensions (the facade checks them too; the core never trusts its caller).

@@ -18,6 +18,8 @@ using detail::BitGraph;
 
 struct RepairScratch {
   BitGraph g;
+  std::uint64_t* input;      // N x W: the input rows as given (for pruned_edges / added_edges)
+  std::uint64_t* input_alive;  // W
   std::uint8_t* state;       // N: 0 unseen, 1 on the search stack, 2 finished
   std::int32_t* dfs_node;    // N: the search stack's nodes
   std::int64_t* dfs_next;    // N: the next successor index each stack entry scans
@@ -30,8 +32,10 @@ struct RepairScratch {
 struct RepairPlan {
   detail::ScratchLayout layout;
   detail::BitGraphPlan graph;
-  std::uint64_t state, dfs_node, dfs_next, targets, in_degree, out_degree, queue;
+  std::uint64_t input, input_alive, state, dfs_node, dfs_next, targets, in_degree, out_degree, queue;
   explicit RepairPlan(std::int64_t N) : graph(layout, N) {
+    input = layout.take(N * graph.W, 8);
+    input_alive = layout.take(graph.W, 8);
     state = layout.take(N, 1);
     dfs_node = layout.take(N, 4);
     dfs_next = layout.take(N, 8);
@@ -42,6 +46,8 @@ struct RepairPlan {
   }
   RepairScratch bind(unsigned char* base) const {
     return {graph.bind(base),
+            reinterpret_cast<std::uint64_t*>(base + input),
+            reinterpret_cast<std::uint64_t*>(base + input_alive),
             base + state,
             reinterpret_cast<std::int32_t*>(base + dfs_node),
             reinterpret_cast<std::int64_t*>(base + dfs_next),
@@ -103,16 +109,19 @@ void repair_graph(const DagRepairArgs& a, const DagRepairOut& o, std::int64_t b,
   const std::int64_t N = in.N, source = in.source, sink = in.sink;
   const bool betas = a.edge_alpha != nullptr && a.edge_beta != nullptr;
   // 1. consistency: no self-loops, edges only between live nodes, none into the source or out of the sink
-  for (std::int64_t w = 0; w < g.W; ++w) g.alive[w] = 0;
+  detail::load_graph(in, b, g);
+  const std::int64_t W = g.W;
+  std::copy(g.rows, g.rows + N * W, s.input);
+  std::copy(g.alive, g.alive + W, s.input_alive);
   for (std::int64_t u = 0; u < N; ++u) {
-    if (detail::input_alive(in, b, u)) g.set_alive(u, true);
-  }
-  for (std::int64_t u = 0; u < N; ++u) {
-    g.clear_row(u);
-    if (!g.is_alive(u) || u == sink) continue;
-    for (std::int64_t v = 0; v < N; ++v) {
-      if (v != u && v != source && g.is_alive(v) && detail::input_edge(in, b, u, v)) g.set(u, v);
+    std::uint64_t* r = g.row(u);
+    if (!g.is_alive(u) || u == sink) {
+      g.clear_row(u);
+      continue;
     }
+    for (std::int64_t w = 0; w < W; ++w) r[w] &= g.alive[w];
+    g.clear(u, u);
+    g.clear(u, source);
   }
   // 2. a DAG
   break_cycles(s, source);
@@ -191,19 +200,19 @@ void repair_graph(const DagRepairArgs& a, const DagRepairOut& o, std::int64_t b,
       }
     }
   }
-  std::uint8_t* adj = o.adj + b * N * N;
-  std::uint8_t* pruned = o.pruned_edges + b * N * N;
-  std::uint8_t* added = o.added_edges + b * N * N;
+  std::uint64_t* diff = s.g.seen;  // W words of scratch (no search runs from here on)
+  for (std::int64_t w = 0; w < W; ++w) diff[w] = s.input_alive[w] & ~g.alive[w];
+  detail::store_bits(g.alive, N, o.alive + b * N);
+  detail::store_bits(diff, N, o.pruned_nodes + b * N);
   for (std::int64_t u = 0; u < N; ++u) {
-    const bool was = detail::input_alive(in, b, u), is = g.is_alive(u);
-    o.alive[b * N + u] = is;
-    o.pruned_nodes[b * N + u] = was && !is;
-    for (std::int64_t v = 0; v < N; ++v) {
-      const bool before = detail::input_edge(in, b, u, v), after = g.has(u, v);
-      adj[u * N + v] = after;
-      pruned[u * N + v] = before && !after;
-      added[u * N + v] = after && !before;
-    }
+    const std::uint64_t* after = g.row(u);
+    const std::uint64_t* before = s.input + u * W;
+    const std::int64_t at = (b * N + u) * N;
+    detail::store_bits(after, N, o.adj + at);
+    for (std::int64_t w = 0; w < W; ++w) diff[w] = before[w] & ~after[w];
+    detail::store_bits(diff, N, o.pruned_edges + at);
+    for (std::int64_t w = 0; w < W; ++w) diff[w] = after[w] & ~before[w];
+    detail::store_bits(diff, N, o.added_edges + at);
   }
 }
 
@@ -214,10 +223,35 @@ std::string format_float(float v) {
   return os.str();
 }
 
-// reference._check_betas: non-finite values first (alpha, then beta), then values <= 0; first in C order.
+// True when some value of the (B, N, N) view is non-finite or <= 0: one branch-free pass (NaN fails x > 0).
+bool any_bad(const float* x, std::int64_t B, std::int64_t N, std::int64_t sb, std::int64_t sr, std::int64_t sc) {
+  unsigned good = 1;
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t u = 0; u < N; ++u) {
+      const float* row = x + b * sb + u * sr;
+      if (sc == 1) {
+        for (std::int64_t v = 0; v < N; ++v) {
+          good &= static_cast<unsigned>(row[v] > 0.0f) & static_cast<unsigned>(row[v] <= 3.4028235e38f);
+        }
+      } else {
+        for (std::int64_t v = 0; v < N; ++v) {
+          good &= static_cast<unsigned>(row[v * sc] > 0.0f) & static_cast<unsigned>(row[v * sc] <= 3.4028235e38f);
+        }
+      }
+    }
+  }
+  return good == 0;
+}
+
+// reference._check_betas: non-finite values first (alpha, then beta), then values <= 0; first in C order. The
+// ordered search runs only after the fused pass found something.
 Status check_betas(const DagRepairArgs& a) {
   if (a.edge_alpha == nullptr || a.edge_beta == nullptr) return Status::success();
   const DagGraphs& g = a.g;
+  if (!any_bad(a.edge_alpha, g.B, g.N, a.ea_sb, a.ea_sr, a.ea_sc) &&
+      !any_bad(a.edge_beta, g.B, g.N, a.eb_sb, a.eb_sr, a.eb_sc)) {
+    return Status::success();
+  }
   for (const bool finite_pass : {true, false}) {
     for (const bool alpha : {true, false}) {
       for (std::int64_t b = 0; b < g.B; ++b) {
