@@ -336,6 +336,20 @@ def test_single_graph_and_batch_agree(backend: str) -> None:
     assert one.reason.dtype == np.int8 and one.new_node.dtype == np.int32 and one.accepted.dtype == bool
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_batches_and_no_edits(backend: str) -> None:
+    adj, alive = graph(4, [(0, 2), (2, 1)])
+    none = ops.dag_edit(adj, alive, np.zeros((0, 3), np.int32), backend=backend)
+    assert none.reason.shape == (0,) and none.new_node.shape == (0,)
+    np.testing.assert_array_equal(none.adj, adj)
+    empty = ops.dag_edit(
+        np.zeros((0, 4, 4), bool), np.zeros((0, 4), bool), np.zeros((0, 5, 3), np.int32), backend=backend
+    )
+    assert empty.adj.shape == (0, 4, 4) and empty.reason.shape == (0, 5)
+    rep = ops.dag_repair(np.zeros((0, 4, 4), bool), np.zeros((0, 4), bool), backend=backend)
+    assert rep.adj.shape == (0, 4, 4) and rep.pruned_nodes.shape == (0, 4)
+
+
 # -------------------------------------------------------------------------------------------- input errors
 
 
