@@ -19,6 +19,8 @@ from ..ops.results import (
     Order,
     Routes,
     SynergyState,
+    dag_edits_of,
+    dag_repair_of,
     graph_stats_of,
     order_of,
     routes_of,
@@ -116,7 +118,7 @@ def dag_edit(
         from ._reference_dag import dag_edit as reference_dag_edit
 
         return reference_dag_edit(adj, alive, edits, source=source, sink=sink, max_out=max_out)
-    return DagEdits(*_core.dag_edit(adj, alive, edits, source, sink, max_out))
+    return dag_edits_of(_core.dag_edit(adj, alive, edits, source, sink, max_out))
 
 
 def dag_repair(
@@ -147,8 +149,8 @@ def dag_repair(
             prior=prior,
             max_out=max_out,
         )
-    return DagRepair(
-        *_core.dag_repair(adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
+    return dag_repair_of(
+        _core.dag_repair(adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
     )
 
 

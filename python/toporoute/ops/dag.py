@@ -12,12 +12,41 @@ import math
 import numbers
 from typing import Any
 
+import numpy as np
+
 from .. import backends
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from . import _validate as _v
 from .results import DagEdits, DagRepair
 
 __all__ = ["dag_edit", "dag_repair"]
+
+_ND = np.ndarray
+_BOOL = np.dtype(bool)
+_I32 = np.dtype(np.int32)
+_F32 = np.dtype(np.float32)
+
+
+def _plain_batch(adj: Any, alive: Any, source: Any, sink: Any, max_out: Any) -> bool:
+    """The common case, decided with a few comparisons (the compiled ops take microseconds): numpy (B, N, N) /
+    (B, N) bool arrays and Python ints in range. Anything else goes through the full checks, which word the
+    errors."""
+    return (
+        type(adj) is _ND
+        and type(alive) is _ND
+        and type(source) is int
+        and type(sink) is int
+        and type(max_out) is int
+        and adj.dtype == _BOOL
+        and alive.dtype == _BOOL
+        and adj.ndim == 3
+        and adj.shape[1] == adj.shape[2]
+        and alive.shape == adj.shape[:2]
+        and 0 <= source < adj.shape[1]
+        and 0 <= sink < adj.shape[1]
+        and source != sink
+        and max_out >= 1
+    )
 
 
 def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
@@ -120,6 +149,18 @@ def dag_edit(
         A dead source or sink (on ``alive``), an edge touching a dead node (on ``adj``); shapes, dtypes and
         scalars are named likewise.
     """
+    if (
+        type(edits) is _ND
+        and edits.dtype == _I32
+        and _plain_batch(adj, alive, source, sink, max_out)
+        and edits.ndim == 3
+        and edits.shape[0] == adj.shape[0]
+        and edits.shape[2] == 3
+    ):
+        fast: DagEdits = backends.select(backend, adj).dag_edit(
+            adj, alive, edits, source=source, sink=sink, max_out=max_out
+        )
+        return fast
     shape = _graph(adj, alive)
     es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, E, 3) or (E, 3) matching adj")
     if es[-1] != 3 or es[:-2] != shape[:-2]:
@@ -183,6 +224,39 @@ def dag_repair(
         ``adj (B, N, N) bool``, ``alive (B, N) bool`` (new arrays), ``pruned_nodes (B, N) bool``,
         ``pruned_edges (B, N, N) bool`` (input edges removed) and ``added_edges (B, N, N) bool``.
     """
+    if (
+        _plain_batch(adj, alive, source, sink, max_out)
+        and type(threshold) is float
+        and 0.0 <= threshold <= 1.0
+        and type(prior) is float
+        and 0.0 <= prior < math.inf
+        and type(min_obs) in (int, float)
+        and 0 <= min_obs < math.inf
+        and (
+            (edge_alpha is None and edge_beta is None)
+            or (
+                type(edge_alpha) is _ND
+                and type(edge_beta) is _ND
+                and edge_alpha.dtype == _F32
+                and edge_beta.dtype == _F32
+                and edge_alpha.shape == adj.shape
+                and edge_beta.shape == adj.shape
+            )
+        )
+    ):
+        fast: DagRepair = backends.select(backend, adj).dag_repair(
+            adj,
+            alive,
+            edge_alpha,
+            edge_beta,
+            source=source,
+            sink=sink,
+            threshold=threshold,
+            min_obs=float(min_obs),
+            prior=prior,
+            max_out=max_out,
+        )
+        return fast
     shape = _graph(adj, alive)
     if (edge_alpha is None) != (edge_beta is None):
         missing = "edge_beta" if edge_beta is None else "edge_alpha"

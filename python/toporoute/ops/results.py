@@ -232,3 +232,19 @@ class DagRepair:
     pruned_nodes: Array
     pruned_edges: Array
     added_edges: Array
+
+
+def dag_edits_of(arrays: tuple[Array, Array, Array, Array, Array]) -> DagEdits:
+    """``DagEdits(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(DagEdits)
+    d = r.__dict__
+    d["adj"], d["alive"], d["accepted"], d["reason"], d["new_node"] = arrays
+    return r
+
+
+def dag_repair_of(arrays: tuple[Array, Array, Array, Array, Array]) -> DagRepair:
+    """``DagRepair(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(DagRepair)
+    d = r.__dict__
+    d["adj"], d["alive"], d["pruned_nodes"], d["pruned_edges"], d["added_edges"] = arrays
+    return r
