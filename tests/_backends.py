@@ -56,6 +56,9 @@ OPS = (
     "qmix_forward",
     "qmix_mix",
     "conductor_check",
+    "bandit_select",
+    "bandit_update",
+    "synergy_update",
 )
 
 
@@ -91,6 +94,12 @@ _QMIX_MIX = Tol(
     "as for the agent network, and q_tot reaches about 20, where a float32 ulp is 2e-6: measured up to 7e-6 "
     "on the CPU levels, hence the relative term",
 )
+_BITWISE = Tol(
+    0.0,
+    0.0,
+    "the HiVA bandit kernels follow the reference's float64 steps in the same order with the C library's "
+    "log/cos/exp/pow and no FMA contraction: equal bit for bit (a different theta would change the selection)",
+)
 _RATIO = Tol(0.0, 1e-12, "ratios of integer counts in float64; only the division may round differently")
 _LIBM = Tol(1e-15, 1e-12, "exp and tanh in float64 from the C++ library and from numpy: a few ulps apart")
 
@@ -116,6 +125,12 @@ TOLERANCES: dict[str, Tol] = {
     "qmix_forward.q": _QMIX,
     "qmix_forward.hidden": _QMIX,
     "qmix_mix": _QMIX_MIX,
+    "bandit_select.theta": _BITWISE,
+    "bandit_update.alpha": _BITWISE,
+    "bandit_update.beta": _BITWISE,
+    "synergy_update.c_syn": _BITWISE,
+    "synergy_update.edge_alpha": _BITWISE,
+    "synergy_update.edge_beta": _BITWISE,
 }
 
 
@@ -391,6 +406,17 @@ class Backend:
             batched = {"q_taken": q_taken, "state": state}
             return self._cpu(functools.partial(cpu.qmix_mix, params), np.ndim(q_taken) == 1, batched)
         return self._ops(ops.qmix_mix, params, q_taken, state)
+
+    def bandit_select(self, adj: Any, alpha: Any, beta: Any, k: int, **kwargs: Any) -> Any:
+        return self._ops(ops.bandit_select, adj, alpha, beta, k, **kwargs)
+
+    def bandit_update(self, alpha: Any, beta: Any, selected: Any, reward: Any, **kwargs: Any) -> Any:
+        return self._ops(ops.bandit_update, alpha, beta, selected, reward, **kwargs)
+
+    def synergy_update(
+        self, c_syn: Any, edge_alpha: Any, edge_beta: Any, routed: Any, reward: Any, **kwargs: Any
+    ) -> Any:
+        return self._ops(ops.synergy_update, c_syn, edge_alpha, edge_beta, routed, reward, **kwargs)
 
     def conductor_check(self, texts: Any, context: Any = None, options: Any = None) -> TopologyBatch:
         return ops.conductor_check(texts, context=context, options=options, backend=self.name)

@@ -82,6 +82,9 @@ def test_backend_op_sets_match_the_package() -> None:
         "graph_stats": lambda: cuda.graph_stats(np.zeros((1, 2, 2), bool), active=None, prev=None),
         "conductor_density": lambda: cuda.conductor_density(one, one, one, one),
         "conductor_check": lambda: cuda.conductor_check(["x"], [Context()], CheckOptions()),
+        "bandit_select": lambda: cuda.bandit_select(np.zeros((1, 2, 2), bool), hidden, hidden, 1),
+        "bandit_update": lambda: cuda.bandit_update(hidden, hidden, mask, hidden),
+        "synergy_update": lambda: cuda.synergy_update(hidden, hidden, hidden, hidden, hidden),
     }
     assert set(calls) == set(OPS) - CUDA_OPS
     for op, call in calls.items():

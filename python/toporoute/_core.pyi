@@ -62,6 +62,47 @@ def qmix_forward(
 ) -> tuple[_F32, _F32]: ...
 def qmix_mix(weights: QMixWeights, q_taken: _F32, state: _F32, isa: str = "") -> _F32: ...
 def toposort(adj: _Bool, weights: _F32 | None, active: _Bool | None) -> tuple[_I32, _I32, _Bool, _Bool]: ...
+def bandit_select(
+    adj: _Bool,
+    alpha: _F32,
+    beta: _F32,
+    weights: _F32 | None,
+    active: _Bool | None,
+    k: int,
+    seed: int,
+    step: int,
+    mode: int,
+    graph_offset: int,
+) -> tuple[_Bool, _I32, _F32]: ...
+def bandit_update(
+    alpha: _F32,
+    beta: _F32,
+    selected: _Bool,
+    reward: _F32,
+    dt: _F32 | None,
+    km: _F32 | None,
+    gamma: float,
+    delta: float,
+    prior: float,
+) -> tuple[_F32, _F32]: ...
+def synergy_update(
+    c_syn: _F32, edge_alpha: _F32, edge_beta: _F32, routed: _F32, reward: _F32, lr: float
+) -> tuple[_F32, _F32, _F32]: ...
+def dag_edit(
+    adj: _Bool, alive: _Bool, edits: _I32, source: int, sink: int, max_out: int
+) -> tuple[_Bool, _Bool, _Bool, npt.NDArray[np.int8], _I32]: ...
+def dag_repair(
+    adj: _Bool,
+    alive: _Bool,
+    edge_alpha: _F32 | None,
+    edge_beta: _F32 | None,
+    source: int,
+    sink: int,
+    threshold: float,
+    min_obs: float,
+    prior: float,
+    max_out: int,
+) -> tuple[_Bool, _Bool, _Bool, _Bool, _Bool]: ...
 def graph_stats(
     adj: _Bool, active: _Bool | None, prev: _Bool | None
 ) -> tuple[_I64, _F64, _I32, _I32, _F64, _F64 | None]: ...

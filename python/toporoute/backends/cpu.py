@@ -9,7 +9,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..ops.results import Density, GraphStats, Order, Routes, graph_stats_of, order_of, routes_of
+from ..ops.results import (
+    BanditSelection,
+    BetaState,
+    DagEdits,
+    DagRepair,
+    Density,
+    GraphStats,
+    Order,
+    Routes,
+    SynergyState,
+    dag_edits_of,
+    dag_repair_of,
+    graph_stats_of,
+    order_of,
+    routes_of,
+)
 
 if TYPE_CHECKING:
     from ..ops.qmix_params import QMixParams
@@ -24,8 +39,12 @@ else:
 
 __all__ = [
     "available",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
+    "dag_edit",
+    "dag_repair",
     "graph_stats",
     "mean_pool",
     "qmix_forward",
@@ -33,6 +52,7 @@ __all__ = [
     "qmix_weights",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]
 
@@ -41,6 +61,11 @@ def available() -> tuple[bool, str]:
     if _core is None:
         return False, f"toporoute._core is not built ({_IMPORT_ERROR}); reinstall with a C++ compiler"
     return True, ""
+
+
+def has_op(name: str) -> bool:
+    """Whether this build of the core has the op ``name`` (a core built before the op was added lacks it)."""
+    return _core is not None and hasattr(_core, name)
 
 
 def route(
@@ -79,6 +104,54 @@ def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray 
 
 def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
     return graph_stats_of(_core.graph_stats(adj, active, prev))
+
+
+def _has_dag_ops() -> bool:
+    """False for a core built before the DAG ops (a stale ``_core*.so`` next to newer Python sources)."""
+    return hasattr(_core, "dag_edit") and hasattr(_core, "dag_repair")
+
+
+def dag_edit(
+    adj: np.ndarray, alive: np.ndarray, edits: np.ndarray, *, source: int, sink: int, max_out: int
+) -> DagEdits:
+    if not _has_dag_ops():  # stale build: the reference gives the same results, slower
+        from ._reference_dag import dag_edit as reference_dag_edit
+
+        return reference_dag_edit(adj, alive, edits, source=source, sink=sink, max_out=max_out)
+    return dag_edits_of(_core.dag_edit(adj, alive, edits, source, sink, max_out))
+
+
+def dag_repair(
+    adj: np.ndarray,
+    alive: np.ndarray,
+    edge_alpha: np.ndarray | None,
+    edge_beta: np.ndarray | None,
+    *,
+    source: int,
+    sink: int,
+    threshold: float,
+    min_obs: float,
+    prior: float,
+    max_out: int,
+) -> DagRepair:
+    if not _has_dag_ops():  # stale build: the reference gives the same results, slower
+        from ._reference_dag import dag_repair as reference_dag_repair
+
+        return reference_dag_repair(
+            adj,
+            alive,
+            edge_alpha,
+            edge_beta,
+            source=source,
+            sink=sink,
+            threshold=threshold,
+            min_obs=min_obs,
+            prior=prior,
+            max_out=max_out,
+        )
+    return dag_repair_of(
+        _core.dag_repair(adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
+    )
 
 
 def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray) -> Density:
@@ -161,3 +234,52 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
         for b in range(len(batch))
     ]
     return assemble(items, contexts, options)
+
+
+_MODE_CODES = {"thompson": 0, "mean": 1}
+
+
+def bandit_select(
+    adj: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    k: int,
+    *,
+    weights: np.ndarray | None,
+    seed: int,
+    step: int,
+    mode: str,
+    active: np.ndarray | None,
+    graph_offset: int,
+) -> BanditSelection:
+    chosen, choices, theta = _core.bandit_select(
+        adj, alpha, beta, weights, active, k, seed, step, _MODE_CODES[mode], graph_offset
+    )
+    return BanditSelection(chosen, choices, theta)
+
+
+def bandit_update(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    selected: np.ndarray,
+    reward: np.ndarray,
+    *,
+    dt: np.ndarray | None,
+    gamma: float,
+    km: np.ndarray | None,
+    delta: float,
+    prior: float,
+) -> BetaState:
+    return BetaState(*_core.bandit_update(alpha, beta, selected, reward, dt, km, gamma, delta, prior))
+
+
+def synergy_update(
+    c_syn: np.ndarray,
+    edge_alpha: np.ndarray,
+    edge_beta: np.ndarray,
+    routed: np.ndarray,
+    reward: np.ndarray,
+    *,
+    lr: float,
+) -> SynergyState:
+    return SynergyState(*_core.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr))

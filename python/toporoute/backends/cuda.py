@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import errors
-from ..ops.results import Density, GraphStats, Order, Routes
+from ..ops.results import BanditSelection, BetaState, Density, GraphStats, Order, Routes, SynergyState
 from .reference import inbox_width
 
 if TYPE_CHECKING:
@@ -29,14 +29,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "available",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
+    "dag_edit",
+    "dag_repair",
     "graph_stats",
     "mean_pool",
     "qmix_forward",
     "qmix_mix",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]
 
@@ -392,6 +397,17 @@ def graph_stats(adj: Any, *, active: Any | None, prev: Any | None) -> GraphStats
     raise errors.BackendUnavailableError("graph_stats has no CUDA kernel; use backend='cpu'")
 
 
+def dag_edit(adj: Any, alive: Any, edits: Any, *, source: int, sink: int, max_out: int) -> Any:
+    """Not implemented on the GPU (small graphs, branchy per-edit checks): raises
+    :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("dag_edit has no CUDA kernel; use backend='cpu'")
+
+
+def dag_repair(adj: Any, alive: Any, edge_alpha: Any, edge_beta: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("dag_repair has no CUDA kernel; use backend='cpu'")
+
+
 def conductor_density(nodes: Any, edges: Any, steps: Any, n_max: Any) -> Density:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("conductor_density has no CUDA kernel; use backend='cpu'")
@@ -414,6 +430,23 @@ def route_indexed(
 def mean_pool(hidden: Any, mask: Any, *, out: Any | None, rows: Any | None) -> Any:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("mean_pool has no CUDA kernel; use backend='cpu'")
+
+
+def bandit_select(adj: Any, alpha: Any, beta: Any, k: int, **options: Any) -> BanditSelection:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("bandit_select has no CUDA kernel; use backend='cpu'")
+
+
+def bandit_update(alpha: Any, beta: Any, selected: Any, reward: Any, **options: Any) -> BetaState:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("bandit_update has no CUDA kernel; use backend='cpu'")
+
+
+def synergy_update(
+    c_syn: Any, edge_alpha: Any, edge_beta: Any, routed: Any, reward: Any, **options: Any
+) -> SynergyState:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("synergy_update has no CUDA kernel; use backend='cpu'")
 
 
 # ---------------------------------------------------------------------------------------------------- Q-Mix

@@ -18,14 +18,20 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..ops.results import Density, GraphStats, Order, Routes
+from ._reference_bandit import bandit_select, bandit_update, synergy_update
+from ._reference_dag import dag_edit, dag_repair
 
 if TYPE_CHECKING:
     from ..ops.qmix_params import QMixParams
 
 __all__ = [
     "available",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
+    "dag_edit",
+    "dag_repair",
     "graph_stats",
     "inbox_width",
     "mean_pool",
@@ -33,6 +39,7 @@ __all__ = [
     "qmix_mix",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]
 

@@ -131,7 +131,9 @@ async def run_method(
         The method folder (``RUN_DIR/<method>``).
     info : dict, optional
         Recorded in run.json: ``tasks`` (the task-set spec), ``model``, ``engine`` and anything else.
-    concurrency, max_wait : see :class:`toporoute.runtime.Runtime`.
+    concurrency, max_wait : see :class:`toporoute.runtime.Runtime`. A method whose ``sequential`` attribute is
+        true (HiVA's stream mode: each task starts from the state the previous one left) runs one episode at a
+        time, in task order.
     eval_timeout_s, eval_memory_mb : sandbox limits per code answer.
     eval_workers : int
         Most answers scored at once (each runs a subprocess).
@@ -165,6 +167,8 @@ async def run_method(
         )
         for t in tasks
     ]
+    if getattr(method, "sequential", False):
+        concurrency = 1
     runtime = Runtime(engine, concurrency=concurrency, max_wait=max_wait, out_dir=out, progress=progress)
     summary: RunSummary = await runtime.run(fns)
     ran = sum(o.status != "skipped" for o in summary.outcomes)

@@ -342,6 +342,60 @@ def _read_conductor_options(args: argparse.Namespace, run_dir: Path) -> dict[str
     }
 
 
+def _add_hiva_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="T, STEV iterations per task (default 10; wins over --rounds, which sets T when this is not given)",
+    )
+    g.add_argument("--top-k", type=int, default=2, help="successors the bandit picks per agent (default 2)")
+    g.add_argument(
+        "--mode",
+        choices=("per_instance", "stream"),
+        default="per_instance",
+        help="a fresh graph per task (default), or one graph carried over the tasks in order",
+    )
+    g.add_argument(
+        "--oracle-feedback",
+        action="store_true",
+        help="feed back the hidden tests (code) or the gold answer (math): an oracle, recorded and labelled "
+        "(default: the prompt's visible examples; the self-critique for math)",
+    )
+    g.add_argument("--early-stop", action="store_true", help="stop a task once its visible examples pass")
+    g.add_argument("--max-agents", type=int, default=32, help="node capacity of the graph (default 32)")
+    g.add_argument(
+        "--bandit-mode", choices=("thompson", "mean"), default="thompson", help="θ drawn or its mean"
+    )
+    g.add_argument("--tool-timeout", type=float, default=30.0, help="seconds per sandboxed tool call (30)")
+    g.add_argument(
+        "--no-guide-regex", action="store_true", help="no regular-expression guides for the short outputs"
+    )
+    g.add_argument(
+        "--no-tool-synthesis",
+        action="store_true",
+        help="new agents get the built-in tool, not an LLM-written one",
+    )
+
+
+def _read_hiva_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "top_k": args.top_k,
+        "mode": args.mode,
+        "oracle_feedback": args.oracle_feedback,
+        "early_stop": args.early_stop,
+        "max_agents": args.max_agents,
+        "bandit_mode": args.bandit_mode,
+        "tool_timeout_s": args.tool_timeout,
+        "guided": not args.no_guide_regex,
+        "synthesize_tools": not args.no_tool_synthesis,
+        "test_timeout_s": args.eval_timeout,
+    }
+    if args.iterations is not None:
+        out["iterations"] = args.iterations
+    return out
+
+
 LOOP_OPTIONS = OptionGroup(
     "dytopo and its worker-loop baselines (random, chain, star, full, parallel)",
     _add_loop_options,
@@ -349,6 +403,7 @@ LOOP_OPTIONS = OptionGroup(
 )
 QMIX_OPTIONS = OptionGroup("qmix (Agent Q-Mix)", _add_qmix_options, _read_qmix_options)
 CONDUCTOR_OPTIONS = OptionGroup("conductor (AgentConductor)", _add_conductor_options, _read_conductor_options)
+HIVA_OPTIONS = OptionGroup("hiva (HiVA)", _add_hiva_options, _read_hiva_options)
 
 
 # ------------------------------------------------------------------------------------------------ builders
@@ -411,6 +466,14 @@ def _build_conductor(settings: dict[str, Any], rounds: int | None, encoder: Enco
     return Conductor(_settings(ConductorSettings, settings, "conductor"), encoder=encoder)
 
 
+def _build_hiva(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+    from .hiva import HiVA, HiVASettings
+
+    if rounds is not None and "iterations" not in settings:  # --iterations wins over --rounds
+        settings["iterations"] = rounds
+    return HiVA(_settings(HiVASettings, settings, "hiva"))
+
+
 def _read_random_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     from .baselines import dytopo_edge_counts
     from .dytopo import LoopConfig
@@ -450,6 +513,13 @@ REGISTRY: dict[str, MethodSpec] = {
             _build_conductor,
             CONDUCTOR_OPTIONS,
             kinds=("code",),
+        ),
+        MethodSpec(
+            "hiva",
+            "HiVA: a Thompson bandit routes an evolving agent DAG; textual gradients rewrite prompts, tools and "
+            "topology (T 10 iterations)",
+            _build_hiva,
+            HIVA_OPTIONS,
         ),
         MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
         MethodSpec(
@@ -493,14 +563,16 @@ def make_method(
         One of :data:`METHODS`.
     rounds : int, optional
         The number of rounds: DyTopo's T_max (default 10), the multi-round baselines' fixed count (default 5),
-        Q-Mix's T (default code 2, math 3, choice 2), AgentConductor's K turns (default 2).
+        Q-Mix's T (default code 2, math 3, choice 2), AgentConductor's K turns (default 2), HiVA's T iterations
+        (default 10; a setting ``iterations`` wins).
     encoder : Encoder, optional
         The descriptor encoder (DyTopo and its baselines, Q-Mix's encoder task feature, the conductor's
         searcher); default ``Encoder.default()``, loaded on first use.
     **settings
         Fields of the method's settings: :class:`~toporoute.methods.dytopo.LoopConfig` (DyTopo and its
         baselines; ``random`` also takes ``edge_counts``), :class:`~toporoute.methods.qmix.QMixSettings` plus
-        ``checkpoint`` (required), :class:`~toporoute.methods.conductor.ConductorSettings`. Sampling settings
+        ``checkpoint`` (required), :class:`~toporoute.methods.conductor.ConductorSettings`,
+        :class:`~toporoute.methods.hiva.HiVASettings`. Sampling settings
         left out take the method's defaults.
     """
     spec = REGISTRY.get(name)

@@ -12,11 +12,14 @@ See ``backends/reference.py`` for the exact semantics of each op.
 
 Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod:`._validate` (input checks),
 :mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
-torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker).
+torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker),
+:mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA
+DAG evolution ops ``dag_edit`` / ``dag_repair``) and :mod:`.dag_codes` (their edit kinds and reason codes).
 """
 
 from __future__ import annotations
 
+from ._bandit import bandit_select, bandit_update, synergy_update
 from ._facade import (
     conductor_check,
     conductor_density,
@@ -29,26 +32,66 @@ from ._facade import (
     toposort,
 )
 from .conductor_topology import CheckOptions, Context, TopologyBatch
+from .dag import dag_edit, dag_repair
+from .dag_codes import (
+    EDIT_ADD_PARALLEL,
+    EDIT_ADD_SERIAL,
+    EDIT_CONNECT_TO_AGGREGATOR,
+    EDIT_KINDS,
+    EDIT_NO_CHANGE,
+    EDIT_PADDING,
+    EDIT_REASONS,
+    EDIT_REMOVE_SUCCESSOR,
+)
 from .qmix_params import QMixParams
-from .results import Density, GraphStats, Order, QMixStep, Routes
+from .results import (
+    BanditSelection,
+    BetaState,
+    DagEdits,
+    DagRepair,
+    Density,
+    GraphStats,
+    Order,
+    QMixStep,
+    Routes,
+    SynergyState,
+)
 
 __all__ = [
+    "EDIT_ADD_PARALLEL",
+    "EDIT_ADD_SERIAL",
+    "EDIT_CONNECT_TO_AGGREGATOR",
+    "EDIT_KINDS",
+    "EDIT_NO_CHANGE",
+    "EDIT_PADDING",
+    "EDIT_REASONS",
+    "EDIT_REMOVE_SUCCESSOR",
+    "BanditSelection",
+    "BetaState",
     "CheckOptions",
     "Context",
+    "DagEdits",
+    "DagRepair",
     "Density",
     "GraphStats",
     "Order",
     "QMixParams",
     "QMixStep",
     "Routes",
+    "SynergyState",
     "TopologyBatch",
+    "bandit_select",
+    "bandit_update",
     "conductor_check",
     "conductor_density",
+    "dag_edit",
+    "dag_repair",
     "graph_stats",
     "mean_pool",
     "qmix_forward",
     "qmix_mix",
     "route",
     "route_indexed",
+    "synergy_update",
     "toposort",
 ]

@@ -6,7 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["Density", "GraphStats", "Order", "QMixStep", "Routes"]
+__all__ = [
+    "BanditSelection",
+    "BetaState",
+    "DagEdits",
+    "DagRepair",
+    "Density",
+    "GraphStats",
+    "Order",
+    "QMixStep",
+    "Routes",
+    "SynergyState",
+]
 
 Array = Any  # numpy.ndarray, or a CuPy / PyTorch device array for CUDA inputs
 
@@ -134,3 +145,106 @@ class QMixStep(NamedTuple):
 
     q: Array
     hidden: Array
+
+
+@dataclass(frozen=True)
+class BanditSelection:
+    """Result of :func:`toporoute.ops.bandit_select`.
+
+    Attributes
+    ----------
+    chosen : (B, N, N) bool
+        ``chosen[b, s, d]``: source ``s`` routes to successor ``d``.
+    choices : (B, N, k) int32
+        Each source's chosen successors, best score first (ties to the lower index), padded with -1.
+    theta : (B, N) float32
+        Each node's belief: a Beta(alpha, beta) draw (``mode="thompson"``) or the mean; 0 for inactive nodes.
+    """
+
+    chosen: Array
+    choices: Array
+    theta: Array
+
+
+@dataclass(frozen=True)
+class BetaState:
+    """Result of :func:`toporoute.ops.bandit_update`: the nodes' new Beta parameters, ``(B, N) float32`` each."""
+
+    alpha: Array
+    beta: Array
+
+
+@dataclass(frozen=True)
+class SynergyState:
+    """Result of :func:`toporoute.ops.synergy_update`: ``c_syn``, ``edge_alpha``, ``edge_beta``, each
+    ``(B, N, N) float32`` (``[b, i, j]`` for the edge ``i -> j``)."""
+
+    c_syn: Array
+    edge_alpha: Array
+    edge_beta: Array
+
+
+@dataclass(frozen=True)
+class DagEdits:
+    """Result of :func:`toporoute.ops.dag_edit`.
+
+    Attributes
+    ----------
+    adj : (B, N, N) bool
+        The graphs after the accepted edits (a new array), ``adj[b, src, dst]``.
+    alive : (B, N) bool
+        The nodes that exist afterwards (new nodes added, removed successors deleted).
+    accepted : (B, E) bool
+        True for an applied edit and for NO_CHANGE; False for a rejected edit and for padding.
+    reason : (B, E) int8
+        Outcome code, a name in ``toporoute.ops.EDIT_REASONS[reason]`` (0 "ok").
+    new_node : (B, E) int32
+        The node an accepted ADD_PARALLEL / ADD_SERIAL created; -1 otherwise.
+    """
+
+    adj: Array
+    alive: Array
+    accepted: Array
+    reason: Array
+    new_node: Array
+
+
+@dataclass(frozen=True)
+class DagRepair:
+    """Result of :func:`toporoute.ops.dag_repair`.
+
+    Attributes
+    ----------
+    adj : (B, N, N) bool
+        The repaired graphs (a new array): DAGs where the source reaches the sink, out-degree <= max_out.
+    alive : (B, N) bool
+        The nodes left alive.
+    pruned_nodes : (B, N) bool
+        Nodes alive before and not after.
+    pruned_edges : (B, N, N) bool
+        Edges of the input that the repair removed (cycles, consistency, cap, low success, pruned nodes).
+    added_edges : (B, N, N) bool
+        Edges the repair added (only ``source -> sink`` when the source did not reach the sink).
+    """
+
+    adj: Array
+    alive: Array
+    pruned_nodes: Array
+    pruned_edges: Array
+    added_edges: Array
+
+
+def dag_edits_of(arrays: tuple[Array, Array, Array, Array, Array]) -> DagEdits:
+    """``DagEdits(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(DagEdits)
+    d = r.__dict__
+    d["adj"], d["alive"], d["accepted"], d["reason"], d["new_node"] = arrays
+    return r
+
+
+def dag_repair_of(arrays: tuple[Array, Array, Array, Array, Array]) -> DagRepair:
+    """``DagRepair(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(DagRepair)
+    d = r.__dict__
+    d["adj"], d["alive"], d["pruned_nodes"], d["pruned_edges"], d["added_edges"] = arrays
+    return r

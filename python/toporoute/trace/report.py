@@ -27,6 +27,7 @@ from typing import Any
 
 from .._atomic import write_bytes_atomic
 from ..errors import InvalidArgumentError
+from . import _hiva
 from ._figures import FigureImage, render_figures
 from .reader import (
     EpisodeRow,
@@ -281,6 +282,7 @@ def _method_section(i: int, m: MethodRun, rows: list[EpisodeRow]) -> str:
     )
     out = [
         f'<section class="method" id="method-{i}"><h2>{_e(m.name)}'
+        + _hiva.oracle_badge(params)
         + (f' <span class="params">{_e(params_text)}</span>' if params_text else "")
         + "</h2>"
     ]
@@ -317,6 +319,7 @@ def _method_section(i: int, m: MethodRun, rows: list[EpisodeRow]) -> str:
         out.append(
             f'<tr class="episode-view" id="{view}"{"" if is_open else " hidden"}><td colspan="8">'
             + _episode_detail(by_id.get(row.episode), row)
+            + _hiva.growth_section(m.traces.get(row.episode, []))
             + f'<div class="rounds" data-method="{i}" data-episode="{j}"></div></td></tr>'
         )
     out.append("</tbody></table></section>")

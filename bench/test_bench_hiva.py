@@ -1,0 +1,101 @@
+"""HiVA bandit ops: ``ops.bandit_select`` in the compiled core against the numpy reference, timed in the same run
+(bench/_compare.py) at B = 1 and B = 4096 graphs of N = 32 nodes (random DAGs, k = 2, Thompson draws), with the
+ratio printed against issue 18's targets (>= 10x at B = 1, >= 20x at B = 4096; no timing assertion, as everywhere
+in bench/). Each comparison first checks that both backends select exactly the same successors.
+
+Run: ``python -m pytest bench/test_bench_hiva.py -s`` (``TOPOROUTE_BENCH=smoke``: B = 1 and 64, one round).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from toporoute import backends, ops
+
+from ._compare import report, seconds
+from ._scale import pick
+
+N = 32
+K = 2
+BATCHES = pick([1, 4096], [1, 64])
+TARGETS = {1: 10.0, 4096: 20.0}  # issue 18
+
+needs_core = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
+
+
+def _inputs(B: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """B random DAGs of N nodes (edge probability 0.3 in a random topological order) and Beta parameters as a
+    HiVA run holds them: prior 1 plus accumulated rewards."""
+    rng = np.random.default_rng(seed)
+    adj = np.triu(rng.random((B, N, N)) < 0.3, 1)
+    perm = rng.permutation(N)
+    adj = np.ascontiguousarray(adj[:, perm][:, :, perm])
+    alpha = rng.uniform(1.0, 12.0, (B, N)).astype(np.float32)
+    beta = rng.uniform(1.0, 12.0, (B, N)).astype(np.float32)
+    return adj, alpha, beta
+
+
+def _machine() -> str:
+    from toporoute.llm.cpu import cpu_info
+
+    threads = os.environ.get("OMP_NUM_THREADS", "default")
+    return f"{cpu_info().model}, {os.cpu_count()} logical CPUs, OMP_NUM_THREADS={threads}"
+
+
+@needs_core
+@pytest.mark.parametrize("B", BATCHES)
+def test_bandit_select_cpu_vs_reference(B: int) -> None:
+    adj, alpha, beta = _inputs(B)
+
+    def run(backend: str) -> ops.BanditSelection:
+        return ops.bandit_select(adj, alpha, beta, K, seed=2026, step=3, backend=backend)
+
+    want, got = run("reference"), run("cpu")
+    np.testing.assert_array_equal(got.choices, want.choices)
+    np.testing.assert_array_equal(got.theta, want.theta)
+    assert (got.choices[:, :, 0] >= 0).any()
+    slow = seconds(lambda: run("reference"))
+    fast = seconds(lambda: run("cpu"))
+    report(
+        f"bandit_select B={B} N={N} k={K} thompson [{_machine()}]",
+        "reference",
+        slow,
+        "cpu",
+        fast,
+        TARGETS.get(B, 1.0),
+    )
+
+
+@needs_core
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("B", BATCHES)
+def test_bandit_select(benchmark, backend: str, B: int) -> None:
+    benchmark.group = f"bandit_select N={N} k={K} B={B}"
+    adj, alpha, beta = _inputs(B)
+    got = benchmark(ops.bandit_select, adj, alpha, beta, K, seed=2026, backend=backend)
+    assert got.chosen.sum(axis=2).max() <= K
+
+
+@needs_core
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_bandit_and_synergy_updates(benchmark, backend: str) -> None:
+    B = pick(4096, 64)
+    benchmark.group = f"bandit_update + synergy_update N={N} B={B}"
+    rng = np.random.default_rng(1)
+    adj, alpha, beta = _inputs(B)
+    selected = rng.random((B, N)) < 0.5
+    reward = rng.random((B, N)).astype(np.float32)
+    routed = adj.astype(np.float32)
+    c = np.ones((B, N, N), np.float32)
+
+    def step() -> tuple[ops.BetaState, ops.SynergyState]:
+        return (
+            ops.bandit_update(alpha, beta, selected, reward, backend=backend),
+            ops.synergy_update(c, c, c, routed, reward, backend=backend),
+        )
+
+    state, syn = benchmark(step)
+    assert (state.alpha > 0).all() and (syn.c_syn >= 1).all()

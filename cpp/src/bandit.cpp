@@ -1,0 +1,593 @@
+// HiVA bandit kernels (see toporoute/bandit.hpp and backends/_reference_bandit.py, whose docstring defines the
+// counter layout and the draw sequence). Every float64 expression is written in the reference's order and the
+// file is compiled without FMA contraction (CMakeLists.txt), so theta and the updates equal the reference's bit
+// for bit; log, cos, exp and pow are the C library's, as the reference's math.* calls are.
+#include "toporoute/bandit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "parallel.hpp"
+
+namespace toporoute {
+
+void philox4x32_10(std::uint32_t ctr[4], std::uint64_t seed) noexcept {
+  std::uint32_t k0 = static_cast<std::uint32_t>(seed);
+  std::uint32_t k1 = static_cast<std::uint32_t>(seed >> 32);
+  std::uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+  for (int r = 0; r < 10; ++r) {
+    const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c0;
+    const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c2;
+    c0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    c1 = static_cast<std::uint32_t>(p1);
+    c2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c3 = static_cast<std::uint32_t>(p0);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  ctr[0] = c0;
+  ctr[1] = c1;
+  ctr[2] = c2;
+  ctr[3] = c3;
+}
+
+namespace {
+
+constexpr std::uint32_t kBoostBlock = 0xFFFFFFFFu;
+constexpr double kHalfPi = 3.141592653589793 / 2.0;
+
+// (0, 1] from 53 random bits of (a, b), and from the 32 bits of w (both exact in double).
+inline double u53(std::uint32_t a, std::uint32_t b) {
+  const std::uint64_t x = (std::uint64_t{a >> 5} << 26) | (b >> 6);
+  return static_cast<double>(static_cast<std::int64_t>(x + 1)) * 0x1p-53;  // signed: one conversion instruction
+}
+inline double u32(std::uint32_t w) { return static_cast<double>(std::int64_t{w} + 1) * 0x1p-32; }
+inline double u31(std::uint32_t w) {
+  return static_cast<double>(static_cast<std::int32_t>(w & 0x7FFFFFFFu) + 1) * 0x1p-31;
+}
+
+// Box-Muller's cos(2 pi U) as +-cos(pi/2 V): the sign from the top bit of w, V = u31(w) (see the reference).
+inline double signed_cos(std::uint32_t w, double c) { return (w >> 31) != 0 ? -c : c; }
+
+// Marsaglia-Tsang constants of one gamma draw of shape a (boosted when a < 1).
+struct GammaShape {
+  double a, d, c;
+  bool boosted;
+};
+
+inline GammaShape gamma_shape(double a) {
+  const bool boosted = a < 1.0;
+  const double a1 = boosted ? a + 1.0 : a;
+  const double d = a1 - 1.0 / 3.0;
+  return {a, d, 1.0 / std::sqrt(9.0 * d), boosted};
+}
+
+// One attempt on the block w: true, with *dv = d v, when accepted.
+inline bool attempt(const GammaShape& g, const std::uint32_t w[4], double* dv) {
+  const double z = signed_cos(w[2], std::sqrt(-2.0 * std::log(u53(w[0], w[1]))) * std::cos(kHalfPi * u31(w[2])));
+  const double u = u32(w[3]);
+  double v = 1.0 + g.c * z;
+  if (!(v > 0.0)) return false;
+  v = v * v * v;
+  if (v == 0.0) return false;
+  const double x2 = z * z;
+  if (u < 1.0 - 0.0331 * x2 * x2 || std::log(u) < 0.5 * x2 + g.d * (1.0 - v + std::log(v))) {
+    *dv = g.d * v;
+    return true;
+  }
+  return false;
+}
+
+// d v of the first accepted attempt from attempt t0 on.
+double attempts_from(const GammaShape& g, std::uint64_t seed, std::uint32_t lane, std::uint32_t graph,
+                     std::uint32_t step, std::uint32_t t0) {
+  double dv = 0.0;
+  for (std::uint32_t t = t0;; ++t) {
+    std::uint32_t w[4] = {t, lane, graph, step};
+    philox4x32_10(w, seed);
+    if (attempt(g, w, &dv)) return dv;
+  }
+}
+
+struct GammaDraw {
+  double x;   // the draw
+  double dv;  // d * v before the boost
+  double ub;  // the boost uniform, 1 when not boosted
+};
+
+inline GammaDraw boost(const GammaShape& g, double dv, std::uint64_t seed, std::uint32_t lane, std::uint32_t graph,
+                       std::uint32_t step) {
+  if (!g.boosted) return {dv, dv, 1.0};
+  std::uint32_t w[4] = {kBoostBlock, lane, graph, step};
+  philox4x32_10(w, seed);
+  const double ub = u53(w[0], w[1]);
+  return {dv * std::pow(ub, 1.0 / g.a), dv, ub};
+}
+
+inline float beta_of(const GammaDraw& x, const GammaDraw& y, double a, double b) {
+  const double total = x.x + y.x;
+  if (total > 0.0) return static_cast<float>(x.x / total);
+  const double lx = std::log(x.dv) + std::log(x.ub) / a;  // both underflowed: the ratio in log space
+  const double ly = std::log(y.dv) + std::log(y.ub) / b;
+  return static_cast<float>(1.0 / (1.0 + std::exp(ly - lx)));
+}
+
+std::string format_value(float v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Input checks, in the reference's order: each kind of fault over every graph before the next kind.
+enum Fault : int {
+  kAlphaNonFinite,
+  kAlphaNonPositive,
+  kBetaNonFinite,
+  kBetaNonPositive,
+  kWeightsNonFinite,
+  kWeightsNegative,
+  kFaults
+};
+
+bool is_active(const BanditSelectArgs& a, std::int64_t b, std::int64_t n) {
+  return a.active == nullptr || a.active[b * a.a_sb + n * a.a_sn] != 0;
+}
+
+// Bit f set when graph b has fault f; the first offending entry of fault f goes to *where.
+unsigned faults_of(const BanditSelectArgs& a, std::int64_t b, int only = -1, std::int64_t* where = nullptr,
+                   float* value = nullptr) {
+  unsigned bits = 0;
+  auto hit = [&](int f, std::int64_t at, float v) {
+    if (only == f && !(bits >> f & 1u)) {
+      *where = at;
+      *value = v;
+    }
+    bits |= 1u << f;
+  };
+  for (std::int64_t n = 0; n < a.N; ++n) {
+    if (!is_active(a, b, n)) continue;
+    const float al = a.alpha[b * a.al_sb + n * a.al_sn];
+    const float be = a.beta[b * a.be_sb + n * a.be_sn];
+    if (!std::isfinite(al)) hit(kAlphaNonFinite, n, al);
+    else if (!(al > 0.0f)) hit(kAlphaNonPositive, n, al);
+    if (!std::isfinite(be)) hit(kBetaNonFinite, n, be);
+    else if (!(be > 0.0f)) hit(kBetaNonPositive, n, be);
+  }
+  if (a.weights != nullptr) {
+    for (std::int64_t s = 0; s < a.N; ++s) {
+      for (std::int64_t d = 0; d < a.N; ++d) {
+        const float w = a.weights[b * a.w_sb + s * a.w_sr + d * a.w_sc];
+        if (!std::isfinite(w)) hit(kWeightsNonFinite, s * a.N + d, w);
+        else if (w < 0.0f) hit(kWeightsNegative, s * a.N + d, w);
+      }
+    }
+  }
+  return bits;
+}
+
+Status fault_status(const BanditSelectArgs& a, int f, std::int64_t b) {
+  std::int64_t where = 0;
+  float value = 0.0f;
+  faults_of(a, b, f, &where, &value);
+  static const char* const names[kFaults] = {"alpha", "alpha", "beta", "beta", "weights", "weights"};
+  const std::string name = names[f];
+  std::string at = " at graph " + std::to_string(b) + ", node ";
+  if (f >= kWeightsNonFinite) {
+    at += std::to_string(where / a.N) + ", successor " + std::to_string(where % a.N);
+  } else {
+    at += std::to_string(where);
+  }
+  const bool finite = f == kAlphaNonFinite || f == kBetaNonFinite || f == kWeightsNonFinite;
+  if (finite) {
+    return Status::error(StatusCode::non_finite, name, name + " must be finite; got " + format_value(value) + at);
+  }
+  const std::string want = f == kWeightsNegative ? ">= 0" : "> 0";
+  return Status::error(StatusCode::out_of_range, name,
+                       name + " must be " + want + "; got " + format_value(value) + at);
+}
+
+struct Candidate {
+  float score;
+  std::int32_t index;
+};
+
+// Descending score, ties to the lower index.
+inline bool better(const Candidate& x, const Candidate& y) {
+  return x.score > y.score || (x.score == y.score && x.index < y.index);
+}
+
+// Bit i set when row[i * stride] != 0, for i < n <= 64. Unit-stride rows go 8 bytes at a time: a SWAR step turns
+// every non-zero byte into 0x01 and one multiply gathers the eight low bits (little-endian only).
+inline std::uint64_t nonzero_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n) {
+  std::uint64_t bits = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (stride == 1) {
+    for (std::int64_t c = 0; c < n; c += 8) {
+      std::uint64_t x = 0;
+      if (c + 8 <= n) {
+        std::memcpy(&x, row + c, 8);
+      } else {
+        std::memcpy(&x, row + c, static_cast<std::size_t>(n - c));
+      }
+      const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
+      const std::uint64_t ones = ((((x & low7) + low7) | x) & ~low7) >> 7;
+      bits |= ((ones * 0x0102040810204080ULL) >> 56) << c;
+    }
+    return bits;
+  }
+#endif
+  for (std::int64_t i = 0; i < n; ++i) bits |= std::uint64_t{row[i * stride] != 0} << i;
+  return bits;
+}
+
+// Keeps the best `K` of `count` candidates at the front of cand, best first; returns how many are kept.
+inline std::int64_t top_k(Candidate* cand, std::int64_t count, std::int64_t K) {
+  const std::int64_t kept = std::min(count, K);
+  std::partial_sort(cand, cand + kept, cand + count, better);
+  return kept;
+}
+
+// Scores are >= 0 (theta in [0, 1] times a weight >= 0, never NaN), so their bits order like the floats; the key
+// (bits << 32 | ~index) orders candidates as `better` does, and a key is never 0 (index < 2^31).
+inline std::uint64_t rank_key(float score, std::int64_t index) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &score, sizeof bits);
+  bits &= 0x7FFFFFFFu;  // -0.0 as +0.0
+  return (std::uint64_t{bits} << 32) | (~static_cast<std::uint32_t>(index));
+}
+
+// The best K <= kSmallK keys, best first, by branchless max/min steps (random scores defeat branch prediction);
+// empty slots hold 0.
+constexpr std::int64_t kSmallK = 4;
+struct SmallTop {
+  std::uint64_t key[kSmallK] = {0, 0, 0, 0};
+  template <int K>
+  void push(std::uint64_t x) {
+    for (int j = 0; j < K; ++j) {
+      const std::uint64_t more = std::uint64_t{0} - static_cast<std::uint64_t>(x > key[j]);  // all ones when x wins
+      const std::uint64_t hi = (x & more) | (key[j] & ~more);
+      x ^= key[j] ^ hi;  // the loser goes on down
+      key[j] = hi;
+    }
+  }
+};
+
+// Draws are made kChunk nodes at a time, stage by stage over the chunk's 2 kChunk gamma lanes (lane 2i: X of node
+// i, 2i + 1: Y), so that independent Philox blocks and libm calls overlap in the pipeline (one draw alone is a
+// chain of dependent latencies). Every lane computes exactly what attempt(), boost() and beta_of() compute.
+constexpr int kChunk = 64;
+constexpr int kLanes = 2 * kChunk;
+
+// Attempt-0 blocks (0, lane[l], graph, step) of L lanes; a loop over lanes inside each round (vectorisable).
+void philox_first_blocks(const std::uint32_t* lane, std::uint32_t graph, std::uint32_t step, std::uint64_t seed,
+                         int L, std::uint32_t (&w)[4][kLanes]) {
+  for (int l = 0; l < L; ++l) {
+    w[0][l] = 0;
+    w[1][l] = lane[l];
+    w[2][l] = graph;
+    w[3][l] = step;
+  }
+  std::uint32_t k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    for (int l = 0; l < L; ++l) {
+      const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * w[0][l];
+      const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * w[2][l];
+      w[0][l] = static_cast<std::uint32_t>(p1 >> 32) ^ w[1][l] ^ k0;
+      w[1][l] = static_cast<std::uint32_t>(p1);
+      w[2][l] = static_cast<std::uint32_t>(p0 >> 32) ^ w[3][l] ^ k1;
+      w[3][l] = static_cast<std::uint32_t>(p0);
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+
+// theta of every node of graph b (0 for inactive nodes). Attempt 0 of every lane runs as a sequence of loops over
+// the lanes (each libm call in its own loop, the arithmetic between them vectorisable): the same operations on
+// the same values as attempt(), without one lane's latency chain stalling the next.
+void draw_graph(const BanditSelectArgs& a, std::int64_t b, std::uint32_t graph, float* theta) {
+  std::uint32_t node[kChunk];
+  std::uint32_t lane[kLanes];
+  GammaShape g[kLanes];
+  std::uint32_t w[4][kLanes];
+  double r[kLanes], cs[kLanes], dv[kLanes];
+  bool done[kLanes];
+  for (std::int64_t n0 = 0; n0 < a.N; n0 += kChunk) {
+    int count = 0;
+    for (std::int64_t n = n0; n < std::min(a.N, n0 + kChunk); ++n) {
+      if (!is_active(a, b, n)) {
+        theta[n] = 0.0f;
+        continue;
+      }
+      const auto id = static_cast<std::uint32_t>(n);
+      node[count] = id;
+      lane[2 * count] = 2 * id;
+      lane[2 * count + 1] = 2 * id + 1;
+      g[2 * count].a = a.alpha[b * a.al_sb + n * a.al_sn];
+      g[2 * count + 1].a = a.beta[b * a.be_sb + n * a.be_sn];
+      ++count;
+    }
+    const int L = 2 * count;
+    for (int l = 0; l < L; ++l) g[l] = gamma_shape(g[l].a);
+    philox_first_blocks(lane, graph, a.step, a.seed, L, w);
+    for (int l = 0; l < L; ++l) r[l] = std::log(u53(w[0][l], w[1][l]));
+    for (int l = 0; l < L; ++l) r[l] = std::sqrt(-2.0 * r[l]);
+    for (int l = 0; l < L; ++l) cs[l] = std::cos(kHalfPi * u31(w[2][l]));
+    for (int l = 0; l < L; ++l) {
+      const double z = signed_cos(w[2][l], r[l] * cs[l]);
+      const double u = u32(w[3][l]);
+      double v = 1.0 + g[l].c * z;
+      done[l] = false;
+      if (!(v > 0.0)) continue;
+      v = v * v * v;
+      if (v == 0.0) continue;
+      const double x2 = z * z;
+      dv[l] = g[l].d * v;
+      done[l] = u < 1.0 - 0.0331 * x2 * x2;
+      if (!done[l]) done[l] = std::log(u) < 0.5 * x2 + g[l].d * (1.0 - v + std::log(v));  // rare
+    }
+    for (int l = 0; l < L; ++l) {
+      if (!done[l]) dv[l] = attempts_from(g[l], a.seed, lane[l], graph, a.step, 1);
+    }
+    for (int i = 0; i < count; ++i) {
+      const int lx = 2 * i, ly = 2 * i + 1;
+      const GammaDraw x = boost(g[lx], dv[lx], a.seed, lane[lx], graph, a.step);
+      const GammaDraw y = boost(g[ly], dv[ly], a.seed, lane[ly], graph, a.step);
+      theta[node[i]] = beta_of(x, y, g[lx].a, g[ly].a);
+    }
+  }
+}
+
+// Pushes every candidate of the bit set m (weight > 0 when there are weights) into top.
+template <int K>
+void push_row(SmallTop& top, std::uint64_t m, const float* theta, const float* wrow, std::int64_t w_sc) {
+  while (m != 0) {
+    const int d = __builtin_ctzll(m);
+    m &= m - 1;
+    if (wrow == nullptr) {
+      top.push<K>(rank_key(theta[d], d));
+    } else {
+      const float w = wrow[d * w_sc];
+      if (w > 0.0f) top.push<K>(rank_key(theta[d] * w, d));
+    }
+  }
+}
+
+void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int64_t b, Candidate* cand) {
+  const std::int64_t N = a.N, K = a.k;
+  const std::uint32_t graph = a.graph_offset + static_cast<std::uint32_t>(b);
+  float* theta = o.theta + b * N;
+  if (a.mode == BanditMode::thompson) {
+    draw_graph(a, b, graph, theta);
+  } else {
+    for (std::int64_t n = 0; n < N; ++n) {
+      const double x = a.alpha[b * a.al_sb + n * a.al_sn];
+      const double y = a.beta[b * a.be_sb + n * a.be_sn];
+      theta[n] = is_active(a, b, n) ? static_cast<float>(x / (x + y)) : 0.0f;
+    }
+  }
+  std::uint8_t* chosen = o.chosen + b * N * N;
+  std::int32_t* choices = o.choices + b * N * K;
+  std::memset(chosen, 0, static_cast<std::size_t>(N * N));
+  std::fill(choices, choices + N * K, -1);
+  const std::uint8_t* g = a.adj + b * a.adj_sb;
+  const float* wg = a.weights == nullptr ? nullptr : a.weights + b * a.w_sb;
+  const bool bits = N <= 64;
+  std::uint64_t alive = 0;
+  if (bits) {
+    for (std::int64_t n = 0; n < N; ++n) alive |= std::uint64_t{is_active(a, b, n)} << n;
+  }
+  for (std::int64_t s = 0; s < N; ++s) {
+    if (!is_active(a, b, s)) continue;
+    const std::uint8_t* row = g + s * a.adj_sr;
+    const float* wrow = wg == nullptr ? nullptr : wg + s * a.w_sr;
+    if (bits && K <= kSmallK) {
+      SmallTop top;
+      const std::uint64_t m = nonzero_bits(row, a.adj_sc, N) & alive & ~(std::uint64_t{1} << s);
+      switch (K) {
+        case 1: push_row<1>(top, m, theta, wrow, a.w_sc); break;
+        case 2: push_row<2>(top, m, theta, wrow, a.w_sc); break;
+        case 3: push_row<3>(top, m, theta, wrow, a.w_sc); break;
+        default: push_row<4>(top, m, theta, wrow, a.w_sc); break;
+      }
+      for (std::int64_t r = 0; r < K && top.key[r] != 0; ++r) {
+        const std::int32_t d = static_cast<std::int32_t>(~static_cast<std::uint32_t>(top.key[r]));
+        choices[s * K + r] = d;
+        chosen[s * N + d] = 1;
+      }
+      continue;
+    }
+    std::int64_t count = 0;
+    auto take = [&](std::int64_t d) {
+      if (wrow == nullptr) {
+        cand[count++] = {theta[d], static_cast<std::int32_t>(d)};
+        return;
+      }
+      const float w = wrow[d * a.w_sc];
+      if (w > 0.0f) cand[count++] = {theta[d] * w, static_cast<std::int32_t>(d)};
+    };
+    for (std::int64_t d = 0; d < N; ++d) {
+      if (d != s && row[d * a.adj_sc] != 0 && is_active(a, b, d)) take(d);
+    }
+    const std::int64_t kept = top_k(cand, count, K);
+    for (std::int64_t r = 0; r < kept; ++r) {
+      choices[s * K + r] = cand[r].index;
+      chosen[s * N + cand[r].index] = 1;
+    }
+  }
+}
+
+}  // namespace
+
+Status bandit_select(const BanditSelectArgs& a, const BanditSelectOut& o) {
+  if (a.B < 0 || a.N < 0 || a.k < 1) {
+    return Status::error(StatusCode::invalid_argument, "k", "bandit_select: negative dimensions or k < 1");
+  }
+  // thompson: about 64 scalar operations per draw; the top-k pass reads N entries per source
+  const std::int64_t work = a.B * a.N * (a.N + (a.mode == BanditMode::thompson ? 256 : 1));
+  const bool parallel = work >= detail::kParallelWork;
+  const int threads = parallel ? detail::team_size(a.B) : 1;
+  const detail::TeamScratch scratch(static_cast<std::uint64_t>(a.N) * sizeof(Candidate), threads);
+  if (!scratch.ok()) return scratch.failure("bandit_select", "per-thread scratch");
+  detail::FirstError first[kFaults] = {detail::FirstError(a.B), detail::FirstError(a.B), detail::FirstError(a.B),
+                                       detail::FirstError(a.B), detail::FirstError(a.B), detail::FirstError(a.B)};
+  auto run = [&](std::int64_t b, unsigned char* slot) {
+    const unsigned bits = faults_of(a, b);
+    if (bits != 0) {
+      for (int f = 0; f < kFaults; ++f) {
+        if (bits >> f & 1u) first[f].record(b);
+      }
+      return;
+    }
+    select_graph(a, o, b, reinterpret_cast<Candidate*>(slot));
+  };
+  if (!parallel) {
+    for (std::int64_t b = 0; b < a.B; ++b) run(b, scratch.slot(0));
+  } else {
+#pragma omp parallel num_threads(threads)
+    {
+      unsigned char* slot = scratch.slot(detail::thread_index());
+#pragma omp for schedule(dynamic, 16)
+      for (std::int64_t b = 0; b < a.B; ++b) run(b, slot);
+    }
+  }
+  for (int f = 0; f < kFaults; ++f) {
+    if (first[f].any()) return fault_status(a, f, first[f].get());
+  }
+  return Status::success();
+}
+
+namespace {
+
+// The first entry of a (B, N) or (B, N, N) float array that is not finite, or (after a clean finite pass) outside
+// [lo, hi]; reported as the reference does.
+struct RangeCheck {
+  const char* name;
+  const float* data;
+  const std::int64_t* strides;  // rank entries
+  int rank;
+  double lo, hi;
+  bool open_lo;  // > lo instead of >= lo
+};
+
+Status check_range(const RangeCheck& c, std::int64_t B, std::int64_t N) {
+  const std::int64_t inner = c.rank == 3 ? N : 1;
+  for (const bool finite_pass : {true, false}) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      for (std::int64_t i = 0; i < N; ++i) {
+        for (std::int64_t j = 0; j < inner; ++j) {
+          const float v = c.data[b * c.strides[0] + i * c.strides[1] + (c.rank == 3 ? j * c.strides[2] : 0)];
+          const bool bad = finite_pass ? !std::isfinite(v)
+                                       : (c.open_lo ? !(v > c.lo) : v < c.lo) || v > c.hi;
+          if (!bad) continue;
+          const std::string name = c.name;
+          std::string at = " at graph " + std::to_string(b) + ", node " + std::to_string(i);
+          if (c.rank == 3) at += ", successor " + std::to_string(j);
+          if (finite_pass) {
+            return Status::error(StatusCode::non_finite, name,
+                                 name + " must be finite; got " + format_value(v) + at);
+          }
+          std::string want;
+          if (std::isinf(c.hi)) {
+            want = (c.open_lo ? "> " : ">= ") + format_value(static_cast<float>(c.lo));
+          } else {
+            want = "in [" + format_value(static_cast<float>(c.lo)) + ", " + format_value(static_cast<float>(c.hi)) +
+                   "]";
+          }
+          return Status::error(StatusCode::out_of_range, name,
+                               name + " must be " + want + "; got " + format_value(v) + at);
+        }
+      }
+    }
+  }
+  return Status::success();
+}
+
+constexpr double kInf = HUGE_VAL;
+
+}  // namespace
+
+Status bandit_update(const BanditUpdateArgs& a, const BanditUpdateOut& o) {
+  const std::int64_t al_s[2] = {a.al_sb, a.al_sn}, be_s[2] = {a.be_sb, a.be_sn}, re_s[2] = {a.re_sb, a.re_sn};
+  const std::int64_t dt_s[2] = {a.dt_sb, a.dt_sn}, km_s[2] = {a.km_sb, a.km_sn};
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"alpha", a.alpha, al_s, 2, 0.0, kInf, true}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"beta", a.beta, be_s, 2, 0.0, kInf, true}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"reward", a.reward, re_s, 2, 0.0, 1.0, false}, a.B, a.N));
+  if (a.dt != nullptr) TOPOROUTE_RETURN_IF_ERROR(check_range({"dt", a.dt, dt_s, 2, 0.0, kInf, false}, a.B, a.N));
+  if (a.km != nullptr) TOPOROUTE_RETURN_IF_ERROR(check_range({"km", a.km, km_s, 2, 0.0, 1.0, false}, a.B, a.N));
+  const double prior = a.prior, delta = a.delta;
+  auto row = [&](std::int64_t b) {
+    for (std::int64_t n = 0; n < a.N; ++n) {
+      const double g =
+          a.dt == nullptr ? a.gamma : std::pow(a.gamma, static_cast<double>(a.dt[b * a.dt_sb + n * a.dt_sn]));
+      const double r = a.reward[b * a.re_sb + n * a.re_sn];
+      double win = r, loss = 1.0 - r;
+      if (a.km != nullptr) {
+        const double m = a.km[b * a.km_sb + n * a.km_sn];
+        win = r + delta * m;
+        loss = 1.0 - r + delta * (1.0 - m);
+      }
+      const bool sel = a.selected[b * a.se_sb + n * a.se_sn] != 0;
+      const double al = a.alpha[b * a.al_sb + n * a.al_sn];
+      const double be = a.beta[b * a.be_sb + n * a.be_sn];
+      o.alpha[b * a.N + n] = static_cast<float>(prior + g * (al - prior) + (sel ? win : 0.0));
+      o.beta[b * a.N + n] = static_cast<float>(prior + g * (be - prior) + (sel ? loss : 0.0));
+    }
+  };
+  if (a.B * a.N * 16 < detail::kParallelWork) {
+    for (std::int64_t b = 0; b < a.B; ++b) row(b);
+    return Status::success();
+  }
+#pragma omp parallel for schedule(static) num_threads(detail::team_size(a.B))
+  for (std::int64_t b = 0; b < a.B; ++b) row(b);
+  return Status::success();
+}
+
+Status synergy_update(const SynergyUpdateArgs& a, const SynergyUpdateOut& o) {
+  const std::int64_t re_s[2] = {a.re_sb, a.re_sn};
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"c_syn", a.c_syn, a.c_s, 3, -kInf, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"edge_alpha", a.edge_alpha, a.ea_s, 3, 0.0, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"edge_beta", a.edge_beta, a.eb_s, 3, 0.0, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"routed", a.routed, a.r_s, 3, 0.0, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"reward", a.reward, re_s, 2, 0.0, 1.0, false}, a.B, a.N));
+  const std::int64_t N = a.N;
+  const double lr = a.lr;
+  auto graph = [&](std::int64_t b) {
+    for (std::int64_t i = 0; i < N; ++i) {
+      for (std::int64_t j = 0; j < N; ++j) {
+        const float c = a.c_syn[b * a.c_s[0] + i * a.c_s[1] + j * a.c_s[2]];
+        const float ea = a.edge_alpha[b * a.ea_s[0] + i * a.ea_s[1] + j * a.ea_s[2]];
+        const float eb = a.edge_beta[b * a.eb_s[0] + i * a.eb_s[1] + j * a.eb_s[2]];
+        const float routed = a.routed[b * a.r_s[0] + i * a.r_s[1] + j * a.r_s[2]];
+        const std::int64_t at = (b * N + i) * N + j;
+        if (!(routed > 0.0f)) {
+          o.c_syn[at] = c;
+          o.edge_alpha[at] = ea;
+          o.edge_beta[at] = eb;
+          continue;
+        }
+        const double r = a.reward[b * a.re_sb + j * a.re_sn];
+        const float ea2 = static_cast<float>(static_cast<double>(ea) + r);
+        const float eb2 = static_cast<float>(static_cast<double>(eb) + (1.0 - r));
+        const double ea64 = ea2, eb64 = eb2;
+        o.edge_alpha[at] = ea2;
+        o.edge_beta[at] = eb2;
+        const double gain = lr * (ea64 / (ea64 + eb64)) * static_cast<double>(routed);
+        o.c_syn[at] = static_cast<float>(static_cast<double>(c) + gain);
+      }
+    }
+  };
+  if (a.B * N * N * 4 < detail::kParallelWork) {
+    for (std::int64_t b = 0; b < a.B; ++b) graph(b);
+    return Status::success();
+  }
+#pragma omp parallel for schedule(static) num_threads(detail::team_size(a.B))
+  for (std::int64_t b = 0; b < a.B; ++b) graph(b);
+  return Status::success();
+}
+
+}  // namespace toporoute

@@ -1,0 +1,1024 @@
+"""The HiVA episode loop (spec §3): STEV iterations over an evolving agent DAG.
+
+One iteration (one trace record):
+
+1. **Forward** (Algorithm 2), level by level of ``ops.toposort``: every agent of a level that has an
+   instruction runs its tool in the sandbox, then all of the level's agents go out in one LLM call batch; the
+   bandit (``ops.bandit_select``, seeded, step = the graph's iteration) picks each executed node's top-k
+   successors; the routed successors' instructions (Fig. 6; several predecessors: concatenated in topological
+   order under headers, §8.3) go out in one batch. The aggregator integrates the executed nodes routed to it
+   (else those with no executed successor, §8.4).
+2. **Environment → loss → global gradient** at the aggregator (Fig. 7).
+3. **Backward**, in reverse level order over the executed nodes only, each level in one batch: a node's local
+   gradient (Fig. 8) comes from the gradients of the successors it routed to in this pass (§8.5).
+4. **Updates**, each kind in one batch: prompts (Fig. 9), tools (Fig. 13, checked statically and by a trial
+   run in the sandbox), parallelisability, sentiments; then the topology decisions (Fig. 10), applied in
+   reverse topological order with ``ops.dag_edit`` (each checked at once; bad output → NO_CHANGE); the new
+   agents' prompts and tools (Fig. 12) in one batch; the Beta and synergy updates (``ops.bandit_update``,
+   ``ops.synergy_update``) with the sentiment rewards; ``ops.dag_repair``.
+
+Every malformed output is recorded in the iteration's ``hiva.errors`` and gives its fallback (a default
+instruction, the old prompt, the old tool, NO_CHANGE, the environment's success as the reward); the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...llm.types import Request, Result, Tags
+from ...tasks import Task
+from ...tasks.codetest import public_examples
+from ...tasks.tools import ToolRun, check_tool_source, run_tool
+from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Usage, clip
+from ..episode import (
+    Clock,
+    Emit,
+    EpisodeOutput,
+    answer_from,
+    call_error,
+    domain_of,
+    first_answer,
+    record_edges,
+)
+from ..episode import request_seed as _seed
+from . import _prompts, parsing
+from .environment import Outcome, code_outcome, math_outcome
+from .graph import SINK, SOURCE, AgentState, HiVAGraph, Tool, words
+from .settings import HiVASettings
+
+if TYPE_CHECKING:
+    from ...runtime import EpisodeContext
+
+__all__ = ["HiVA"]
+
+_EDIT = {
+    "NO_CHANGE": 0,
+    "ADD_PARALLEL": 1,
+    "ADD_SERIAL": 2,
+    "REMOVE_SUCCESSOR": 3,
+    "CONNECT_TO_AGGREGATOR": 4,
+}
+_SHOWN = 1500  # characters of one text inside another prompt
+
+
+def fresh_graph(settings: HiVASettings, domain: str) -> HiVAGraph:
+    """The initial graph of a domain: the source agent wired to the aggregator, both with the built-in tool."""
+    tool = Tool(f"default_{domain}_tool", _prompts.default_tool_source(domain))
+    return HiVAGraph.initial(
+        settings.max_agents,
+        AgentState("source", "source", _prompts.text(f"source_{domain}"), tool),
+        AgentState("aggregator", "aggregator", _prompts.text(f"aggregator_{domain}"), tool),
+        c0=settings.c0,
+    )
+
+
+class HiVA:
+    """HiVA for the harness (``toporoute run hiva``).
+
+    Parameters
+    ----------
+    settings : HiVASettings, optional
+    name : str
+        The method's name in the run folder.
+
+    Notes
+    -----
+    In ``stream`` mode one graph per domain carries over from episode to episode, so episodes must run one at a
+    time in task order: :attr:`sequential` is then True, and :func:`~toporoute.methods.harness.run_method` runs
+    the episodes with concurrency 1 (the runtime starts them in task order). Called concurrently anyway, the
+    episodes still take turns on a lock, in the order they reach it. A resumed run skips the finished episodes;
+    their changes to the graph are not replayed.
+    """
+
+    def __init__(self, settings: HiVASettings | None = None, *, name: str = "hiva") -> None:
+        self.settings = settings or HiVASettings()
+        self.name = name
+        self._stream: dict[str, HiVAGraph] = {}
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {"method": self.name, **self.settings.params()}
+
+    @property
+    def sequential(self) -> bool:
+        """Whether episodes must run one at a time, in task order (stream mode)."""
+        return self.settings.mode == "stream"
+
+    def stream_graph(self, domain: str) -> HiVAGraph | None:
+        """The graph ``stream`` mode carries for a domain (None before its first episode)."""
+        return self._stream.get(domain)
+
+    def _stream_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        return self._lock[1]
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
+        """Runs T iterations on one task; ``emit`` gets one record per iteration."""
+        domain = domain_of(task)
+        s = self.settings
+        if s.mode == "per_instance":
+            return await _Episode(self.name, s, ctx, task, domain, fresh_graph(s, domain), emit).run()
+        async with self._stream_lock():
+            graph = self._stream.get(domain) or fresh_graph(s, domain)
+            out = await _Episode(self.name, s, ctx, task, domain, graph, emit).run()
+            self._stream[domain] = graph
+            return out
+
+
+@dataclass
+class _Pass:
+    """One iteration's working state."""
+
+    instructions: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    inputs: dict[int, str] = field(default_factory=dict)
+    outputs: dict[int, str] = field(default_factory=dict)
+    tools: dict[int, ToolRun] = field(default_factory=dict)
+    executed: list[int] = field(default_factory=list)
+    calls: list[tuple[str, Result]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    edge_tokens: list[EdgeUsage] = field(default_factory=list)
+    bandit: list[dict[str, Any]] = field(default_factory=list)
+    forward_tokens: dict[int, int] = field(default_factory=dict)
+    tool_used: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    def error(self, agent: str, step: str, message: str) -> None:
+        self.errors.append({"agent": agent, "step": step, "error": message})
+
+
+class _Episode:
+    """One task's iterations over ``graph`` (a fresh one, or the stream's)."""
+
+    def __init__(
+        self,
+        method: str,
+        settings: HiVASettings,
+        ctx: EpisodeContext,
+        task: Task,
+        domain: str,
+        graph: HiVAGraph,
+        emit: Emit,
+    ) -> None:
+        self.method, self.s, self.ctx, self.task, self.domain, self.g, self.emit = (
+            method,
+            settings,
+            ctx,
+            task,
+            domain,
+            graph,
+            emit,
+        )
+        self.x0 = _prompts.fill(f"task_{domain}", prompt=task.prompt.strip())
+        self.task_words = words(task.prompt)
+        self.bandit_seed = _seed(
+            settings.seed, "bandit", ctx.episode if settings.mode == "per_instance" else ""
+        )
+        self.rng = random.Random(_seed(settings.seed, "updates", ctx.episode))
+        self.tool_kwargs: dict[str, Any] = {}
+        if domain == "code" and task.entry_point:
+            self.tool_kwargs = {
+                "examples": [[e.source, e.want] for e in public_examples(task)],
+                "entry_point": task.entry_point,
+            }
+        self.gate = asyncio.Semaphore(settings.tool_workers)
+
+    # ------------------------------------------------------------------------------------------ episode
+
+    async def run(self) -> EpisodeOutput:
+        s = self.s
+        clock = Clock()
+        history: list[dict[str, Any]] = []
+        best: tuple[float, int, str] | None = None
+        stopped = False
+        for t in range(s.iterations):
+            answer, outcome = await self.iteration(t, clock)
+            history.append(
+                {
+                    "iteration": t,
+                    "signal": round(outcome.signal, 4),
+                    "success": outcome.success,
+                    "signal_ok": outcome.signal_ok,
+                    "answer_found": bool(answer),
+                }
+            )
+            key = (outcome.signal if answer else -1.0, t, answer)
+            if best is None or key[:2] >= best[:2]:
+                best = key
+            if s.early_stop and s.mode == "per_instance" and outcome.signal_ok:
+                stopped = True
+                break
+        assert best is not None
+        return EpisodeOutput(
+            best[2],
+            len(history),
+            stopped,
+            clock.llm_s,
+            clock.routing_s,
+            extra={
+                "hiva": {
+                    "mode": s.mode,
+                    "oracle_feedback": s.oracle_feedback,
+                    "iterations": history,
+                    "best_iteration": best[1],
+                    "early_stopped": stopped,
+                    "final_graph": self.g.snapshot(),
+                    "graph_step": self.g.iteration,
+                }
+            },
+        )
+
+    # ------------------------------------------------------------------------------------------ iteration
+
+    async def iteration(self, t: int, clock: Clock) -> tuple[str, Outcome]:
+        s, g = self.s, self.g
+        rc = clock.round()
+        g.iteration += 1
+        step = g.iteration
+        p = _Pass()
+        start = g.snapshot()
+        start_nodes = g.nodes()
+        start_names = {i: g.name(i) for i in start_nodes}
+        start_roles = {i: g.agents[i].role for i in start_nodes}
+        with rc.routing():
+            sigma, level = g.levels()
+        routed = np.zeros((g.capacity, g.capacity), np.int32)
+        p.instructions[SOURCE] = [(-1, self.x0)]
+
+        # ---- forward, level by level
+        for lv in sorted(set(level.values())):
+            nodes = [i for i in sigma if level[i] == lv and i != SINK and i in p.instructions]
+            if not nodes:
+                continue
+            await self._run_level(t, nodes, sigma, p, rc)
+            with rc.routing():
+                weights, psi = g.weights(
+                    set(p.executed), self.task_words, s.lam, s.eta, s.omega, s.distance_threshold
+                )
+                sel = g.select(
+                    nodes, weights, k=s.top_k, seed=self.bandit_seed, step=step, mode=s.bandit_mode
+                )
+            for i in nodes:
+                for j in sel.chosen[i]:
+                    routed[i, j] += 1
+            p.bandit.append(
+                {
+                    "level": lv,
+                    "sources": [g.name(i) for i in nodes],
+                    "theta": {g.name(i): round(float(sel.theta[i]), 4) for i in g.nodes()},
+                    "candidates": {
+                        g.name(i): {g.name(j): round(float(weights[i, j]), 4) for j in g.successors(i)}
+                        for i in nodes
+                    },
+                    "chosen": {g.name(i): [g.name(j) for j in sel.chosen[i]] for i in nodes},
+                    "psi": {g.name(i): round(float(psi[i]), 4) for i in g.nodes()},
+                }
+            )
+            await self._instructions(t, nodes, sel.chosen, p, rc)
+
+        # ---- aggregation
+        contributors = [i for i in p.executed if routed[i, SINK] > 0]
+        if not contributors:
+            contributors = [i for i in p.executed if not any(routed[i, j] > 0 for j in p.executed)]
+        answer = await self._aggregate(t, contributors, p, rc)
+        for i in contributors:
+            p.edge_tokens.append(EdgeUsage(g.name(i), g.name(SINK), p.forward_tokens.get(i, 0)))
+
+        # ---- environment, loss, global gradient
+        outcome = await self._environment(t, answer, p, rc)
+        loss, global_grad = await self._loss(t, answer, outcome, contributors, p, rc)
+
+        # ---- backward over the executed nodes, reverse level order
+        grads: dict[int, parsing.Gradient] = {SINK: parsing.Gradient(global_grad, "", global_grad)}
+        workers = [i for i in p.executed if i != SINK]
+        for lv in sorted({level[i] for i in workers}, reverse=True):
+            nodes = [i for i in workers if level[i] == lv]
+            await self._gradients(t, nodes, routed, grads, p, rc)
+
+        # ---- semantic updates, parallelisability, sentiment (one batch), then tools checked in the sandbox
+        prompt_updates, tool_updates, parallel, sentiment = await self._updates(
+            t, workers, grads, outcome, p, rc
+        )
+
+        # ---- topology decisions and edits (reverse topological order)
+        order = [i for i in reversed(sigma) if i in workers]
+        decisions = await self._decide(t, order, grads, parallel, p, rc)
+
+        # ---- beliefs and synergy (on the slots of this pass, before new nodes reuse freed slots)
+        rewards = {i: sentiment[i]["reward"] for i in sentiment}
+        km = np.zeros(g.capacity, np.float64)
+        for i in p.executed:
+            km[i] = _similarity(self.task_words, g.agents[i].prompt) if i in g.agents else 0.0
+        with rc.routing():
+            g.update_beliefs(p.executed, rewards, km, gamma=s.gamma, delta=s.delta)
+            g.update_synergy(routed, rewards, lr=s.synergy_lr)
+            edits = self._apply(decisions, p)
+        synthesised = await self._new_agents(t, edits, p, rc)
+        with rc.routing():
+            repair = g.repair(threshold=s.prune_threshold, min_obs=s.min_obs, max_out=s.max_out)
+
+        self.emit(
+            self._record(
+                t,
+                step,
+                rc,
+                p,
+                start,
+                start_nodes,
+                start_names,
+                start_roles,
+                sigma,
+                level,
+                routed,
+                contributors,
+                answer,
+                outcome,
+                loss,
+                global_grad,
+                grads,
+                prompt_updates,
+                tool_updates,
+                parallel,
+                decisions,
+                sentiment,
+                repair,
+                synthesised,
+            )
+        )
+        return answer, outcome
+
+    # ------------------------------------------------------------------------------------------ forward
+
+    def _request(
+        self, kind: str, t: int, who: str, system: str | None, user: str, regex: str | None = None
+    ) -> Request:
+        return Request.chat(
+            system,
+            user,
+            sampling=self.s.call(kind, self.ctx.episode, t, who),
+            tags=Tags(round=t, agent=who, role=kind),
+            regex=regex if self.s.guided else None,
+        )
+
+    async def _generate(self, rc: Clock, p: _Pass, keyed: Sequence[tuple[str, Request]]) -> list[Result]:
+        """One LLM batch; each call's usage recorded under its key."""
+        if not keyed:
+            return []
+        results = await rc.generate(self.ctx, [r for _, r in keyed])
+        p.calls.extend((k, r) for (k, _), r in zip(keyed, results))
+        for (k, _), r in zip(keyed, results):
+            err = call_error(r)
+            if err is not None:
+                p.error(k.split(":")[0], k.split(":", 1)[-1], f"call failed: {err}")
+        return results
+
+    async def _tool(self, tool: Tool, input_data: str) -> ToolRun:
+        async with self.gate:
+            return await asyncio.to_thread(
+                run_tool,
+                tool.source,
+                input_data,
+                kwargs=self.tool_kwargs,
+                timeout_s=self.s.tool_timeout_s,
+                memory_mb=self.s.tool_memory_mb,
+                retries=self.s.tool_retries,
+                trusted=tool.trusted,
+            )
+
+    async def _run_level(self, t: int, nodes: list[int], sigma: list[int], p: _Pass, rc: Clock) -> None:
+        g = self.g
+        pos = {n: k for k, n in enumerate(sigma)}
+        for i in nodes:
+            parts = sorted(p.instructions[i], key=lambda item: pos.get(item[0], -1))
+            if len(parts) == 1:
+                p.inputs[i] = parts[0][1]
+            else:
+                p.inputs[i] = "\n\n".join(f"## Instruction from {g.name(src)}\n{text}" for src, text in parts)
+        runs = await asyncio.gather(*(self._tool(g.agents[i].tool, p.inputs[i]) for i in nodes))
+        keyed = []
+        for i, run in zip(nodes, runs):
+            a = g.agents[i]
+            p.tools[i] = run
+            p.tool_used[i] = (a.tool.name, a.tool.version)
+            if run.ok:
+                user = _prompts.fill(
+                    "agent_user", instruction=p.inputs[i], tool=a.tool.name, tool_result=run.output
+                )
+            else:
+                p.error(a.name, "tool", run.error or "failed")
+                user = _prompts.fill(
+                    "agent_user_no_tool",
+                    instruction=p.inputs[i],
+                    tool=a.tool.name,
+                    tool_error=run.error or "failed",
+                )
+            keyed.append((f"{a.name}:forward", self._request("agent", t, a.name, a.prompt, user)))
+        results = await self._generate(rc, p, keyed)
+        for i, r in zip(nodes, results):
+            p.outputs[i] = r.text if r.ok else ""
+            p.forward_tokens[i] = r.usage.completion_tokens if r.ok else 0
+            p.executed.append(i)
+            g.agents[i].visits += 1
+
+    async def _instructions(
+        self, t: int, nodes: list[int], chosen: dict[int, list[int]], p: _Pass, rc: Clock
+    ) -> None:
+        g = self.g
+        pairs = [(i, j) for i in nodes for j in chosen[i] if j != SINK]
+        keyed = []
+        for i, j in pairs:
+            run = p.tools.get(i)
+            user = _prompts.fill(
+                "instruction_user",
+                input=clip(p.inputs[i], _SHOWN),
+                output=clip(p.outputs.get(i, ""), _SHOWN),
+                tool_result=clip(run.output if run is not None and run.ok else "(none)", 600),
+                successor_prompt=g.agents[j].prompt,
+                successor_id=g.name(j),
+            )
+            keyed.append(
+                (
+                    f"{g.name(i)}:instruction>{g.name(j)}",
+                    self._request("instruction", t, g.name(i), _prompts.text("instruction_system"), user),
+                )
+            )
+        results = await self._generate(rc, p, keyed)
+        for (i, j), r in zip(pairs, results):
+            text = r.text.strip() if r.ok else ""
+            if not text:
+                p.error(
+                    g.name(i),
+                    "instruction",
+                    f"empty instruction for {g.name(j)}: passing the input and output on",
+                )
+                text = f"{p.inputs[i]}\n\nThe previous agent ({g.name(i)}) answered:\n{p.outputs.get(i, '')}"
+            p.instructions.setdefault(j, []).append((i, text))
+            p.edge_tokens.append(EdgeUsage(g.name(i), g.name(j), r.usage.completion_tokens if r.ok else 0))
+
+    async def _aggregate(self, t: int, contributors: list[int], p: _Pass, rc: Clock) -> str:
+        g = self.g
+        responses = "\n\n".join(
+            f"[{g.name(i)}] role: {clip(g.agents[i].prompt, 300)}\nresponse:\n{p.outputs.get(i, '')}"
+            for i in contributors
+        )
+        a = g.agents[SINK]
+        user = _prompts.fill("aggregate_user", task=self.x0, responses=responses or "(no responses)")
+        (r,) = await self._generate(
+            rc, p, [(f"{a.name}:aggregate", self._request("aggregator", t, a.name, a.prompt, user))]
+        )
+        p.inputs[SINK] = user
+        p.outputs[SINK] = r.text if r.ok else ""
+        p.executed.append(SINK)
+        a.visits += 1
+        answer = answer_from(self.task, p.outputs[SINK])
+        if not answer:  # the aggregator's own reply holds none: the latest contributor's that does
+            answer = first_answer(self.task, [p.outputs.get(i, "") for i in reversed(contributors)])
+            if answer:
+                p.error(
+                    a.name, "aggregate", "no answer in the aggregator's reply: a contributor's answer taken"
+                )
+        return answer
+
+    # ------------------------------------------------------------------------------------------ loss
+
+    async def _environment(self, t: int, answer: str, p: _Pass, rc: Clock) -> Outcome:
+        s = self.s
+        if self.domain == "code":
+            return await code_outcome(
+                self.task,
+                answer,
+                oracle=s.oracle_feedback,
+                timeout_s=s.test_timeout_s,
+                memory_mb=s.test_memory_mb,
+            )
+        user = _prompts.fill("self_critique", task=self.x0, answer=p.outputs.get(SINK, "") or "(no answer)")
+        (r,) = await self._generate(
+            rc,
+            p,
+            [
+                (
+                    "environment:critique",
+                    self._request("critique", t, "environment", None, user, parsing.VERDICT_REGEX),
+                )
+            ],
+        )
+        verdict, err = parsing.parse_verdict(r.text if r.ok else "")
+        if err is not None:
+            p.error("environment", "critique", err)
+        return math_outcome(self.task, answer, r.text if r.ok else "", verdict, oracle=s.oracle_feedback)
+
+    async def _loss(
+        self, t: int, answer: str, outcome: Outcome, contributors: list[int], p: _Pass, rc: Clock
+    ) -> tuple[str, str]:
+        g = self.g
+        criteria = (
+            "the program must be correct on every input the problem allows"
+            if self.domain == "code"
+            else "the final answer must be correct and justified"
+        )
+        final = p.outputs.get(SINK, "")
+        user = _prompts.fill(
+            "loss_user",
+            task=self.x0,
+            answer=clip(final or answer or "(no answer)", 4000),
+            criteria=criteria,
+            outcome=outcome.text,
+        )
+        (r,) = await self._generate(
+            rc,
+            p,
+            [
+                (
+                    "environment:loss",
+                    self._request("loss", t, "environment", _prompts.text("loss_system"), user),
+                )
+            ],
+        )
+        loss, err = parsing.feedback_text(r.text if r.ok else "")
+        if err is not None:
+            p.error("environment", "loss", err)
+        if not loss:
+            loss = outcome.text
+        user = _prompts.fill(
+            "global_gradient",
+            predecessors=", ".join(g.name(i) for i in contributors) or "none",
+            aggregator=g.name(SINK),
+            loss=loss,
+            context=final[:200],
+        )
+        (r,) = await self._generate(
+            rc,
+            p,
+            [
+                (
+                    f"{g.name(SINK)}:global_gradient",
+                    self._request("global_gradient", t, g.name(SINK), None, user),
+                )
+            ],
+        )
+        grad, err = parsing.feedback_text(r.text if r.ok else "")
+        if err is not None:
+            p.error(g.name(SINK), "global_gradient", err)
+        return loss, grad or loss
+
+    # ------------------------------------------------------------------------------------------ backward
+
+    async def _gradients(
+        self,
+        t: int,
+        nodes: list[int],
+        routed: np.ndarray,
+        grads: dict[int, parsing.Gradient],
+        p: _Pass,
+        rc: Clock,
+    ) -> None:
+        g = self.g
+        keyed = []
+        for i in nodes:
+            fed = [j for j in np.flatnonzero(routed[i]) if int(j) in grads]
+            lines = [
+                f"Agent {g.name(int(j))} (visited {g.agents[int(j)].visits} times): {grads[int(j)].overall}"
+                for j in fed
+            ] or [f"Agent {g.name(SINK)}: {grads[SINK].overall}"]
+            run = p.tools.get(i)
+            user = _prompts.fill(
+                "agent_gradient",
+                role=g.agents[i].prompt[:300],
+                output=clip(p.outputs.get(i, ""), 600),
+                tool=g.agents[i].tool.name,
+                tool_result=clip(
+                    run.output if run and run.ok else (run.error if run else "not run") or "", 300
+                ),
+                feedback="\n".join(lines),
+            )
+            keyed.append(
+                (
+                    f"{g.name(i)}:gradient",
+                    self._request("gradient", t, g.name(i), None, user, parsing.GRADIENT_REGEX),
+                )
+            )
+        results = await self._generate(rc, p, keyed)
+        for i, r in zip(nodes, results):
+            grad = parsing.parse_gradient(r.text if r.ok else "")
+            if grad.error is not None:
+                p.error(g.name(i), "gradient", grad.error)
+                if not grad.overall:  # nothing usable: pass the successors' feedback on
+                    passed_on = [grads[int(j)].overall for j in np.flatnonzero(routed[i]) if int(j) in grads]
+                    grad = parsing.Gradient("", "", " ".join(passed_on)[:600], grad.error)
+            grads[i] = grad
+
+    async def _updates(
+        self,
+        t: int,
+        workers: list[int],
+        grads: dict[int, parsing.Gradient],
+        outcome: Outcome,
+        p: _Pass,
+        rc: Clock,
+    ) -> tuple[
+        list[dict[str, Any]], list[dict[str, Any]], dict[int, parsing.Parallelism], dict[int, dict[str, Any]]
+    ]:
+        s, g = self.s, self.g
+        keyed: list[tuple[str, Request]] = []
+        kinds: list[tuple[str, int]] = []
+        for i in [*workers, SINK]:
+            a, grad = g.agents[i], grads[i]
+            want_prompt = bool(grad.system_prompt)
+            want_tool = bool(grad.tool) and i != SINK
+            if want_prompt and want_tool and not s.apply_both:
+                want_tool = self.rng.random() < s.w_tool / s.w_prompt
+            if want_prompt:
+                user = _prompts.fill("prompt_update", variable=a.prompt, gradients=grad.system_prompt)
+                keyed.append(
+                    (f"{a.name}:prompt_update", self._request("prompt_update", t, a.name, None, user))
+                )
+                kinds.append(("prompt", i))
+            if want_tool:
+                user = _prompts.fill("tool_refine", source=a.tool.source, feedback=grad.tool)
+                keyed.append((f"{a.name}:tool_refine", self._request("tool_refine", t, a.name, None, user)))
+                kinds.append(("tool", i))
+            if i != SINK:
+                user = _prompts.fill(
+                    "parallel_analysis", role=a.prompt[:300], task=clip(self.x0, 800), feedback=grad.overall
+                )
+                keyed.append(
+                    (
+                        f"{a.name}:parallel",
+                        self._request("parallel", t, a.name, None, user, parsing.PARALLEL_REGEX),
+                    )
+                )
+                kinds.append(("parallel", i))
+            user = _prompts.fill("sentiment", feedback=grad.overall or "(none)")
+            keyed.append(
+                (
+                    f"{a.name}:sentiment",
+                    self._request("sentiment", t, a.name, None, user, parsing.SENTIMENT_REGEX),
+                )
+            )
+            kinds.append(("sentiment", i))
+        results = await self._generate(rc, p, keyed)
+        prompt_updates: list[dict[str, Any]] = []
+        tool_jobs: list[tuple[int, str]] = []
+        parallel: dict[int, parsing.Parallelism] = {}
+        sentiment: dict[int, dict[str, Any]] = {}
+        for (kind, i), r in zip(kinds, results):
+            a, text = g.agents[i], (r.text if r.ok else "")
+            if kind == "prompt":
+                new, err = parsing.improved_variable(text)
+                entry: dict[str, Any] = {
+                    "agent": a.name,
+                    "old": a.prompt,
+                    "new": new or a.prompt,
+                    "error": err,
+                }
+                if err is not None:
+                    p.error(a.name, "prompt_update", err)
+                entry["changed"] = bool(new) and new != a.prompt
+                if entry["changed"]:
+                    a.prompt = new
+                prompt_updates.append(entry)
+            elif kind == "tool":
+                tool_jobs.append((i, text))
+            elif kind == "parallel":
+                par = parsing.parse_parallelism(text)
+                if par.error is not None:
+                    p.error(a.name, "parallel", par.error)
+                parallel[i] = par
+            else:
+                label, err = parsing.parse_sentiment(text)
+                if err is not None:
+                    p.error(a.name, "sentiment", f"{err}: the environment's success as the reward")
+                reward = float(outcome.success) if label is None else (0.0 if label == "CRITICAL" else 1.0)
+                sentiment[i] = {"label": label, "reward": reward, "error": err}
+        tool_updates = list(
+            await asyncio.gather(
+                *(self._new_tool(i, text, "refine", p.inputs.get(i, self.x0), p) for i, text in tool_jobs)
+            )
+        )
+        return prompt_updates, tool_updates, parallel, sentiment
+
+    async def _new_tool(self, i: int, text: str, kind: str, trial_input: str, p: _Pass) -> dict[str, Any]:
+        """A tool from an LLM output, kept only when it passes the static check and a trial run in the sandbox
+        on ``trial_input``; else the agent keeps its tool (recorded)."""
+        a = self.g.agents[i]
+        source, err = parsing.extract_tool_code(text)
+        entry: dict[str, Any] = {
+            "agent": a.name,
+            "kind": kind,
+            "old_version": a.tool.version,
+            "source": clip(source, 4000),
+        }
+        problem = err or check_tool_source(source)
+        trial: ToolRun | None = None
+        if problem is None:
+            trial = await self._tool(Tool("candidate", source, trusted=False), trial_input)
+            if not trial.ok:
+                problem = f"trial run failed: {trial.error}"
+        entry["trial"] = None if trial is None else trial.to_json()
+        if problem is not None:
+            p.error(a.name, f"tool_{kind}", f"{problem}: the agent keeps {a.tool.name} v{a.tool.version}")
+            entry.update(accepted=False, error=problem)
+            return entry
+        version = a.tool.version + 1
+        a.tool = Tool(f"{a.name}_tool", source, version, trusted=False, origin=kind)
+        entry.update(accepted=True, error=None, version=version)
+        return entry
+
+    # ------------------------------------------------------------------------------------------ topology
+
+    async def _decide(
+        self,
+        t: int,
+        order: list[int],
+        grads: dict[int, parsing.Gradient],
+        parallel: dict[int, parsing.Parallelism],
+        p: _Pass,
+        rc: Clock,
+    ) -> list[dict[str, Any]]:
+        g = self.g
+        keyed = []
+        for i in order:
+            a = g.agents[i]
+            succ = [g.name(j) for j in g.successors(i)]
+            user = _prompts.fill(
+                "decision_user",
+                agent=a.name,
+                role=a.prompt[:300],
+                feedback=grads[i].overall or "(none)",
+                count=len(succ),
+                successors=", ".join(succ) or "none",
+                parallel=parallel[i].describe() if i in parallel else "unknown",
+            )
+            keyed.append(
+                (
+                    f"{a.name}:decision",
+                    self._request(
+                        "decision",
+                        t,
+                        a.name,
+                        _prompts.text("decision_system"),
+                        user,
+                        parsing.decision_regex(succ),
+                    ),
+                )
+            )
+        results = await self._generate(rc, p, keyed)
+        decisions = []
+        for i, r in zip(order, results):
+            a = g.agents[i]
+            text = r.text if r.ok else ""
+            d = parsing.parse_decision(text)
+            entry: dict[str, Any] = {
+                "agent": a.name,
+                "raw": clip(text.strip(), 400),
+                "action": d.action,
+                "arg": d.arg,
+                "error": d.error,
+                "node": i,
+            }
+            if d.error is not None:
+                p.error(a.name, "decision", f"{d.error}: NO_CHANGE")
+            action, target = d.action, -1
+            par = parallel.get(i)
+            if action == "ADD_PARALLEL" and (par is None or par.score < self.s.parallel_threshold):
+                action = "ADD_SERIAL"
+                entry["converted"] = (
+                    f"parallelisability {0.0 if par is None else par.score:g} < {self.s.parallel_threshold:g}"
+                )
+            if action == "REMOVE_SUCCESSOR":
+                target, why = self._target(i, d.arg)
+                if why is not None:
+                    p.error(a.name, "decision", f"{why}: NO_CHANGE")
+                    entry["error"] = why
+                    action = "NO_CHANGE"
+            if action == "CONNECT_TO_AGGREGATOR":
+                target = SINK
+            entry["applied_action"] = action
+            entry["edit"] = [_EDIT[action], i, target]
+            entry["description"] = d.arg if action in ("ADD_PARALLEL", "ADD_SERIAL") else ""
+            decisions.append(entry)
+        return decisions
+
+    def _target(self, node: int, arg: str) -> tuple[int, str | None]:
+        """The successor slot REMOVE_SUCCESSOR names: an id, ``least_visited`` or a 1-based index."""
+        g = self.g
+        succ = g.successors(node)
+        key = arg.strip().strip(".'\"`").split()[0] if arg.strip() else ""
+        if not key:
+            return -1, "REMOVE_SUCCESSOR names no successor"
+        if key.lower() == "least_visited":
+            workers = [j for j in succ if j != SINK]
+            if not workers:
+                return -1, "REMOVE_SUCCESSOR least_visited: no successor but the aggregator"
+            return min(workers, key=lambda j: (g.agents[j].visits, j)), None
+        slot = g.slot_of(key)
+        if slot is None and key.isdigit() and 1 <= int(key) <= len(succ):
+            slot = succ[int(key) - 1]
+        if slot is None:
+            return -1, f"REMOVE_SUCCESSOR names an unknown agent {key!r}"
+        return slot, None  # a non-successor is left to ops.dag_edit to reject, with its reason
+
+    def _apply(self, decisions: list[dict[str, Any]], p: _Pass) -> list[tuple[int, dict[str, Any]]]:
+        """Applies every decision's edit in order; returns the new slots with their decision."""
+        g = self.g
+        results = g.apply_edits([tuple(d["edit"]) for d in decisions], max_out=self.s.max_out)
+        made = []
+        for d, (ok, reason, new) in zip(decisions, results):
+            d.update(accepted=ok, reason=reason)
+            if not ok:
+                p.error(d["agent"], "edit", f"{d['applied_action']} rejected: {reason}")
+            if new >= 0:
+                parent = g.agents.get(d["node"])
+                desc = d["description"] or "help the team solve the task"
+                tool = Tool(f"default_{self.domain}_tool", _prompts.default_tool_source(self.domain))
+                agent = AgentState(
+                    g.new_name(),
+                    "worker",
+                    f"You are a worker agent. Your job: {desc}",
+                    tool,
+                    created=g.iteration,
+                    description=desc,
+                )
+                g.add_agent(new, agent)
+                d["new_agent"] = agent.name
+                made.append((new, {"parent": parent.name if parent else "", **d}))
+        return made
+
+    async def _new_agents(
+        self, t: int, made: list[tuple[int, dict[str, Any]]], p: _Pass, rc: Clock
+    ) -> list[dict[str, Any]]:
+        """The new agents' prompts and (``synthesize_tools``) tools, in one batch; returns the tool records."""
+        g = self.g
+        keyed: list[tuple[str, Request]] = []
+        kinds: list[tuple[str, int]] = []
+        for slot, d in made:
+            a = g.agents[slot]
+            parent = g.agents.get(d["node"])
+            user = _prompts.fill(
+                "new_agent",
+                task_kind=self.domain,
+                description=a.description,
+                parent_role=(parent.prompt if parent else "")[:300],
+            )
+            keyed.append((f"{a.name}:new_agent", self._request("new_agent", t, a.name, None, user)))
+            kinds.append(("prompt", slot))
+            if self.s.synthesize_tools:
+                examples = ""
+                if self.tool_kwargs.get("examples"):
+                    examples = "- kwargs may hold `examples` (pairs of a call and its expected result) and `entry_point`.\n"
+                user = _prompts.fill("tool_synthesis", description=a.description, examples=examples)
+                keyed.append(
+                    (f"{a.name}:tool_synthesis", self._request("tool_synthesis", t, a.name, None, user))
+                )
+                kinds.append(("tool", slot))
+        results = await self._generate(rc, p, keyed)
+        jobs = []
+        for (kind, slot), r in zip(kinds, results):
+            a = g.agents[slot]
+            text = r.text.strip() if r.ok else ""
+            if kind == "prompt":
+                if text:
+                    a.prompt = text
+                else:
+                    p.error(a.name, "new_agent", "empty prompt: the description as the prompt")
+            else:
+                jobs.append(self._new_tool(slot, text, "synthesis", self.x0, p))
+        return list(await asyncio.gather(*jobs))
+
+    # ------------------------------------------------------------------------------------------ record
+
+    def _record(
+        self,
+        t: int,
+        step: int,
+        rc: Clock,
+        p: _Pass,
+        start: dict[str, Any],
+        nodes: list[int],
+        names: dict[int, str],
+        roles: dict[int, str],
+        sigma: list[int],
+        level: dict[int, int],
+        routed: np.ndarray,
+        contributors: list[int],
+        answer: str,
+        outcome: Outcome,
+        loss: str,
+        global_grad: str,
+        grads: dict[int, parsing.Gradient],
+        prompt_updates: list[dict[str, Any]],
+        tool_updates: list[dict[str, Any]],
+        parallel: dict[int, parsing.Parallelism],
+        decisions: list[dict[str, Any]],
+        sentiment: dict[int, dict[str, Any]],
+        repair: dict[str, Any],
+        synthesised: list[dict[str, Any]],
+    ) -> RoundRecord:
+        g = self.g
+        index = {slot: k for k, slot in enumerate(nodes)}
+        executed = set(p.executed)
+        run_edges = [(index[s], index[d]) for s, d in zip(*np.nonzero(routed)) if s in index and d in index]
+        inbox = {index[d]: [index[s] for s in nodes if routed[s, d] > 0] for d in nodes if d in executed}
+        graph = Graph.build(
+            [names[i] for i in nodes],
+            [roles[i] for i in nodes],
+            run_edges,
+            order=[index[i] for i in sigma if i in index],
+            levels=[level[i] if i in executed else -1 for i in nodes],
+            is_dag=True,
+            inbox=inbox,
+        )
+        messages = {
+            names[i]: Message.of(
+                p.outputs.get(i, ""),
+                p.inputs.get(i, ""),
+                answer if i == SINK else None,
+                call_error(
+                    next(
+                        (
+                            r
+                            for k, r in p.calls
+                            if k.startswith(f"{names[i]}:") and k.endswith(("forward", "aggregate"))
+                        ),
+                        None,
+                    )
+                ),
+            )
+            for i in nodes
+            if i in executed
+        }
+        usage = Usage({k: CallUsage.of(r) for k, r in p.calls}, record_edges(self.ctx, t, p.edge_tokens))
+        block = {
+            "iteration": t,
+            "step": step,
+            "graph": start,
+            "graph_after": g.snapshot(),
+            "levels": _levels(sigma, level, names),
+            "executed": [names[i] for i in p.executed],
+            "executed_edges": [[names[int(s)], names[int(d)]] for s, d in zip(*np.nonzero(routed))],
+            "bandit": p.bandit,
+            "instructions": {names[i]: clip(p.inputs[i], 4000) for i in p.executed if i in p.inputs},
+            "tool_calls": [
+                {"agent": names[i], "tool": p.tool_used[i][0], "version": p.tool_used[i][1], **run.to_json()}
+                for i, run in p.tools.items()
+            ],
+            "aggregation": {"contributors": [names[i] for i in contributors], "answer": clip(answer, 4000)},
+            "environment": outcome.to_json(),
+            "loss": loss,
+            "global_gradient": global_grad,
+            "gradients": {names[i]: gr.to_json() for i, gr in grads.items() if i in names},
+            "prompt_updates": prompt_updates,
+            "tool_updates": tool_updates + synthesised,
+            "parallelism": {
+                names[i]: {"score": par.score, "text": par.describe(), "error": par.error}
+                for i, par in parallel.items()
+            },
+            "decisions": [{k: v for k, v in d.items() if k != "node"} for d in decisions],
+            "edits": {
+                "applied": [
+                    [d["agent"], d["applied_action"], d.get("new_agent")]
+                    for d in decisions
+                    if d.get("accepted") and d["applied_action"] != "NO_CHANGE"
+                ],
+                "rejected": [
+                    [d["agent"], d["applied_action"], d.get("reason")]
+                    for d in decisions
+                    if not d.get("accepted")
+                ],
+            },
+            "sentiment": {names[i]: v for i, v in sentiment.items()},
+            "repair": repair,
+            "errors": p.errors,
+            "answer": clip(answer, 4000),
+        }
+        return RoundRecord(
+            method=self.method,
+            episode=self.ctx.episode,
+            task=self.task.id,
+            round=t,
+            graph=graph,
+            messages=messages,
+            usage=usage,
+            timing=rc.timing(),
+            extra={"hiva": block},
+        )
+
+
+def _levels(sigma: list[int], level: dict[int, int], names: dict[int, str]) -> list[list[str]]:
+    out: dict[int, list[str]] = {}
+    for i in sigma:
+        out.setdefault(level[i], []).append(names[i])
+    return [out[k] for k in sorted(out)]
+
+
+def _similarity(task_words: frozenset[str], prompt: str) -> float:
+    other = words(prompt)
+    if not task_words or not other:
+        return 0.0
+    return len(task_words & other) / float(np.sqrt(len(task_words) * len(other)))

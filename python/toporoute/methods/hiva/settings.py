@@ -1,0 +1,182 @@
+"""HiVA's settings (spec §4, with the resolutions of §8) and the sampling of each kind of call."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ...errors import InvalidArgumentError
+from ...llm.types import Sampling
+from ..episode import SamplingSettings, request_seed
+
+__all__ = ["CALL_KINDS", "MODES", "HiVASettings"]
+
+MODES = ("per_instance", "stream")
+
+CALL_KINDS: dict[str, tuple[float | None, int]] = {
+    # kind: (temperature, most completion tokens); None: the settings' temperature (the agents')
+    "agent": (None, 1000),
+    "instruction": (1.0, 1000),
+    "aggregator": (0.3, 1500),
+    "loss": (0.3, 800),
+    "global_gradient": (0.3, 800),
+    "gradient": (0.3, 800),
+    "prompt_update": (0.3, 800),
+    "parallel": (0.2, 300),
+    "decision": (0.3, 400),
+    "new_agent": (0.5, 400),
+    "tool_synthesis": (0.3, 1000),
+    "tool_refine": (0.2, 1200),
+    "sentiment": (0.0, 8),
+    "critique": (0.3, 400),
+}
+"""Sampling per call kind (spec §4: the paper's instruction 1.0/1000 and tool 0.3/1000, the code's other
+values; the sentiment and the self-critique are this implementation's)."""
+
+
+@dataclass(frozen=True)
+class HiVASettings(SamplingSettings):
+    """Settings of HiVA (``toporoute run hiva``).
+
+    Parameters
+    ----------
+    iterations : int
+        T, the STEV iterations per task (the paper's default 10).
+    top_k : int
+        Successors the bandit picks at each executed node (1 to 5; default 2).
+    mode : {"per_instance", "stream"}
+        ``per_instance``: a fresh graph per task, T iterations, the best answer returned. ``stream``: the graph,
+        the Beta beliefs, the synergy, the prompts and the tools carry over from task to task (episodes then run
+        one at a time, in the order they start).
+    max_agents : int
+        Node capacity N of the graph (2 to 256; default 32).
+    max_out : int
+        Most successors per agent (5).
+    early_stop : bool
+        per_instance: stop once the environment's own signal says the answer succeeds (visible examples
+        passed; the self-critique's PASS for math).
+    oracle_feedback : bool
+        Feed back the task's hidden tests (code) or the gold answer (math) instead of the visible examples /
+        the self-critique: an oracle, recorded in the run's params and labelled in the report. The best answer
+        is still chosen by the non-oracle signal.
+    bandit_mode : {"thompson", "mean"}
+        θ drawn from Beta(α, β), or its mean (deterministic).
+    lam, eta, delta : float
+        λ (knowledge distance), η (synergy exponent) and δ (knowledge term of the Beta update).
+    omega : tuple of 4 floats
+        ω_1..ω_4 of the distance (no knowledge graph: Ψ2 = Ψ4 = 0).
+    distance_threshold : float
+        Candidates with Σ ω Ψ above it are dropped (the best one always kept).
+    gamma : float
+        Decay of the Beta beliefs towards the prior per iteration without an update (0.6).
+    synergy_lr : float
+        γ', the synergy learning rate (0.1).
+    c0 : float
+        Initial synergy of every pair.
+    prune_threshold, min_obs : float, int
+        Repair drops an edge whose success mean is under ``prune_threshold`` after ``min_obs`` observations.
+    w_prompt, w_tool : float
+        Feedback weights: with both prompt and tool feedback the prompt is updated and the tool with probability
+        ``w_tool / w_prompt`` (seeded), unless ``apply_both``.
+    apply_both : bool
+    parallel_threshold : float
+        An ADD_PARALLEL whose parallelisability score is under it becomes ADD_SERIAL (0.5).
+    synthesize_tools : bool
+        New agents get a tool written by the LLM (Fig. 12) from their description (else the built-in tool).
+    guided : bool
+        Constrain the short structured outputs (decision, sentiment, gradient, parallelisability, verdict) with
+        regular expressions where the engine supports it.
+    tool_timeout_s, tool_retries, tool_memory_mb : limits of one sandboxed tool call (30 s, 3 retries).
+    tool_workers : int
+        Most tool or test processes at once.
+    test_timeout_s, test_memory_mb : limits of the environment's sandboxed test runs.
+    temperature : float
+        The agents' temperature (forward pass); the other calls use :data:`CALL_KINDS`.
+    max_tokens : int
+        Cap on every call's completion tokens (each kind has its own limit under it).
+    """
+
+    iterations: int = 10
+    top_k: int = 2
+    mode: str = "per_instance"
+    max_agents: int = 32
+    max_out: int = 5
+    early_stop: bool = False
+    oracle_feedback: bool = False
+    bandit_mode: str = "thompson"
+    lam: float = 1.0
+    eta: float = 1.0
+    delta: float = 0.5
+    omega: tuple[float, float, float, float] = (0.25, 0.25, 0.25, 0.25)
+    distance_threshold: float = 0.75
+    gamma: float = 0.6
+    synergy_lr: float = 0.1
+    c0: float = 1.0
+    prune_threshold: float = 0.3
+    min_obs: int = 3
+    w_prompt: float = 0.7
+    w_tool: float = 0.3
+    apply_both: bool = False
+    parallel_threshold: float = 0.5
+    synthesize_tools: bool = True
+    guided: bool = True
+    tool_timeout_s: float = 30.0
+    tool_retries: int = 3
+    tool_memory_mb: int = 512
+    tool_workers: int = 2
+    test_timeout_s: float = 5.0
+    test_memory_mb: int = 1024
+    temperature: float = 0.7
+    max_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "omega", tuple(float(w) for w in self.omega))
+        ints = {
+            "iterations": (self.iterations, 1, 10_000),
+            "top_k": (self.top_k, 1, 5),
+            "max_agents": (self.max_agents, 2, 256),
+            "max_out": (self.max_out, 1, 255),
+            "min_obs": (self.min_obs, 0, 10**9),
+            "tool_retries": (self.tool_retries, 0, 10),
+            "tool_workers": (self.tool_workers, 1, 64),
+            "tool_memory_mb": (self.tool_memory_mb, 64, 1 << 20),
+            "test_memory_mb": (self.test_memory_mb, 64, 1 << 20),
+        }
+        for name, (value, lo, hi) in ints.items():
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InvalidArgumentError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}", name)
+        if self.mode not in MODES:
+            raise InvalidArgumentError(f"mode must be one of {MODES}; got {self.mode!r}", "mode")
+        if self.bandit_mode not in ("thompson", "mean"):
+            raise InvalidArgumentError(
+                f"bandit_mode must be 'thompson' or 'mean'; got {self.bandit_mode!r}", "bandit_mode"
+            )
+        if len(self.omega) != 4 or any(not w >= 0 for w in self.omega):
+            raise InvalidArgumentError(f"omega must be 4 weights >= 0; got {self.omega!r}", "omega")
+        for name in ("lam", "eta", "delta", "synergy_lr", "w_tool", "distance_threshold"):
+            if not getattr(self, name) >= 0:
+                raise InvalidArgumentError(f"{name} must be >= 0; got {getattr(self, name)!r}", name)
+        for name in ("c0", "w_prompt", "tool_timeout_s", "test_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise InvalidArgumentError(f"{name} must be > 0; got {getattr(self, name)!r}", name)
+        for name in ("gamma", "prune_threshold", "parallel_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise InvalidArgumentError(f"{name} must be in [0, 1]; got {getattr(self, name)!r}", name)
+
+    def params(self) -> dict[str, object]:
+        d = asdict(self)
+        d["omega"] = list(self.omega)
+        return d
+
+    def call(self, kind: str, episode: str, iteration: int, who: str) -> Sampling:
+        """The sampling of one call of ``kind`` (see :data:`CALL_KINDS`), capped at ``max_tokens`` and seeded
+        by (seed, episode, iteration, kind and caller)."""
+        if kind not in CALL_KINDS:
+            raise InvalidArgumentError(f"call kind must be one of {tuple(CALL_KINDS)}; got {kind!r}", "kind")
+        temperature, most = CALL_KINDS[kind]
+        return Sampling(
+            max_tokens=min(most, self.max_tokens),
+            temperature=self.temperature if temperature is None else temperature,
+            top_p=self.top_p,
+            seed=request_seed(self.seed, episode, iteration, kind, who),
+        )

@@ -1,0 +1,277 @@
+"""The HiVA bandit ops of :mod:`toporoute.ops`: Thompson selection of successors (:func:`bandit_select`), the
+nodes' Beta update (:func:`bandit_update`) and the edges' synergy update (:func:`synergy_update`). Validate
+once, add the batch axis, dispatch; the semantics are in ``backends/_reference_bandit.py``."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from types import ModuleType
+from typing import Any
+
+from .. import backends
+from ..errors import BackendUnavailableError, InvalidArgumentError, OutOfRangeError, ShapeError
+from . import _validate as _v
+from .results import BanditSelection, BetaState, SynergyState
+
+__all__ = ["MODES", "bandit_select", "bandit_update", "synergy_update"]
+
+MODES = ("thompson", "mean")
+_U32 = 2**32
+_U64 = 2**64
+
+
+def _impl(backend: str | None, first: Any, op: str) -> ModuleType:
+    """The backend for ``op``; a compiled core built before the op existed counts as not having it: the default
+    then falls back to the reference, an explicit ``backend="cpu"`` raises."""
+    impl = backends.select(backend, first)
+    has = getattr(impl, "has_op", None)
+    if has is None or has(op):
+        return impl
+    if backend is None:
+        return backends.get("reference")
+    raise BackendUnavailableError(
+        f"{op}: this build of toporoute._core has no {op} kernel; rebuild the core or use backend='reference'",
+        arg="backend",
+    )
+
+
+def _integer(value: Any, name: str, lo: int, hi: int, hint: str) -> int:
+    """An integer (not bool) in [lo, hi)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(f"{name} must be an integer {hint}; got {value!r}", arg=name)
+    v = int(value)
+    if not lo <= v < hi:
+        raise OutOfRangeError(f"{name} must be {hint}; got {v}", arg=name)
+    return v
+
+
+def _real(value: Any, name: str, lo: float, hi: float, *, open_lo: bool = False) -> float:
+    """A finite real number (not bool) in [lo, hi] ((lo, hi] with open_lo)."""
+    want = (
+        f"{'(' if open_lo else '['}{lo}, {hi}]" if math.isfinite(hi) else f"{'>' if open_lo else '>='} {lo}"
+    )
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"{name} must be a real number {want}; got {value!r}", arg=name)
+    v = float(value)
+    if not math.isfinite(v) or v < lo or v > hi or (open_lo and v == lo):
+        raise OutOfRangeError(f"{name} must be finite and {want}; got {value!r}", arg=name)
+    return v
+
+
+def _nodes(x: Any, name: str, batch: tuple[int, ...], dtype: str) -> None:
+    """A (B, N) or (N,) array of ``dtype`` whose shape is ``batch``."""
+    shape = _v.array(x, name, dtype, (len(batch),), "(B, N) or (N,) matching the graph")
+    _v.same_shape(shape, name, batch, "(B, N)" if len(batch) == 2 else "(N,)")
+
+
+def bandit_select(
+    adj: Any,
+    alpha: Any,
+    beta: Any,
+    k: int,
+    *,
+    weights: Any = None,
+    seed: int,
+    step: int = 0,
+    mode: str = "thompson",
+    active: Any = None,
+    graph_offset: int = 0,
+    backend: str | None = None,
+) -> BanditSelection:
+    """Thompson sampling of each node's belief and each source's top-``k`` successors (HiVA, spec §3.1).
+
+    ``theta[b, n] ~ Beta(alpha[b, n], beta[b, n])`` comes from a counter-based generator (Philox4x32-10) keyed
+    by ``seed`` with the counter (step, graph ``graph_offset + b``, node, draw index): a graph's draws depend on
+    nothing else, so every backend, thread count and batch split gives the same theta and the same selection
+    (chunks of one batch pass their start as ``graph_offset``). Gamma draws by Marsaglia-Tsang in float64,
+    theta rounded to float32; the exact draw sequence is documented in ``backends/_reference_bandit.py``.
+    ``score[b, s, d] = theta[b, d] * weights[b, s, d]`` (float32). The candidates of source ``s`` are the ``d``
+    with ``adj[b, s, d]``, ``d != s``, both active and ``weights > 0``; ``s`` keeps its ``k`` best by score,
+    ties to the lower index.
+
+    Parameters
+    ----------
+    adj : (B, N, N) or (N, N) bool
+        ``adj[b, src, dst]``: the successors each node may route to.
+    alpha, beta : (B, N) or (N,) float32
+        Beta parameters of each node; finite and > 0 at active nodes (others are not read).
+    k : int >= 1
+        Successors kept per source.
+    weights : (B, N, N) or (N, N) float32, finite and >= 0, optional
+        Edge factor (``exp(-lambda Dist) * zeta**eta``); None means 1. A weight of 0 removes the edge.
+    seed : int in [0, 2**64)
+    step : int in [0, 2**32)
+        The routing step (iteration); another step gives independent draws.
+    mode : {"thompson", "mean"}
+        ``"mean"``: ``theta = alpha / (alpha + beta)`` (float64, rounded to float32), no draws.
+    active : (B, N) or (N,) bool, optional
+        Inactive nodes get ``theta = 0``, no choices and are never chosen.
+    graph_offset : int >= 0
+        Index of this batch's first graph in the whole batch; ``graph_offset + B <= 2**32``.
+    backend : {"reference", "cpu"}, optional
+        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError`.
+
+    Returns
+    -------
+    BanditSelection
+        ``chosen (B, N, N) bool``, ``choices (B, N, k) int32`` (best first, -1 padded) and ``theta (B, N)
+        float32``; without the batch axis for a single graph.
+
+    Raises
+    ------
+    NonFiniteError, OutOfRangeError
+        ``alpha`` / ``beta`` not finite or <= 0 at an active node, ``weights`` not finite or negative (the first
+        offending graph and node are named).
+    """
+    shape = _v.square(adj, "adj")
+    batch = shape[:-1]
+    _nodes(alpha, "alpha", batch, "float32")
+    _nodes(beta, "beta", batch, "float32")
+    if weights is not None:
+        ws = _v.array(weights, "weights", "float32", (2, 3), "(B, N, N) or (N, N)")
+        _v.same_shape(ws, "weights", shape, "the shape of adj")
+    _v.active_mask(active, batch)
+    k = _integer(k, "k", 1, _U32, ">= 1")
+    seed = _integer(seed, "seed", 0, _U64, "in [0, 2**64)")
+    step = _integer(step, "step", 0, _U32, "in [0, 2**32)")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}; got {mode!r}", arg="mode")
+    n_graphs = shape[0] if len(shape) == 3 else 1
+    graph_offset = _integer(
+        graph_offset, "graph_offset", 0, _U32 - n_graphs + 1, f"in [0, 2**32 - {n_graphs}]"
+    )
+    impl = _impl(backend, adj, "bandit_select")
+    if len(shape) == 3:
+        result: BanditSelection = impl.bandit_select(
+            adj, alpha, beta, k, weights=weights, seed=seed, step=step, mode=mode, active=active,
+            graph_offset=graph_offset,
+        )  # fmt: skip
+        return result
+    one: BanditSelection = impl.bandit_select(
+        adj[None], alpha[None], beta[None], k,
+        weights=None if weights is None else weights[None], seed=seed, step=step, mode=mode,
+        active=None if active is None else active[None], graph_offset=graph_offset,
+    )  # fmt: skip
+    return BanditSelection(one.chosen[0], one.choices[0], one.theta[0])
+
+
+def bandit_update(
+    alpha: Any,
+    beta: Any,
+    selected: Any,
+    reward: Any,
+    *,
+    dt: Any = None,
+    gamma: float = 0.6,
+    km: Any = None,
+    delta: float = 0.5,
+    prior: float = 1.0,
+    backend: str | None = None,
+) -> BetaState:
+    """The nodes' Beta update (HiVA Eq. B1) with decay toward the prior, elementwise::
+
+        g      = gamma ** dt
+        alpha' = prior + g (alpha - prior) + selected (reward + delta km)
+        beta'  = prior + g (beta - prior) + selected (1 - reward + delta (1 - km))
+
+    computed in float64 and rounded to float32 once.
+
+    Parameters
+    ----------
+    alpha, beta : (B, N) or (N,) float32, finite and > 0
+    selected : (B, N) or (N,) bool
+        Nodes that ran this iteration (only they get the reward terms).
+    reward : (B, N) or (N,) float32 in [0, 1]
+    dt : (B, N) or (N,) float32, finite and >= 0, optional
+        Iterations since each node's last update; None means 1.
+    gamma : float in [0, 1]
+        Decay per iteration.
+    km : (B, N) or (N,) float32 in [0, 1], optional
+        Knowledge match; None drops both delta terms.
+    delta : float >= 0
+    prior : float > 0
+    backend : {"reference", "cpu"}, optional
+
+    Returns
+    -------
+    BetaState
+        New ``alpha, beta (B, N) float32`` arrays (the inputs are not modified).
+    """
+    shape = _v.array(alpha, "alpha", "float32", (1, 2), "(B, N) or (N,)")
+    _nodes(beta, "beta", shape, "float32")
+    _nodes(selected, "selected", shape, "bool")
+    _nodes(reward, "reward", shape, "float32")
+    if dt is not None:
+        _nodes(dt, "dt", shape, "float32")
+    if km is not None:
+        _nodes(km, "km", shape, "float32")
+    gamma = _real(gamma, "gamma", 0.0, 1.0)
+    delta = _real(delta, "delta", 0.0, math.inf)
+    prior = _real(prior, "prior", 0.0, math.inf, open_lo=True)
+    impl = _impl(backend, alpha, "bandit_update")
+    if len(shape) == 2:
+        state: BetaState = impl.bandit_update(
+            alpha, beta, selected, reward, dt=dt, gamma=gamma, km=km, delta=delta, prior=prior
+        )
+        return state
+    one: BetaState = impl.bandit_update(
+        alpha[None], beta[None], selected[None], reward[None],
+        dt=None if dt is None else dt[None], gamma=gamma, km=None if km is None else km[None], delta=delta,
+        prior=prior,
+    )  # fmt: skip
+    return BetaState(one.alpha[0], one.beta[0])
+
+
+def synergy_update(
+    c_syn: Any,
+    edge_alpha: Any,
+    edge_beta: Any,
+    routed: Any,
+    reward: Any,
+    *,
+    lr: float = 0.1,
+    backend: str | None = None,
+) -> SynergyState:
+    """The edges' synergy update (HiVA Eq. B2). For every edge ``i -> j`` with ``routed[b, i, j] > 0``::
+
+        edge_alpha += reward[j];  edge_beta += 1 - reward[j]
+        c_syn      += lr * edge_alpha / (edge_alpha + edge_beta) * routed[b, i, j]   (with the updated Beta)
+
+    computed in float64, each result rounded to float32; other entries are copied unchanged.
+
+    Parameters
+    ----------
+    c_syn : (B, N, N) or (N, N) float32, finite
+        ``c_syn[b, i, j]``: synergy of the edge ``i -> j``.
+    edge_alpha, edge_beta : same shape float32, finite and >= 0
+        The edges' success Beta.
+    routed : same shape float32, finite and >= 0
+        ``R_ij``: how often the edge was routed this iteration.
+    reward : (B, N) or (N,) float32 in [0, 1]
+        Reward of each destination node.
+    lr : float >= 0
+        The synergy learning rate gamma'.
+    backend : {"reference", "cpu"}, optional
+
+    Returns
+    -------
+    SynergyState
+        New ``c_syn, edge_alpha, edge_beta`` arrays (the inputs are not modified).
+    """
+    shape = _v.array(c_syn, "c_syn", "float32", (2, 3), "(B, N, N) or (N, N)")
+    if shape[-1] != shape[-2]:
+        raise ShapeError(f"c_syn must be square in its last two axes (N, N); got {shape}", arg="c_syn")
+    for x, name in ((edge_alpha, "edge_alpha"), (edge_beta, "edge_beta"), (routed, "routed")):
+        xs = _v.array(x, name, "float32", (2, 3), "(B, N, N) or (N, N)")
+        _v.same_shape(xs, name, shape, "the shape of c_syn")
+    _nodes(reward, "reward", shape[:-1], "float32")
+    lr = _real(lr, "lr", 0.0, math.inf)
+    impl = _impl(backend, c_syn, "synergy_update")
+    if len(shape) == 3:
+        state: SynergyState = impl.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr=lr)
+        return state
+    one: SynergyState = impl.synergy_update(
+        c_syn[None], edge_alpha[None], edge_beta[None], routed[None], reward[None], lr=lr
+    )
+    return SynergyState(one.c_syn[0], one.edge_alpha[0], one.edge_beta[0])

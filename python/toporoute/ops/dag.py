@@ -1,0 +1,290 @@
+"""The DAG evolution ops of HiVA (methods/hiva.md §3.3): topology edits (``f_G``) checked one at a time, and
+RepairTopology. Validation and batching here; semantics in ``backends/_reference_dag.py`` (the oracle), the
+compiled kernels in ``cpp/src/dag_edit.cpp`` and ``cpp/src/dag_repair.cpp``.
+
+Graphs are dense boolean adjacency ``adj[b, src, dst]`` with ``alive[b, n]`` marking the nodes that exist (dead
+slots are where new nodes go); ``source`` is the entry agent, ``sink`` the aggregator.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .. import backends
+from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
+from . import _validate as _v
+from .results import DagEdits, DagRepair
+
+__all__ = ["dag_edit", "dag_repair"]
+
+_ND = np.ndarray
+_BOOL = np.dtype(bool)
+_I32 = np.dtype(np.int32)
+_F32 = np.dtype(np.float32)
+
+
+def _plain_batch(adj: Any, alive: Any, source: Any, sink: Any, max_out: Any) -> bool:
+    """The common case, decided with a few comparisons (the compiled ops take microseconds): numpy (B, N, N) /
+    (B, N) bool arrays and Python ints in range. Anything else goes through the full checks, which word the
+    errors."""
+    return (
+        type(adj) is _ND
+        and type(alive) is _ND
+        and type(source) is int
+        and type(sink) is int
+        and type(max_out) is int
+        and adj.dtype == _BOOL
+        and alive.dtype == _BOOL
+        and adj.ndim == 3
+        and adj.shape[1] == adj.shape[2]
+        and alive.shape == adj.shape[:2]
+        and 0 <= source < adj.shape[1]
+        and 0 <= sink < adj.shape[1]
+        and source != sink
+        and max_out >= 1
+    )
+
+
+def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
+    """A Python or numpy integer (not bool) in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(f"{name} must be an integer; got {value!r}", arg=name)
+    v = int(value)
+    if v < minimum or (maximum is not None and v > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise OutOfRangeError(f"{name} must be {bound}; got {v}", arg=name)
+    return v
+
+
+def _real(value: Any, name: str, minimum: float, maximum: float = math.inf) -> float:
+    """A finite real number (not bool) in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"{name} must be a real number; got {value!r}", arg=name)
+    v = float(value)
+    if not math.isfinite(v) or not minimum <= v <= maximum:
+        bound = f">= {minimum}" if maximum == math.inf else f"in [{minimum}, {maximum}]"
+        raise OutOfRangeError(f"{name} must be a finite number {bound}; got {value!r}", arg=name)
+    return v
+
+
+def _graph(adj: Any, alive: Any) -> tuple[int, ...]:
+    """adj (B, N, N) or (N, N) bool and alive (B, N) or (N,) bool; returns the shape of adj."""
+    shape = _v.square(adj, "adj")
+    batch = shape[:-1]
+    ashape = _v.array(alive, "alive", "bool", (len(batch),), "(B, N) or (N,) matching adj")
+    _v.same_shape(ashape, "alive", batch, "(B, N)" if len(batch) == 2 else "(N,)")
+    return shape
+
+
+def _ends(source: Any, sink: Any, n: int) -> tuple[int, int]:
+    if n < 2:
+        raise ShapeError(f"adj must hold at least 2 nodes (a source and a sink); got N = {n}", arg="adj")
+    s = _int(source, "source", 0, n - 1)
+    t = _int(sink, "sink", 0, n - 1)
+    if s == t:
+        raise InvalidArgumentError(f"source and sink must differ; got both {s}", arg="sink")
+    return s, t
+
+
+def dag_edit(
+    adj: Any,
+    alive: Any,
+    edits: Any,
+    *,
+    source: int = 0,
+    sink: int = 1,
+    max_out: int = 5,
+    backend: str | None = None,
+) -> DagEdits:
+    """Apply batches of topology edits, each checked at once; a rejected edit leaves the graph unchanged.
+
+    Each graph's edits run in order, each on the graph the previous ones left. Kinds (``toporoute.ops.EDIT_*``):
+
+    - ``EDIT_ADD_PARALLEL`` (1): ``A->B->C`` becomes ``A->(B, D)->C``. ``arg`` is the sibling B, a successor of
+      A, or -1 for A's lowest-index successor that is not the sink. The new node D takes the lowest dead slot,
+      gets ``A->D`` and a copy of B's out-edges (``D->sink`` when the sibling is the sink, e.g. when A's only
+      successor is the sink: generalist -> {Extractor, Searcher} -> sink).
+    - ``EDIT_ADD_SERIAL`` (2): ``A->B->C`` becomes ``A->D->B->C``: D takes over all of A's out-edges
+      (``D->sink`` when A had none), then ``A->D``. ``arg`` is ignored.
+    - ``EDIT_REMOVE_SUCCESSOR`` (3): removes ``A->arg``, links A to arg's successors (ascending index, skipping
+      existing edges, while A's out-degree < max_out) and deletes arg (edges cleared, alive False) when no
+      in-edge is left. Never the sink.
+    - ``EDIT_CONNECT_TO_AGGREGATOR`` (4): adds ``A->sink``. ``arg`` is ignored.
+    - ``EDIT_NO_CHANGE`` (0): accepted, nothing changes; ``EDIT_PADDING`` (-1): skipped (not accepted).
+
+    Rejections (``reason``, names in ``toporoute.ops.EDIT_REASONS``): ``bad_kind``, ``unknown_node`` (node or
+    arg outside [0, N) or dead), ``sink`` (the aggregator never edits; its in-edge is never removed),
+    ``not_a_successor``, ``out_degree`` (an ADD or CONNECT when A has ``max_out`` successors already),
+    ``no_capacity`` (no dead slot for D), ``duplicate_edge`` (``A->sink`` exists), ``cycle`` (a new edge would
+    lie on a cycle: "can dst reach src" after the edit) and ``last_path`` (the source reached the sink before a
+    REMOVE and would not after). The exact check order: ``backends/_reference_dag.py``.
+
+    Parameters
+    ----------
+    adj : (B, N, N) or (N, N) bool
+        ``adj[b, src, dst]``. No edge may touch a dead node.
+    alive : (B, N) or (N,) bool
+        The nodes that exist; the source and the sink must be alive.
+    edits : (B, E, 3) or (E, 3) int32
+        Rows ``(kind, node, arg)``. Values are data, not arguments: bad ones are rejected with a reason.
+    source, sink : int in [0, N), distinct
+    max_out : int >= 1
+        Out-degree cap for adds.
+    backend : {"reference", "cpu"}, optional
+        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError` (no GPU kernel: graphs are small).
+
+    Returns
+    -------
+    DagEdits
+        ``adj (B, N, N) bool`` and ``alive (B, N) bool`` (new arrays), ``accepted (B, E) bool``,
+        ``reason (B, E) int8`` and ``new_node (B, E) int32`` (-1 when none).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A dead source or sink (on ``alive``), an edge touching a dead node (on ``adj``); shapes, dtypes and
+        scalars are named likewise.
+    """
+    if (
+        type(edits) is _ND
+        and edits.dtype == _I32
+        and _plain_batch(adj, alive, source, sink, max_out)
+        and edits.ndim == 3
+        and edits.shape[0] == adj.shape[0]
+        and edits.shape[2] == 3
+    ):
+        fast: DagEdits = backends.select(backend, adj).dag_edit(
+            adj, alive, edits, source=source, sink=sink, max_out=max_out
+        )
+        return fast
+    shape = _graph(adj, alive)
+    es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, E, 3) or (E, 3) matching adj")
+    if es[-1] != 3 or es[:-2] != shape[:-2]:
+        want = "(B, E, 3) with B of adj" if len(shape) == 3 else "(E, 3)"
+        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
+    s, t = _ends(source, sink, shape[-1])
+    cap = _int(max_out, "max_out", 1)
+    impl = backends.select(backend, adj)
+    if len(shape) == 3:
+        result: DagEdits = impl.dag_edit(adj, alive, edits, source=s, sink=t, max_out=cap)
+        return result
+    batched: DagEdits = impl.dag_edit(adj[None], alive[None], edits[None], source=s, sink=t, max_out=cap)
+    return DagEdits(*(x[0] for x in vars(batched).values()))
+
+
+def dag_repair(
+    adj: Any,
+    alive: Any,
+    edge_alpha: Any = None,
+    edge_beta: Any = None,
+    *,
+    source: int = 0,
+    sink: int = 1,
+    threshold: float = 0.3,
+    min_obs: float = 3,
+    prior: float = 1.0,
+    max_out: int = 5,
+    backend: str | None = None,
+) -> DagRepair:
+    """RepairTopology (methods/hiva.md §3.3): make each graph a DAG in which the source reaches the sink.
+
+    Steps, in order (exact rules: ``backends/_reference_dag.py``): drop self-loops, edges touching dead nodes,
+    edges into the source and out of the sink; break cycles (a depth-first search from the source drops back
+    edges); add ``source->sink`` when the source does not reach the sink; cap out-degrees at ``max_out``
+    (lowest Beta mean dropped first); drop edges whose Beta mean ``ea / (ea + eb)`` is below ``threshold``
+    once observed ``ea + eb - 2 prior >= min_obs`` times; prune live non-source/sink nodes with in- or
+    out-degree 0 to a fixpoint. No step ever cuts the last source -> sink path. The result is a fixpoint:
+    repairing it again changes nothing.
+
+    Parameters
+    ----------
+    adj : (B, N, N) or (N, N) bool
+        ``adj[b, src, dst]``.
+    alive : (B, N) or (N,) bool
+        The source and the sink must be alive.
+    edge_alpha, edge_beta : same shape as adj, float32, finite and > 0, optional
+        Per-edge success Betas (``ops.synergy_update``); both or neither. Without them no edge is dropped for
+        low success, and the cap drops the highest-index edges first.
+    source, sink : int in [0, N), distinct
+    threshold : float in [0, 1]
+    min_obs : float >= 0
+    prior : float >= 0
+        The Betas' prior, subtracted twice from ``ea + eb`` to count observations.
+    max_out : int >= 1
+    backend : {"reference", "cpu"}, optional
+        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError`.
+
+    Returns
+    -------
+    DagRepair
+        ``adj (B, N, N) bool``, ``alive (B, N) bool`` (new arrays), ``pruned_nodes (B, N) bool``,
+        ``pruned_edges (B, N, N) bool`` (input edges removed) and ``added_edges (B, N, N) bool``.
+    """
+    if (
+        _plain_batch(adj, alive, source, sink, max_out)
+        and type(threshold) is float
+        and 0.0 <= threshold <= 1.0
+        and type(prior) is float
+        and 0.0 <= prior < math.inf
+        and type(min_obs) in (int, float)
+        and 0 <= min_obs < math.inf
+        and (
+            (edge_alpha is None and edge_beta is None)
+            or (
+                type(edge_alpha) is _ND
+                and type(edge_beta) is _ND
+                and edge_alpha.dtype == _F32
+                and edge_beta.dtype == _F32
+                and edge_alpha.shape == adj.shape
+                and edge_beta.shape == adj.shape
+            )
+        )
+    ):
+        fast: DagRepair = backends.select(backend, adj).dag_repair(
+            adj,
+            alive,
+            edge_alpha,
+            edge_beta,
+            source=source,
+            sink=sink,
+            threshold=threshold,
+            min_obs=float(min_obs),
+            prior=prior,
+            max_out=max_out,
+        )
+        return fast
+    shape = _graph(adj, alive)
+    if (edge_alpha is None) != (edge_beta is None):
+        missing = "edge_beta" if edge_beta is None else "edge_alpha"
+        raise InvalidArgumentError(
+            f"edge_alpha and edge_beta must be given together; got {missing}=None", arg=missing
+        )
+    for name, x in (("edge_alpha", edge_alpha), ("edge_beta", edge_beta)):
+        if x is not None:
+            xs = _v.array(x, name, "float32", (len(shape),), "(B, N, N) or (N, N) matching adj")
+            _v.same_shape(xs, name, shape, "the shape of adj")
+    s, t = _ends(source, sink, shape[-1])
+    thr = _real(threshold, "threshold", 0.0, 1.0)
+    obs = _real(min_obs, "min_obs", 0.0)
+    pri = _real(prior, "prior", 0.0)
+    cap = _int(max_out, "max_out", 1)
+    impl = backends.select(backend, adj)
+    kw: dict[str, Any] = {
+        "source": s,
+        "sink": t,
+        "threshold": thr,
+        "min_obs": obs,
+        "prior": pri,
+        "max_out": cap,
+    }
+    if len(shape) == 3:
+        result: DagRepair = impl.dag_repair(adj, alive, edge_alpha, edge_beta, **kw)
+        return result
+    ea = None if edge_alpha is None else edge_alpha[None]
+    eb = None if edge_beta is None else edge_beta[None]
+    batched: DagRepair = impl.dag_repair(adj[None], alive[None], ea, eb, **kw)
+    return DagRepair(*(x[0] for x in vars(batched).values()))
