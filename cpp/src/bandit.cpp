@@ -509,9 +509,8 @@ Status check_range(const RangeCheck& c, std::int64_t B, std::int64_t N) {
 
 constexpr double kInf = HUGE_VAL;
 
-}  // namespace
-
-Status bandit_update(const BanditUpdateArgs& a, const BanditUpdateOut& o) {
+// The first input error of bandit_update in the reference's order (success when there is none).
+Status update_fault(const BanditUpdateArgs& a) {
   const std::int64_t al_s[2] = {a.al_sb, a.al_sn}, be_s[2] = {a.be_sb, a.be_sn}, re_s[2] = {a.re_sb, a.re_sn};
   const std::int64_t dt_s[2] = {a.dt_sb, a.dt_sn}, km_s[2] = {a.km_sb, a.km_sn};
   TOPOROUTE_RETURN_IF_ERROR(check_range({"alpha", a.alpha, al_s, 2, 0.0, kInf, true}, a.B, a.N));
@@ -519,8 +518,44 @@ Status bandit_update(const BanditUpdateArgs& a, const BanditUpdateOut& o) {
   TOPOROUTE_RETURN_IF_ERROR(check_range({"reward", a.reward, re_s, 2, 0.0, 1.0, false}, a.B, a.N));
   if (a.dt != nullptr) TOPOROUTE_RETURN_IF_ERROR(check_range({"dt", a.dt, dt_s, 2, 0.0, kInf, false}, a.B, a.N));
   if (a.km != nullptr) TOPOROUTE_RETURN_IF_ERROR(check_range({"km", a.km, km_s, 2, 0.0, 1.0, false}, a.B, a.N));
+  return Status::success();
+}
+
+// The first input error of synergy_update in the reference's order (success when there is none).
+Status synergy_fault(const SynergyUpdateArgs& a) {
+  const std::int64_t re_s[2] = {a.re_sb, a.re_sn};
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"c_syn", a.c_syn, a.c_s, 3, -kInf, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"edge_alpha", a.edge_alpha, a.ea_s, 3, 0.0, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"edge_beta", a.edge_beta, a.eb_s, 3, 0.0, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"routed", a.routed, a.r_s, 3, 0.0, kInf, false}, a.B, a.N));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"reward", a.reward, re_s, 2, 0.0, 1.0, false}, a.B, a.N));
+  return Status::success();
+}
+
+// v in [lo, hi] and finite, as one pair of comparisons (NaN fails both): the per-graph pass that runs with the
+// update; only when it fails does the ordered search above run (serially) to name the first error.
+constexpr float kMax = 3.4028234663852886e38f;
+constexpr float kTiny = 1.4e-45f;  // the smallest positive float: v >= kTiny means v > 0
+inline bool within(float v, float lo, float hi) { return v >= lo && v <= hi; }
+
+}  // namespace
+
+Status bandit_update(const BanditUpdateArgs& a, const BanditUpdateOut& o) {
   const double prior = a.prior, delta = a.delta;
+  detail::FirstError bad(a.B);
   auto row = [&](std::int64_t b) {
+    bool ok = true;
+    for (std::int64_t n = 0; n < a.N; ++n) {
+      ok &= within(a.alpha[b * a.al_sb + n * a.al_sn], kTiny, kMax);
+      ok &= within(a.beta[b * a.be_sb + n * a.be_sn], kTiny, kMax);
+      ok &= within(a.reward[b * a.re_sb + n * a.re_sn], 0.0f, 1.0f);
+      if (a.dt != nullptr) ok &= within(a.dt[b * a.dt_sb + n * a.dt_sn], 0.0f, kMax);
+      if (a.km != nullptr) ok &= within(a.km[b * a.km_sb + n * a.km_sn], 0.0f, 1.0f);
+    }
+    if (!ok) {
+      bad.record(b);
+      return;
+    }
     for (std::int64_t n = 0; n < a.N; ++n) {
       const double g =
           a.dt == nullptr ? a.gamma : std::pow(a.gamma, static_cast<double>(a.dt[b * a.dt_sb + n * a.dt_sn]));
@@ -540,23 +575,32 @@ Status bandit_update(const BanditUpdateArgs& a, const BanditUpdateOut& o) {
   };
   if (a.B * a.N * 16 < detail::kParallelWork) {
     for (std::int64_t b = 0; b < a.B; ++b) row(b);
-    return Status::success();
-  }
+  } else {
 #pragma omp parallel for schedule(static) num_threads(detail::team_size(a.B))
-  for (std::int64_t b = 0; b < a.B; ++b) row(b);
-  return Status::success();
+    for (std::int64_t b = 0; b < a.B; ++b) row(b);
+  }
+  return bad.any() ? update_fault(a) : Status::success();
 }
 
 Status synergy_update(const SynergyUpdateArgs& a, const SynergyUpdateOut& o) {
-  const std::int64_t re_s[2] = {a.re_sb, a.re_sn};
-  TOPOROUTE_RETURN_IF_ERROR(check_range({"c_syn", a.c_syn, a.c_s, 3, -kInf, kInf, false}, a.B, a.N));
-  TOPOROUTE_RETURN_IF_ERROR(check_range({"edge_alpha", a.edge_alpha, a.ea_s, 3, 0.0, kInf, false}, a.B, a.N));
-  TOPOROUTE_RETURN_IF_ERROR(check_range({"edge_beta", a.edge_beta, a.eb_s, 3, 0.0, kInf, false}, a.B, a.N));
-  TOPOROUTE_RETURN_IF_ERROR(check_range({"routed", a.routed, a.r_s, 3, 0.0, kInf, false}, a.B, a.N));
-  TOPOROUTE_RETURN_IF_ERROR(check_range({"reward", a.reward, re_s, 2, 0.0, 1.0, false}, a.B, a.N));
   const std::int64_t N = a.N;
   const double lr = a.lr;
+  detail::FirstError bad(a.B);
   auto graph = [&](std::int64_t b) {
+    bool ok = true;
+    for (std::int64_t j = 0; j < N; ++j) ok &= within(a.reward[b * a.re_sb + j * a.re_sn], 0.0f, 1.0f);
+    for (std::int64_t i = 0; i < N; ++i) {
+      for (std::int64_t j = 0; j < N; ++j) {
+        ok &= within(a.c_syn[b * a.c_s[0] + i * a.c_s[1] + j * a.c_s[2]], -kMax, kMax);
+        ok &= within(a.edge_alpha[b * a.ea_s[0] + i * a.ea_s[1] + j * a.ea_s[2]], 0.0f, kMax);
+        ok &= within(a.edge_beta[b * a.eb_s[0] + i * a.eb_s[1] + j * a.eb_s[2]], 0.0f, kMax);
+        ok &= within(a.routed[b * a.r_s[0] + i * a.r_s[1] + j * a.r_s[2]], 0.0f, kMax);
+      }
+    }
+    if (!ok) {
+      bad.record(b);
+      return;
+    }
     for (std::int64_t i = 0; i < N; ++i) {
       for (std::int64_t j = 0; j < N; ++j) {
         const float c = a.c_syn[b * a.c_s[0] + i * a.c_s[1] + j * a.c_s[2]];
@@ -583,11 +627,11 @@ Status synergy_update(const SynergyUpdateArgs& a, const SynergyUpdateOut& o) {
   };
   if (a.B * N * N * 4 < detail::kParallelWork) {
     for (std::int64_t b = 0; b < a.B; ++b) graph(b);
-    return Status::success();
-  }
+  } else {
 #pragma omp parallel for schedule(static) num_threads(detail::team_size(a.B))
-  for (std::int64_t b = 0; b < a.B; ++b) graph(b);
-  return Status::success();
+    for (std::int64_t b = 0; b < a.B; ++b) graph(b);
+  }
+  return bad.any() ? synergy_fault(a) : Status::success();
 }
 
 }  // namespace toporoute
