@@ -468,7 +468,12 @@ def test_cli_lists_the_baselines_and_their_options(capsys: pytest.CaptureFixture
     db = REGISTRY["debate"].options
     assert sc is not None and db is not None
     assert sc.read(args, Path("x")) == {"test_timeout_s": 10.0, "samples": 3}
-    assert db.read(args, Path("x")) == {"test_timeout_s": 10.0, "rounds": 2}
+    assert db.read(args, Path("x")) == {"test_timeout_s": 10.0, "debate_rounds": 2}
+    # as the command builds them: the options' settings and --rounds (the own option wins)
+    for rounds in (None, 5):
+        debate = make_method("debate", rounds=rounds, **db.read(args, Path("x")))
+        assert debate.params()["rounds"] == 2
+    assert make_method("self-consistency", rounds=5, **sc.read(args, Path("x"))).params()["samples"] == 3
     with pytest.raises(SystemExit):
         _parse(["run", "cot", "--samples", "3", "--out", "x"])
     assert "--samples is an option of self-consistency" in capsys.readouterr().err

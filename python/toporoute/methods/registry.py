@@ -386,7 +386,8 @@ def _add_debate_options(g: argparse._ArgumentGroup) -> None:
 
 
 def _read_debate_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
-    given = {"agents": args.debate_agents, "rounds": args.debate_rounds}
+    # not "rounds": that is make_method's own argument (--rounds); the builder maps it
+    given = {"agents": args.debate_agents, "debate_rounds": args.debate_rounds}
     return {"test_timeout_s": args.eval_timeout, **{k: v for k, v in given.items() if v is not None}}
 
 
@@ -481,8 +482,9 @@ def _build_prompting(name: str) -> Builder:
             if rounds is not None:
                 settings.setdefault("iterations", rounds)
             return p.SelfRefine(_settings(p.SelfRefineSettings, settings, name))
-        if rounds is not None:
-            settings.setdefault("rounds", rounds)
+        given = settings.pop("debate_rounds", None)
+        if given is not None or rounds is not None:
+            settings["rounds"] = given if given is not None else rounds
         return p.Debate(_settings(p.DebateSettings, settings, name))
 
     return build

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["Debate", "DebateSettings", "agent_name", "update_request"]
 
 _ROLE = "Debater"
+_GOALS = ("Answer the task.", "Update your answer given the other agents' answers.")
 _SHOWN = 4000  # characters of one reply shown to the other agents
 
 
@@ -135,6 +136,7 @@ class Debate:
         history: list[list[str]] = []  # each round's answers
         prev_edges: list[tuple[int, int]] | None = None
         pick: Pick | None = None
+        chosen_round = 0
         for t in range(s.rounds):
             rc = clock.round()
             if t == 0:
@@ -172,9 +174,7 @@ class Debate:
                     episode=ctx.episode,
                     task=task.id,
                     round=t,
-                    goal="Answer the task."
-                    if t == 0
-                    else "Update your answer given the other agents' answers.",
+                    goal=_GOALS[min(t, 1)],
                     graph=graph,
                     messages={a: message_of(task, r, ans) for a, r, ans in zip(names, results, answers)},
                     usage=Usage.of(zip(names, results), routed),
@@ -196,6 +196,7 @@ class Debate:
                     "rule": pick.rule,
                     "chosen": names[pick.index] if pick.index >= 0 else None,
                     "votes": agreed,
+                    "round": chosen_round,
                 }
             },
         )
