@@ -469,7 +469,9 @@ def _build_conductor(settings: dict[str, Any], rounds: int | None, encoder: Enco
 
 def _build_prompting(name: str) -> Builder:
     """The builder of a prompting baseline; ``--rounds`` sets self-refine's iterations and debate's rounds
-    unless their own setting is given, and is not used by ``cot`` and ``self-consistency`` (one round)."""
+    unless their own setting is given (``iterations``; ``debate_rounds``, which becomes
+    :class:`~toporoute.methods.prompting.DebateSettings` ``rounds``), and is not used by ``cot`` and
+    ``self-consistency`` (one round)."""
 
     def build(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
         from . import prompting as p
