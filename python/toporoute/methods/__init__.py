@@ -6,7 +6,8 @@
 - :mod:`.harness`: runs a method over a task set and writes its run folder;
 - one subpackage per method: :mod:`.dytopo` (DyTopo and the worker loop of its baselines), :mod:`.qmix` (Agent
   Q-Mix), :mod:`.conductor` (AgentConductor); :mod:`.baselines` (``single``, ``parallel``, ``random``,
-  ``chain``, ``star``, ``full``).
+  ``chain``, ``star``, ``full``); :mod:`.prompting` (``cot``, ``self-consistency``, ``self-refine``, ``debate``)
+  with :mod:`.selection` (majority vote and the test-based pick on visible examples).
 """
 
 from __future__ import annotations

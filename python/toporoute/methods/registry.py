@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError
 from ..ops.qmix_params import ADJ_MODES, QMixConfig
 from .episode import DOMAINS, Method
+from .prompting import KINDS as _PROMPTING_KINDS
 
 if TYPE_CHECKING:
     from ..embed import Encoder
@@ -396,6 +397,54 @@ def _read_hiva_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any
     return out
 
 
+def _add_self_consistency_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--samples", type=int, default=None, help="N chain-of-thought samples per task (default 5)"
+    )
+
+
+def _read_self_consistency_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    given = {"samples": args.samples}
+    return {"test_timeout_s": args.eval_timeout, **{k: v for k, v in given.items() if v is not None}}
+
+
+def _add_self_refine_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--refine-iterations",
+        type=int,
+        default=None,
+        help="most feedback-then-refine iterations after the first answer (default 3; else --rounds)",
+    )
+    g.add_argument(
+        "--no-guided-verdict",
+        action="store_true",
+        help="do not constrain the feedback's last line to the VERDICT grammar (it is parsed either way)",
+    )
+
+
+def _read_self_refine_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"guided_verdict": not args.no_guided_verdict}
+    if args.refine_iterations is not None:
+        out["iterations"] = args.refine_iterations
+    return out
+
+
+def _add_debate_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--debate-agents", type=int, default=None, help="agents of the debate (default 3)")
+    g.add_argument(
+        "--debate-rounds",
+        type=int,
+        default=None,
+        help="rounds, the independent first answers included (default 3; else --rounds)",
+    )
+
+
+def _read_debate_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    # not "rounds": that is make_method's own argument (--rounds); the builder maps it
+    given = {"agents": args.debate_agents, "debate_rounds": args.debate_rounds}
+    return {"test_timeout_s": args.eval_timeout, **{k: v for k, v in given.items() if v is not None}}
+
+
 LOOP_OPTIONS = OptionGroup(
     "dytopo and its worker-loop baselines (random, chain, star, full, parallel)",
     _add_loop_options,
@@ -405,6 +454,13 @@ QMIX_OPTIONS = OptionGroup("qmix (Agent Q-Mix)", _add_qmix_options, _read_qmix_o
 CONDUCTOR_OPTIONS = OptionGroup("conductor (AgentConductor)", _add_conductor_options, _read_conductor_options)
 HIVA_OPTIONS = OptionGroup("hiva (HiVA)", _add_hiva_options, _read_hiva_options)
 
+SELF_CONSISTENCY_OPTIONS = OptionGroup(
+    "self-consistency", _add_self_consistency_options, _read_self_consistency_options
+)
+SELF_REFINE_OPTIONS = OptionGroup(
+    "self-refine (Madaan et al.)", _add_self_refine_options, _read_self_refine_options
+)
+DEBATE_OPTIONS = OptionGroup("debate (Du et al.)", _add_debate_options, _read_debate_options)
 
 # ------------------------------------------------------------------------------------------------ builders
 
@@ -474,6 +530,31 @@ def _build_hiva(settings: dict[str, Any], rounds: int | None, encoder: Encoder |
     return HiVA(_settings(HiVASettings, settings, "hiva"))
 
 
+def _build_prompting(name: str) -> Builder:
+    """The builder of a prompting baseline; ``--rounds`` sets self-refine's iterations and debate's rounds
+    unless their own setting is given (``iterations``; ``debate_rounds``, which becomes
+    :class:`~toporoute.methods.prompting.DebateSettings` ``rounds``), and is not used by ``cot`` and
+    ``self-consistency`` (one round)."""
+
+    def build(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+        from . import prompting as p
+
+        if name == "cot":
+            return p.ChainOfThought(_settings(p.CotSettings, settings, name))
+        if name == "self-consistency":
+            return p.SelfConsistency(_settings(p.SelfConsistencySettings, settings, name))
+        if name == "self-refine":
+            if rounds is not None:
+                settings.setdefault("iterations", rounds)
+            return p.SelfRefine(_settings(p.SelfRefineSettings, settings, name))
+        given = settings.pop("debate_rounds", None)
+        if given is not None or rounds is not None:
+            settings["rounds"] = given if given is not None else rounds
+        return p.Debate(_settings(p.DebateSettings, settings, name))
+
+    return build
+
+
 def _read_random_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     from .baselines import dytopo_edge_counts
     from .dytopo import LoopConfig
@@ -523,6 +604,33 @@ REGISTRY: dict[str, MethodSpec] = {
         ),
         MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
         MethodSpec(
+            "cot",
+            "baseline: one chain-of-thought call per task (reasoning, then the answer)",
+            _build_prompting("cot"),
+            kinds=_PROMPTING_KINDS,
+        ),
+        MethodSpec(
+            "self-consistency",
+            "baseline: N=5 CoT samples in one batch; majority vote, or for code the pick by visible examples",
+            _build_prompting("self-consistency"),
+            SELF_CONSISTENCY_OPTIONS,
+            kinds=_PROMPTING_KINDS,
+        ),
+        MethodSpec(
+            "self-refine",
+            "baseline: answer, then up to 3 self-feedback and refine iterations (stops when judged correct)",
+            _build_prompting("self-refine"),
+            SELF_REFINE_OPTIONS,
+            kinds=_PROMPTING_KINDS,
+        ),
+        MethodSpec(
+            "debate",
+            "baseline: 3 agents x 3 rounds, each updating on the others' answers; vote or visible-test pick",
+            _build_prompting("debate"),
+            DEBATE_OPTIONS,
+            kinds=_PROMPTING_KINDS,
+        ),
+        MethodSpec(
             "parallel",
             "baseline: DyTopo's workers answer once, independently",
             _build_baseline("parallel"),
@@ -564,7 +672,8 @@ def make_method(
     rounds : int, optional
         The number of rounds: DyTopo's T_max (default 10), the multi-round baselines' fixed count (default 5),
         Q-Mix's T (default code 2, math 3, choice 2), AgentConductor's K turns (default 2), HiVA's T iterations
-        (default 10; a setting ``iterations`` wins).
+        (default 10; a setting ``iterations`` wins), self-refine's iterations (default 3) and debate's rounds
+        (default 3) unless their own setting is given; ``cot`` and ``self-consistency`` have one round.
     encoder : Encoder, optional
         The descriptor encoder (DyTopo and its baselines, Q-Mix's encoder task feature, the conductor's
         searcher); default ``Encoder.default()``, loaded on first use.
@@ -572,7 +681,9 @@ def make_method(
         Fields of the method's settings: :class:`~toporoute.methods.dytopo.LoopConfig` (DyTopo and its
         baselines; ``random`` also takes ``edge_counts``), :class:`~toporoute.methods.qmix.QMixSettings` plus
         ``checkpoint`` (required), :class:`~toporoute.methods.conductor.ConductorSettings`,
-        :class:`~toporoute.methods.hiva.HiVASettings`. Sampling settings
+        :class:`~toporoute.methods.hiva.HiVASettings`, and the prompting baselines'
+        :class:`~toporoute.methods.prompting.CotSettings`, ``SelfConsistencySettings``,
+        ``SelfRefineSettings``, ``DebateSettings``. Sampling settings
         left out take the method's defaults.
     """
     spec = REGISTRY.get(name)

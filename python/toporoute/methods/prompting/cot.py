@@ -1,0 +1,59 @@
+"""``cot``: one chain-of-thought call per task (Wei et al.): reasoning step by step, then the answer (code in one
+fenced block, math in ``\\boxed{}``, a choice as ``Answer: X``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...tasks import Task
+from ...trace.schema import RoundRecord, Usage
+from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings
+from ._common import answer_of, cot_request, graph_block, kind_of, message_of, params_of
+
+if TYPE_CHECKING:
+    from ...runtime import EpisodeContext
+
+__all__ = ["AGENT", "ChainOfThought", "CotSettings"]
+
+AGENT = "Assistant"
+
+
+@dataclass(frozen=True)
+class CotSettings(SamplingSettings):
+    """Settings of ``cot``: the sampling of its one call (see
+    :class:`~toporoute.methods.episode.SamplingSettings`; temperature 0.3 as ``single``)."""
+
+
+class ChainOfThought:
+    """One chain-of-thought call per task; code, math and choice tasks."""
+
+    def __init__(self, settings: CotSettings | None = None) -> None:
+        self.settings = settings or CotSettings()
+        self.name = "cot"
+
+    def params(self) -> dict[str, Any]:
+        return params_of(self.name, self.settings)
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
+        kind_of(task)
+        clock = Clock()
+        rc = clock.round()
+        result = await rc.generate_one(ctx, cot_request(self.settings, ctx.episode, task, 0, AGENT, AGENT))
+        answer = answer_of(task, result)
+        graph, stats = graph_block([AGENT], [AGENT], [])
+        emit(
+            RoundRecord(
+                method=self.name,
+                episode=ctx.episode,
+                task=task.id,
+                round=0,
+                goal="Reason step by step, then answer.",
+                graph=graph,
+                messages={AGENT: message_of(task, result, answer)},
+                usage=Usage.of([(AGENT, result)]),
+                stats=stats,
+                timing=rc.timing(),
+            )
+        )
+        return EpisodeOutput(answer, 1, False, clock.llm_s, 0.0)
