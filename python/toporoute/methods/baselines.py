@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..llm.types import Request, Tags
 from ..tasks import Task
-from ..trace.schema import Graph, Message, RoundRecord, Stats, Usage
+from ..trace.schema import Message
 from .dytopo import LoopConfig, WorkerLoop
-from .episode import Clock, Emit, EpisodeOutput, SamplingSettings, answer_from, domain_of
+from .episode import Clock, Emit, EpisodeOutput, SamplingSettings, answer_from, domain_of, one_reply_round
 from .prompt_files import read_text
 
 if TYPE_CHECKING:
@@ -63,17 +63,16 @@ class SingleCall:
         answer = answer_from(task, result.text)
         error = None if result.error is None else result.error.message
         emit(
-            RoundRecord(
-                method=self.name,
-                episode=ctx.episode,
-                task=task.id,
-                round=0,
-                goal="Solve the task in one reply.",
-                graph=Graph.build([_AGENT], [_AGENT], [], order=[0], levels=[0], is_dag=True, inbox=[[]]),
-                messages={_AGENT: Message.of(result.text, "", answer, error)},
-                usage=Usage.of([(_AGENT, result)]),
-                stats=Stats(0, 0.0, 0.0),
-                timing=rc.timing(),
+            one_reply_round(
+                self.name,
+                ctx.episode,
+                task,
+                0,
+                "Solve the task in one reply.",
+                _AGENT,
+                result,
+                Message.of(result.text, "", answer, error),
+                rc.timing(),
             )
         )
         return EpisodeOutput(answer, 1, False, clock.llm_s, 0.0)

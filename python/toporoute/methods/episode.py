@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import InvalidArgumentError
 from ..llm.types import Request, Result, Sampling
 from ..tasks import Task, extract_choice, extract_code, extract_math_answer
-from ..trace.schema import EdgeUsage, RoundRecord, Timing
+from ..trace.schema import EdgeUsage, Graph, Message, RoundRecord, Stats, Timing, Usage
 
 if TYPE_CHECKING:
     from ..runtime import EpisodeContext
@@ -31,6 +31,7 @@ __all__ = [
     "call_error",
     "domain_of",
     "first_answer",
+    "one_reply_round",
     "record_edges",
     "request_seed",
 ]
@@ -212,3 +213,30 @@ def first_answer(task: Task, texts: Iterable[str]) -> str:
             if found:
                 return found
     return ""
+
+
+def one_reply_round(
+    method: str,
+    episode: str,
+    task: Task,
+    round: int,
+    goal: str,
+    agent: str,
+    result: Result,
+    message: Message,
+    timing: Timing,
+) -> RoundRecord:
+    """The record of a round made of one agent's one reply (a one-node graph, no routing): the single-call
+    baselines' rounds and self-refine's first answer."""
+    return RoundRecord(
+        method=method,
+        episode=episode,
+        task=task.id,
+        round=round,
+        goal=goal,
+        graph=Graph.build([agent], [agent], [], order=[0], levels=[0], is_dag=True, inbox=[[]]),
+        messages={agent: message},
+        usage=Usage.of([(agent, result)]),
+        stats=Stats(0, 0.0, 0.0),
+        timing=timing,
+    )

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...tasks import Task
-from ...trace.schema import RoundRecord, Usage
-from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings
-from ._common import answer_of, cot_request, graph_block, kind_of, message_of, params_of
+from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, one_reply_round
+from ._common import answer_of, cot_request, kind_of, message_of, params_of
 
 if TYPE_CHECKING:
     from ...runtime import EpisodeContext
@@ -41,19 +40,17 @@ class ChainOfThought:
         rc = clock.round()
         result = await rc.generate_one(ctx, cot_request(self.settings, ctx.episode, task, 0, AGENT, AGENT))
         answer = answer_of(task, result)
-        graph, stats = graph_block([AGENT], [AGENT], [])
         emit(
-            RoundRecord(
-                method=self.name,
-                episode=ctx.episode,
-                task=task.id,
-                round=0,
-                goal="Reason step by step, then answer.",
-                graph=graph,
-                messages={AGENT: message_of(task, result, answer)},
-                usage=Usage.of([(AGENT, result)]),
-                stats=stats,
-                timing=rc.timing(),
+            one_reply_round(
+                self.name,
+                ctx.episode,
+                task,
+                0,
+                "Reason step by step, then answer.",
+                AGENT,
+                result,
+                message_of(task, result, answer),
+                rc.timing(),
             )
         )
         return EpisodeOutput(answer, 1, False, clock.llm_s, 0.0)

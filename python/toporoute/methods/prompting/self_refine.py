@@ -20,7 +20,7 @@ from ...errors import InvalidArgumentError
 from ...llm.types import Request, Tags
 from ...tasks import Task
 from ...trace.schema import EdgeUsage, Message, RoundRecord, Usage, clip
-from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, call_error, record_edges
+from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, call_error, one_reply_round, record_edges
 from ..prompt_files import read_json, read_text
 from ._common import (
     answer_of,
@@ -110,19 +110,17 @@ class SelfRefine:
         rc = clock.round()
         first = await rc.generate_one(ctx, cot_request(s, ctx.episode, task, 0, _ANSWER, _ANSWER))
         answer, reply, reply_tokens = answer_of(task, first), reply_text(first), first.usage.completion_tokens
-        graph, stats = graph_block([_ANSWER], [_ANSWER], [])
         emit(
-            RoundRecord(
-                method=self.name,
-                episode=ctx.episode,
-                task=task.id,
-                round=0,
-                goal="Answer the task.",
-                graph=graph,
-                messages={_ANSWER: message_of(task, first, answer)},
-                usage=Usage.of([(_ANSWER, first)]),
-                stats=stats,
-                timing=rc.timing(),
+            one_reply_round(
+                self.name,
+                ctx.episode,
+                task,
+                0,
+                "Answer the task.",
+                _ANSWER,
+                first,
+                message_of(task, first, answer),
+                rc.timing(),
             )
         )
         rounds, halted, prev_edges = 1, False, list[tuple[int, int]]()
