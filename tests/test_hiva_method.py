@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import builtins
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -16,12 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from toporoute.embed import Encoder
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request
 from toporoute.methods import make_method
 from toporoute.methods.harness import run_method
 from toporoute.methods.hiva import SINK, SOURCE, AgentState, HiVA, HiVASettings, fresh_graph, parsing
+from toporoute.methods.hiva.graph import word_similarity, words
 from toporoute.methods.registry import REGISTRY
 from toporoute.tasks import Task, codetest, load_tasks
 from toporoute.tasks import tools as tools_module
@@ -131,10 +134,16 @@ def errors_of(records: list[dict]) -> list[tuple[str, str]]:
     return [(e["step"], e["error"]) for r in records for e in r["hiva"]["errors"]]
 
 
+@functools.cache
+def encoder() -> Encoder:
+    """One encoder for the module's runs (the embedding similarity, the default)."""
+    return Encoder.default()
+
+
 def hiva(**kw: Any) -> HiVA:
     kw.setdefault("tool_retries", 0)
     kw.setdefault("tool_timeout_s", 10.0)
-    return HiVA(HiVASettings(**kw))
+    return HiVA(HiVASettings(**kw), encoder=encoder())
 
 
 # ------------------------------------------------------------------------------------------------- a full run
@@ -210,6 +219,23 @@ def test_per_instance_run_grows_the_graph_and_records_everything(
     assert record["hiva"]["best_iteration"] == 2  # ties go to the latest iteration
     assert [n["name"] for n in record["hiva"]["final_graph"]["nodes"]] == ["source", "aggregator", "agent_2"]
     assert errors_of(recs) == []
+
+
+@pytest.mark.parametrize("similarity", ["embedding", "lexical"])
+def test_the_task_similarity_feeds_the_routing_distance(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str], similarity: str
+) -> None:
+    engine = ScriptedEngine(Script(he[:1], solutions, {"decision": decisions("NO_CHANGE: ok")}))
+    run(hiva(iterations=1, seed=3, similarity=similarity), he[:1], engine, tmp_path)
+    (rec,) = traces(tmp_path, he[0].episode_id)
+    prompt = next(n["prompt"] for n in rec["hiva"]["graph"]["nodes"] if n["name"] == "source")
+    jac, cos = word_similarity(words(he[0].prompt), words(prompt))
+    if similarity == "embedding":  # the cosine of the encoder's embeddings of the task and the agent's prompt
+        task_vec, prompt_vec = encoder().encode([he[0].prompt, prompt])
+        cos = float(task_vec @ prompt_vec)
+    psi1 = 0.5 * (1 - jac) + 0.5 * (1 - cos) / 2
+    # Σ ω Ψ with ω = 0.25 each, Ψ3 = 1 - α/(α+β) = 0.5 at the prior, Ψ2 = Ψ4 = 0 (no knowledge graph)
+    assert rec["hiva"]["bandit"][0]["psi"]["source"] == pytest.approx(0.25 * psi1 + 0.25 * 0.5, abs=1e-4)
 
 
 def test_calls_of_a_level_go_out_in_one_batch(
@@ -563,8 +589,11 @@ def test_graph_state_routes_and_updates_with_the_core_ops() -> None:
     assert ok and reason == "ok" and new == 2
     g.add_agent(new, AgentState("agent_2", "worker", "You check list code.", g.agents[SOURCE].tool))
     assert g.alive[new] and g.adj[SOURCE, new] and g.adj[new, SINK]
-    w, _ = g.weights({SOURCE}, frozenset({"list"}), 1.0, 1.0, s.omega, s.distance_threshold)
-    assert w[SOURCE, SINK] == 1.0 and 0 < w[SOURCE, new] <= 1.0
+    # (Jaccard, cosine) to the task per node: the nearer agent gets the larger weight
+    near = g.weights({SOURCE}, {SOURCE: (0.2, 0.5), new: (0.5, 0.9)}, 1.0, 1.0, s.omega, s.distance_threshold)
+    far = g.weights({SOURCE}, {SOURCE: (0.2, 0.5), new: (0.0, -0.2)}, 1.0, 1.0, s.omega, s.distance_threshold)
+    w = near[0]
+    assert w[SOURCE, SINK] == 1.0 and 0 < far[0][SOURCE, new] < w[SOURCE, new] <= 1.0
     a = g.select([SOURCE], w, k=2, seed=7, step=1, mode="thompson")
     b = g.select([SOURCE], w, k=2, seed=7, step=1, mode="thompson")
     assert a.chosen == b.chosen and sorted(a.chosen[SOURCE]) == [SINK, new]

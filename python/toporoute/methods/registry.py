@@ -368,6 +368,13 @@ def _add_hiva_options(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--bandit-mode", choices=("thompson", "mean"), default="thompson", help="θ drawn or its mean"
     )
+    g.add_argument(
+        "--similarity",
+        choices=("embedding", "lexical"),
+        default="embedding",
+        help="task/agent similarity of the routing distance and the Beta update: the cosine of their "
+        "embeddings (default; the descriptor encoder) or of their word sets",
+    )
     g.add_argument("--tool-timeout", type=float, default=30.0, help="seconds per sandboxed tool call (30)")
     g.add_argument(
         "--no-guide-regex", action="store_true", help="no regular-expression guides for the short outputs"
@@ -387,6 +394,7 @@ def _read_hiva_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any
         "early_stop": args.early_stop,
         "max_agents": args.max_agents,
         "bandit_mode": args.bandit_mode,
+        "similarity": args.similarity,
         "tool_timeout_s": args.tool_timeout,
         "guided": not args.no_guide_regex,
         "synthesize_tools": not args.no_tool_synthesis,
@@ -527,7 +535,7 @@ def _build_hiva(settings: dict[str, Any], rounds: int | None, encoder: Encoder |
 
     if rounds is not None and "iterations" not in settings:  # --iterations wins over --rounds
         settings["iterations"] = rounds
-    return HiVA(_settings(HiVASettings, settings, "hiva"))
+    return HiVA(_settings(HiVASettings, settings, "hiva"), encoder=encoder)
 
 
 def _build_prompting(name: str) -> Builder:
@@ -601,6 +609,7 @@ REGISTRY: dict[str, MethodSpec] = {
             "topology (T 10 iterations)",
             _build_hiva,
             HIVA_OPTIONS,
+            uses_encoder=True,
         ),
         MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
         MethodSpec(

@@ -20,7 +20,7 @@ import numpy as np
 from ... import ops
 from ...errors import InvalidArgumentError
 
-__all__ = ["SINK", "SOURCE", "AgentState", "HiVAGraph", "Selection", "Tool", "words"]
+__all__ = ["SINK", "SOURCE", "AgentState", "HiVAGraph", "Selection", "Tool", "word_similarity", "words"]
 
 SOURCE = 0
 SINK = 1
@@ -74,11 +74,12 @@ class Selection:
 
 
 def words(text: str) -> frozenset[str]:
-    """Lower-case words of three or more letters (the lexical stand-in for embeddings and concepts)."""
+    """Lower-case words of three or more letters (the stand-in for concepts; for embeddings too when
+    ``similarity="lexical"``)."""
     return frozenset(w for w in re.findall(r"[a-z][a-z0-9_]{2,}", text.lower()))
 
 
-def _similarity(a: frozenset[str], b: frozenset[str]) -> tuple[float, float]:
+def word_similarity(a: frozenset[str], b: frozenset[str]) -> tuple[float, float]:
     """(Jaccard, cosine) of two word sets (0 when either is empty)."""
     if not a or not b:
         return 0.0, 0.0
@@ -164,19 +165,20 @@ class HiVAGraph:
     def weights(
         self,
         selected: set[int],
-        task_words: frozenset[str],
+        similarity: dict[int, tuple[float, float]],
         lam: float,
         eta: float,
         omega: tuple[float, ...],
         threshold: float,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Edge weights ``exp(-λ·Dist(A_d, task)) · ζ(S ∪ {d})^η`` for every live edge (spec §3.1, the no-KG
-        fallback: d_I = 1, Ψ1 lexical, Ψ2 = Ψ4 = 0, Ψ3 = 1 - α/(α+β)); the aggregator's weight is 1 and it stays
-        out of ζ. Returns ``(weights (N, N) float32, psi_sum (N,))``."""
+        fallback: d_I = 1, Ψ1 = 0.5·(1 - Jaccard) + 0.5·(1 - cos)/2 from ``similarity[node] = (Jaccard,
+        cosine)`` of the node to the task, Ψ2 = Ψ4 = 0, Ψ3 = 1 - α/(α+β)); the aggregator's weight is 1 and it
+        stays out of ζ. Returns ``(weights (N, N) float32, psi_sum (N,))``."""
         n = self.capacity
         psi = np.zeros(n, np.float64)
         for i in self.nodes():
-            jac, cos = _similarity(task_words, words(self.agents[i].prompt))
+            jac, cos = similarity.get(i, (0.0, 0.0))
             psi1 = 0.5 * (1.0 - jac) + 0.5 * (1.0 - cos) / 2.0
             psi3 = 1.0 - float(self.alpha[i]) / float(self.alpha[i] + self.beta[i])
             psi[i] = omega[0] * psi1 + omega[2] * psi3

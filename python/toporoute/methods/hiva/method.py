@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,10 +50,11 @@ from ..episode import (
 from ..episode import request_seed as _seed
 from . import _prompts, parsing
 from .environment import Outcome, code_outcome, math_outcome
-from .graph import SINK, SOURCE, AgentState, HiVAGraph, Tool, words
+from .graph import SINK, SOURCE, AgentState, HiVAGraph, Tool, word_similarity, words
 from .settings import HiVASettings
 
 if TYPE_CHECKING:
+    from ...embed import Encoder
     from ...runtime import EpisodeContext
 
 __all__ = ["HiVA"]
@@ -96,9 +98,13 @@ class HiVA:
     their changes to the graph are not replayed.
     """
 
-    def __init__(self, settings: HiVASettings | None = None, *, name: str = "hiva") -> None:
+    def __init__(
+        self, settings: HiVASettings | None = None, *, name: str = "hiva", encoder: Encoder | None = None
+    ) -> None:
         self.settings = settings or HiVASettings()
         self.name = name
+        self._encoder = encoder
+        self._encoder_lock = threading.Lock()
         self._stream: dict[str, HiVAGraph] = {}
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
@@ -114,21 +120,36 @@ class HiVA:
         """The graph ``stream`` mode carries for a domain (None before its first episode)."""
         return self._stream.get(domain)
 
+    def encoder(self) -> Encoder:
+        """The encoder of the embedding similarity (``Encoder.default()``, loaded on first use)."""
+        with self._encoder_lock:
+            if self._encoder is None:
+                from ...embed import Encoder
+
+                self._encoder = Encoder.default()
+            return self._encoder
+
     def _stream_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
         if self._lock is None or self._lock[0] is not loop:
             self._lock = (loop, asyncio.Lock())
         return self._lock[1]
 
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit embeddings of ``texts`` (blocking: call it in a worker thread)."""
+        return np.asarray(self.encoder().encode(texts), dtype=np.float32)
+
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         """Runs T iterations on one task; ``emit`` gets one record per iteration."""
         domain = domain_of(task)
         s = self.settings
         if s.mode == "per_instance":
-            return await _Episode(self.name, s, ctx, task, domain, fresh_graph(s, domain), emit).run()
+            return await _Episode(
+                self.name, s, ctx, task, domain, fresh_graph(s, domain), emit, self._embed
+            ).run()
         async with self._stream_lock():
             graph = self._stream.get(domain) or fresh_graph(s, domain)
-            out = await _Episode(self.name, s, ctx, task, domain, graph, emit).run()
+            out = await _Episode(self.name, s, ctx, task, domain, graph, emit, self._embed).run()
             self._stream[domain] = graph
             return out
 
@@ -165,7 +186,9 @@ class _Episode:
         domain: str,
         graph: HiVAGraph,
         emit: Emit,
+        embed: Callable[[list[str]], np.ndarray],
     ) -> None:
+        self.embed = embed
         self.method, self.s, self.ctx, self.task, self.domain, self.g, self.emit = (
             method,
             settings,
@@ -177,6 +200,7 @@ class _Episode:
         )
         self.x0 = _prompts.fill(f"task_{domain}", prompt=task.prompt.strip())
         self.task_words = words(task.prompt)
+        self.task_vec: np.ndarray | None = None  # the task's embedding, on first use
         self.bandit_seed = _seed(
             settings.seed, "bandit", ctx.episode if settings.mode == "per_instance" else ""
         )
@@ -258,8 +282,9 @@ class _Episode:
                 continue
             await self._run_level(t, nodes, sigma, p, rc)
             with rc.routing():
+                similarity = await self._similarity(g.nodes())
                 weights, psi = g.weights(
-                    set(p.executed), self.task_words, s.lam, s.eta, s.omega, s.distance_threshold
+                    set(p.executed), similarity, s.lam, s.eta, s.omega, s.distance_threshold
                 )
                 sel = g.select(
                     nodes, weights, k=s.top_k, seed=self.bandit_seed, step=step, mode=s.bandit_mode
@@ -313,9 +338,10 @@ class _Episode:
         # ---- beliefs and synergy (on the slots of this pass, before new nodes reuse freed slots)
         rewards = {i: sentiment[i]["reward"] for i in sentiment}
         km = np.zeros(g.capacity, np.float64)
-        for i in p.executed:
-            km[i] = _similarity(self.task_words, g.agents[i].prompt) if i in g.agents else 0.0
         with rc.routing():
+            # KM = ρ_overlap · cos(agent, task), ρ = 1 without a knowledge graph (spec §3.3)
+            for i, (_, cos) in (await self._similarity([i for i in p.executed if i in g.agents])).items():
+                km[i] = cos
             g.update_beliefs(p.executed, rewards, km, gamma=s.gamma, delta=s.delta)
             g.update_synergy(routed, rewards, lr=s.synergy_lr)
             edits = self._apply(decisions, p)
@@ -390,6 +416,20 @@ class _Episode:
                 retries=self.s.tool_retries,
                 trusted=tool.trusted,
             )
+
+    async def _similarity(self, nodes: Sequence[int]) -> dict[int, tuple[float, float]]:
+        """(Jaccard of words, cosine) of each node's prompt to the task: the cosine of their embeddings
+        (``similarity="embedding"``, embedded in a worker thread) or of their word sets (``"lexical"``)."""
+        g = self.g
+        live = [i for i in nodes if i in g.agents]
+        lexical = {i: word_similarity(self.task_words, words(g.agents[i].prompt)) for i in live}
+        if self.s.similarity == "lexical" or not live:
+            return lexical
+        if self.task_vec is None:
+            self.task_vec = (await asyncio.to_thread(self.embed, [self.task.prompt]))[0]
+        vecs = await asyncio.to_thread(self.embed, [g.agents[i].prompt for i in live])
+        cos = np.clip(vecs @ self.task_vec, -1.0, 1.0)
+        return {i: (lexical[i][0], float(c)) for i, c in zip(live, cos)}
 
     async def _run_level(self, t: int, nodes: list[int], sigma: list[int], p: _Pass, rc: Clock) -> None:
         g = self.g
@@ -1015,10 +1055,3 @@ def _levels(sigma: list[int], level: dict[int, int], names: dict[int, str]) -> l
     for i in sigma:
         out.setdefault(level[i], []).append(names[i])
     return [out[k] for k in sorted(out)]
-
-
-def _similarity(task_words: frozenset[str], prompt: str) -> float:
-    other = words(prompt)
-    if not task_words or not other:
-        return 0.0
-    return len(task_words & other) / float(np.sqrt(len(task_words) * len(other)))

@@ -60,6 +60,11 @@ class HiVASettings(SamplingSettings):
         is still chosen by the non-oracle signal.
     bandit_mode : {"thompson", "mean"}
         θ drawn from Beta(α, β), or its mean (deterministic).
+    similarity : {"embedding", "lexical"}
+        The task/agent similarity behind the distance Ψ1 and the Beta update's KM (spec §3.1 no-KG fallback):
+        ``embedding`` (default) the cosine of the task's and the agent prompt's embeddings (the descriptor
+        encoder, all-MiniLM-L6-v2), ``lexical`` the cosine of their word sets (no encoder). Ψ1's concept
+        Jaccard is over words either way (no knowledge graph of concepts).
     lam, eta, delta : float
         λ (knowledge distance), η (synergy exponent) and δ (knowledge term of the Beta update).
     omega : tuple of 4 floats
@@ -103,6 +108,7 @@ class HiVASettings(SamplingSettings):
     early_stop: bool = False
     oracle_feedback: bool = False
     bandit_mode: str = "thompson"
+    similarity: str = "embedding"
     lam: float = 1.0
     eta: float = 1.0
     delta: float = 0.5
@@ -150,6 +156,10 @@ class HiVASettings(SamplingSettings):
         if self.bandit_mode not in ("thompson", "mean"):
             raise InvalidArgumentError(
                 f"bandit_mode must be 'thompson' or 'mean'; got {self.bandit_mode!r}", "bandit_mode"
+            )
+        if self.similarity not in ("embedding", "lexical"):
+            raise InvalidArgumentError(
+                f"similarity must be 'embedding' or 'lexical'; got {self.similarity!r}", "similarity"
             )
         if len(self.omega) != 4 or any(not w >= 0 for w in self.omega):
             raise InvalidArgumentError(f"omega must be 4 weights >= 0; got {self.omega!r}", "omega")
