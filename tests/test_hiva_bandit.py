@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 from _backends import REFERENCE, Backend, assert_matches, needs_core, on_backends
 
+import toporoute
 from toporoute import errors, ops
 from toporoute.backends._reference_bandit import beta_draws, philox4x32
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _graphs(
@@ -379,7 +378,9 @@ print(h.hexdigest())
 
 
 def _digest(backend: str, threads: int) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT / "python")}
+    # the toporoute this process imported (an installed package in CI, the source tree in a dev build)
+    where = Path(toporoute.__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(where)}
     out = subprocess.run(
         [sys.executable, "-c", _DIGEST.format(backend=backend)], env=env, capture_output=True, text=True,
         check=True, timeout=300,
