@@ -38,7 +38,8 @@ def _shape(graph: dict) -> tuple:
 def test_hiva_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     cmd = [
         "run", "hiva", "--tasks", "humaneval", "--limit", "1", "--iterations", "3", "--max-tokens", "32",
-        "--no-tool-synthesis", "--tool-timeout", "10", "--out", str(tmp_path), "--report", "--no-progress",
+        "--no-tool-synthesis", "--tool-timeout", "10", "--max-agents", "5", "--out", str(tmp_path), "--report",
+        "--no-progress",
     ]  # fmt: skip
     status = toporoute_cli(*cmd)
     assert status in (0, 1), status
