@@ -613,6 +613,16 @@ def test_a_core_without_the_kernels_falls_back_to_the_reference(monkeypatch: pyt
     with pytest.raises(errors.BackendUnavailableError, match="no bandit_select kernel") as err:
         ops.bandit_select(*args, seed=3, backend="cpu")
     assert err.value.arg == "backend"
+    # the DAG ops go through the same check (backends.select_op)
+    adj = np.zeros((4, 4), bool)
+    adj[0, 1] = True
+    alive = np.array([True, True, False, False])
+    edits = np.array([[1, 0, -1]], np.int32)
+    got = ops.dag_edit(adj, alive, edits)
+    want_edit = ops.dag_edit(adj, alive, edits, backend="reference")
+    np.testing.assert_array_equal(got.adj, want_edit.adj)
+    with pytest.raises(errors.BackendUnavailableError, match="no dag_repair kernel"):
+        ops.dag_repair(adj, alive, backend="cpu")
 
 
 @pytest.mark.parametrize(("B", "N"), [(0, 3), (2, 0), (0, 0)])

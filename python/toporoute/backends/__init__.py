@@ -24,7 +24,7 @@ from ..errors import BackendUnavailableError, InvalidArgumentError
 NAMES = ("reference", "cpu", "cuda")
 ENV = "TOPOROUTE_BACKEND"
 
-__all__ = ["ENV", "NAMES", "available", "get", "is_device_array", "select"]
+__all__ = ["ENV", "NAMES", "available", "get", "is_device_array", "select", "select_op"]
 
 
 def is_device_array(x: Any) -> bool:
@@ -80,6 +80,21 @@ def select(backend: str | None, first: Any) -> ModuleType:
         if module is not None:
             return module
     return _select(backend, first)
+
+
+def select_op(backend: str | None, first: Any, op: str) -> ModuleType:
+    """:func:`select` for ``op``, where a compiled core built before the op existed counts as not having it:
+    the default then falls back to the reference (same results, slower), an explicit ``backend="cpu"`` raises."""
+    impl = select(backend, first)
+    has = getattr(impl, "has_op", None)
+    if has is None or has(op):
+        return impl
+    if backend is None:
+        return get("reference")
+    raise BackendUnavailableError(
+        f"{op}: this build of toporoute._core has no {op} kernel; rebuild the core or use backend='reference'",
+        arg="backend",
+    )
 
 
 def _select(backend: str | None, first: Any) -> ModuleType:

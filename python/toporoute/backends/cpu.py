@@ -106,18 +106,9 @@ def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray 
     return graph_stats_of(_core.graph_stats(adj, active, prev))
 
 
-def _has_dag_ops() -> bool:
-    """False for a core built before the DAG ops (a stale ``_core*.so`` next to newer Python sources)."""
-    return hasattr(_core, "dag_edit") and hasattr(_core, "dag_repair")
-
-
 def dag_edit(
     adj: np.ndarray, alive: np.ndarray, edits: np.ndarray, *, source: int, sink: int, max_out: int
 ) -> DagEdits:
-    if not _has_dag_ops():  # stale build: the reference gives the same results, slower
-        from ._reference_dag import dag_edit as reference_dag_edit
-
-        return reference_dag_edit(adj, alive, edits, source=source, sink=sink, max_out=max_out)
     return dag_edits_of(_core.dag_edit(adj, alive, edits, source, sink, max_out))
 
 
@@ -134,21 +125,6 @@ def dag_repair(
     prior: float,
     max_out: int,
 ) -> DagRepair:
-    if not _has_dag_ops():  # stale build: the reference gives the same results, slower
-        from ._reference_dag import dag_repair as reference_dag_repair
-
-        return reference_dag_repair(
-            adj,
-            alive,
-            edge_alpha,
-            edge_beta,
-            source=source,
-            sink=sink,
-            threshold=threshold,
-            min_obs=min_obs,
-            prior=prior,
-            max_out=max_out,
-        )
     return dag_repair_of(
         _core.dag_repair(adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
     )

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from types import ModuleType
 from typing import Any
 
 from .. import backends
-from ..errors import BackendUnavailableError, InvalidArgumentError, OutOfRangeError, ShapeError
+from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from . import _validate as _v
 from .results import BanditSelection, BetaState, SynergyState
 
@@ -19,21 +18,6 @@ __all__ = ["MODES", "bandit_select", "bandit_update", "synergy_update"]
 MODES = ("thompson", "mean")
 _U32 = 2**32
 _U64 = 2**64
-
-
-def _impl(backend: str | None, first: Any, op: str) -> ModuleType:
-    """The backend for ``op``; a compiled core built before the op existed counts as not having it: the default
-    then falls back to the reference, an explicit ``backend="cpu"`` raises."""
-    impl = backends.select(backend, first)
-    has = getattr(impl, "has_op", None)
-    if has is None or has(op):
-        return impl
-    if backend is None:
-        return backends.get("reference")
-    raise BackendUnavailableError(
-        f"{op}: this build of toporoute._core has no {op} kernel; rebuild the core or use backend='reference'",
-        arg="backend",
-    )
 
 
 def _integer(value: Any, name: str, lo: int, hi: int, hint: str) -> int:
@@ -141,7 +125,7 @@ def bandit_select(
     graph_offset = _integer(
         graph_offset, "graph_offset", 0, _U32 - n_graphs + 1, f"in [0, 2**32 - {n_graphs}]"
     )
-    impl = _impl(backend, adj, "bandit_select")
+    impl = backends.select_op(backend, adj, "bandit_select")
     if len(shape) == 3:
         result: BanditSelection = impl.bandit_select(
             adj, alpha, beta, k, weights=weights, seed=seed, step=step, mode=mode, active=active,
@@ -209,7 +193,7 @@ def bandit_update(
     gamma = _real(gamma, "gamma", 0.0, 1.0)
     delta = _real(delta, "delta", 0.0, math.inf)
     prior = _real(prior, "prior", 0.0, math.inf, open_lo=True)
-    impl = _impl(backend, alpha, "bandit_update")
+    impl = backends.select_op(backend, alpha, "bandit_update")
     if len(shape) == 2:
         state: BetaState = impl.bandit_update(
             alpha, beta, selected, reward, dt=dt, gamma=gamma, km=km, delta=delta, prior=prior
@@ -267,7 +251,7 @@ def synergy_update(
         _v.same_shape(xs, name, shape, "the shape of c_syn")
     _nodes(reward, "reward", shape[:-1], "float32")
     lr = _real(lr, "lr", 0.0, math.inf)
-    impl = _impl(backend, c_syn, "synergy_update")
+    impl = backends.select_op(backend, c_syn, "synergy_update")
     if len(shape) == 3:
         state: SynergyState = impl.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr=lr)
         return state

@@ -157,7 +157,7 @@ def dag_edit(
         and edits.shape[0] == adj.shape[0]
         and edits.shape[2] == 3
     ):
-        fast: DagEdits = backends.select(backend, adj).dag_edit(
+        fast: DagEdits = backends.select_op(backend, adj, "dag_edit").dag_edit(
             adj, alive, edits, source=source, sink=sink, max_out=max_out
         )
         return fast
@@ -168,7 +168,7 @@ def dag_edit(
         raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
     s, t = _ends(source, sink, shape[-1])
     cap = _int(max_out, "max_out", 1)
-    impl = backends.select(backend, adj)
+    impl = backends.select_op(backend, adj, "dag_edit")
     if len(shape) == 3:
         result: DagEdits = impl.dag_edit(adj, alive, edits, source=s, sink=t, max_out=cap)
         return result
@@ -244,7 +244,7 @@ def dag_repair(
             )
         )
     ):
-        fast: DagRepair = backends.select(backend, adj).dag_repair(
+        fast: DagRepair = backends.select_op(backend, adj, "dag_repair").dag_repair(
             adj,
             alive,
             edge_alpha,
@@ -272,7 +272,7 @@ def dag_repair(
     obs = _real(min_obs, "min_obs", 0.0)
     pri = _real(prior, "prior", 0.0)
     cap = _int(max_out, "max_out", 1)
-    impl = backends.select(backend, adj)
+    impl = backends.select_op(backend, adj, "dag_repair")
     kw: dict[str, Any] = {
         "source": s,
         "sink": t,
