@@ -73,7 +73,9 @@ class Encoder:
         Where the exported ONNX graph is kept (default ``$TOPOROUTE_CACHE`` or ``~/.cache/toporoute``).
     device : {"cpu", "cuda", "cuda:N"}
     batch_size : int
-        Most texts per ONNX Runtime call (buckets also stay under ``max_batch_tokens`` padded tokens).
+        Most texts per ONNX Runtime call (buckets also stay under ``max_batch_tokens`` padded tokens). The
+        default, 16, was the fastest of 4 to 64 on mixed-length descriptors on a 2-core CPU: smaller length
+        buckets pad less, and larger GEMMs gain nothing once a bucket holds a few hundred tokens.
     max_tokens : int, optional
         Truncation length in word pieces, including [CLS] and [SEP]; default the model's ``max_seq_length``
         (256 for all-MiniLM-L6-v2). Longer texts are truncated, as sentence-transformers does.
@@ -90,7 +92,7 @@ class Encoder:
         tokenizer: str | os.PathLike[str] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         device: str = "cpu",
-        batch_size: int = 64,
+        batch_size: int = 16,
         max_batch_tokens: int = 16384,
         max_tokens: int | None = None,
         cache_size: int = 8192,
