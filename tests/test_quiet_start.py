@@ -8,12 +8,14 @@ import argparse
 import asyncio
 import importlib.util
 import logging
+import multiprocessing
 import warnings
 from typing import Any
 
 import pytest
 
 from toporoute import cli
+from toporoute._engine_child import QUIET_ENV, is_spawned_child
 from toporoute.llm import vllm_engine
 from toporoute.llm.models import EMBEDDED_MODEL_NAME
 from toporoute.llm.vllm_engine import engine_environment, start_line, verbose_from_env
@@ -25,12 +27,13 @@ def test_quiet_by_default_the_engine_processes_log_errors_only() -> None:
     assert env["TORCH_CPP_LOG_LEVEL"] == "ERROR"  # PyTorch's C++ warnings (NUMA binding) in the worker
     assert env["PYTHONWARNINGS"] == "ignore"  # Python warnings of the child processes
     assert env["VLLM_NO_USAGE_STATS"] == "1"
+    assert env[QUIET_ENV] == "1"  # vLLM's import-time warnings in its spawned children
 
 
 def test_verbose_brings_back_vllm_info_and_the_warnings() -> None:
     env = engine_environment(verbose=True)
     assert env["VLLM_LOGGING_LEVEL"] == "INFO"
-    assert "TORCH_CPP_LOG_LEVEL" not in env and "PYTHONWARNINGS" not in env
+    assert "TORCH_CPP_LOG_LEVEL" not in env and "PYTHONWARNINGS" not in env and QUIET_ENV not in env
     assert env["VLLM_NO_USAGE_STATS"] == "1"
 
 
@@ -95,3 +98,23 @@ def test_vllm_takes_the_quiet_engine_arguments() -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     assert AsyncEngineArgs(model="x", use_tqdm_on_load=False).use_tqdm_on_load is False
+
+
+def _vllm_logger_level() -> int:
+    return logging.getLogger("vllm").level
+
+
+@pytest.mark.parametrize(("quiet", "level"), [("1", logging.ERROR), (None, logging.NOTSET)])
+def test_a_spawned_child_of_a_quiet_start_imports_toporoute_with_vllm_at_errors(
+    quiet: str | None, level: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's engine core and worker are spawned; they import this module (and so toporoute) before vLLM,
+    whose import-time warnings must then find the ``vllm`` logger at errors. Here a spawned child does the
+    same with and without the variable a quiet start sets."""
+    if quiet is None:
+        monkeypatch.delenv(QUIET_ENV, raising=False)
+    else:
+        monkeypatch.setenv(QUIET_ENV, quiet)
+    assert not is_spawned_child()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_vllm_logger_level) == level

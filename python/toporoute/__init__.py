@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors, ops
+from ._engine_child import quiet_if_engine_child
 from ._info import build_info
 from .ops.results import Density, GraphStats, Order, Routes
 
 __version__ = "0.1.0"
+
+quiet_if_engine_child()  # only in a child process of a quietly started vLLM engine (see _engine_child)
 
 __all__ = [
     "Density",

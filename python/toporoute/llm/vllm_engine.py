@@ -57,6 +57,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from .._engine_child import QUIET_ENV
 from ..errors import BackendUnavailableError
 from .base import EngineClosedError
 from .cpu import DtypeChoice, resolve_dtype
@@ -338,6 +339,9 @@ def engine_environment(verbose: bool) -> dict[str, str]:
         env["VLLM_LOGGING_LEVEL"] = "INFO"
     else:
         env.update(VLLM_LOGGING_LEVEL="ERROR", TORCH_CPP_LOG_LEVEL="ERROR", PYTHONWARNINGS="ignore")
+        env[QUIET_ENV] = (
+            "1"  # vLLM's import-time warnings in its spawned children (see toporoute._engine_child)
+        )
     return env
 
 
