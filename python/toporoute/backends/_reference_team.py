@@ -4,7 +4,8 @@
 Plain per-graph loops, written for reading; the compiled core does the same with bitset rows. Arrays arrive
 batched and validated by the facade (shapes, dtypes, scalars); this module checks what needs a pass over the data
 (dead or out-of-range sinks, self-loops, edges touching dead nodes, negative roles of alive nodes, non-finite
-scores of alive nodes, negative generations), the first bad graph reported, in that order.
+scores of alive nodes, generations out of range): the first bad graph is reported, its first problem in that
+order.
 
 Graph conventions: ``adj[b, src, dst]`` bool, ``alive[b, n]`` marks the nodes that exist; every alive node must
 end up reaching ``sink[b]`` (reachability includes u == v). Cycles are allowed.
@@ -33,49 +34,63 @@ def check_team_inputs(
     scores: np.ndarray,
     generation: np.ndarray,
 ) -> None:
-    """The data checks of :func:`team_project`, in this order over the whole batch: sink in [0, N) and alive;
-    no self-loop; no edge touching a dead node; roles >= 0 where alive; scores finite where alive; generation in
-    [0, 2**31 - 2] (a child gets its slot's generation + 1)."""
+    """The data checks of :func:`team_project`. The first graph with a problem is reported, its first problem in
+    this order: sink in [0, N) and alive; no self-loop; no edge touching a dead node; roles >= 0 where alive;
+    scores finite where alive; generation in [0, 2**31 - 2] (a child gets its slot's generation + 1). Within a
+    check, the first offending element in C order."""
     B, N = alive.shape
-    for b in range(B):
+    in_range = (sink >= 0) & (sink < N)
+    sink_alive = alive[np.arange(B), np.where(in_range, sink, 0)]
+    loops = adj[:, np.arange(N), np.arange(N)]
+    stray = adj & ~(alive[:, :, None] & alive[:, None, :])
+    neg_role = alive & (roles < 0)
+    nonfinite = alive & ~np.isfinite(scores)
+    bad_gen = (generation < 0) | (generation >= _INT32_MAX)
+    bad = np.stack(
+        [
+            ~(in_range & sink_alive),
+            loops.any(axis=1),
+            stray.any(axis=(1, 2)),
+            neg_role.any(axis=1),
+            nonfinite.any(axis=1),
+            bad_gen.any(axis=1),
+        ],
+        axis=1,
+    )
+    if not bad.any():
+        return
+    b = int(np.flatnonzero(bad.any(axis=1))[0])
+    check = int(np.flatnonzero(bad[b])[0])
+    if check == 0:
         s = int(sink[b])
-        if not 0 <= s < N:
+        if not in_range[b]:
             raise OutOfRangeError(f"sink[{b}] must be in [0, {N}); got {s}", arg="sink")
-        if not alive[b, s]:
-            raise InvalidArgumentError(
-                f"sink[{b}] = {s} must be alive; got alive[{b}, {s}] False", arg="sink"
-            )
-    loops = np.argwhere(adj[:, np.arange(N), np.arange(N)])
-    if loops.size:
-        b, n = (int(x) for x in loops[0])
+        raise InvalidArgumentError(f"sink[{b}] = {s} must be alive; got alive[{b}, {s}] False", arg="sink")
+    if check == 1:
+        n = int(np.flatnonzero(loops[b])[0])
         raise InvalidArgumentError(f"adj must have no self-loop; got adj[{b}, {n}, {n}] True", arg="adj")
-    bad = adj & ~(alive[:, :, None] & alive[:, None, :])
-    if bad.any():
-        b, s, d = (int(x) for x in np.argwhere(bad)[0])
-        dead = s if not alive[b, s] else d
+    if check == 2:
+        u, v = (int(x) for x in np.argwhere(stray[b])[0])
+        dead = u if not alive[b, u] else v
         raise InvalidArgumentError(
-            f"adj must have no edge touching a dead node; got adj[{b}, {s}, {d}] with alive[{b}, {dead}] False",
+            f"adj must have no edge touching a dead node; got adj[{b}, {u}, {v}] with alive[{b}, {dead}] False",
             arg="adj",
         )
-    neg = np.argwhere(alive & (roles < 0))
-    if neg.size:
-        b, n = (int(x) for x in neg[0])
+    if check == 3:
+        n = int(np.flatnonzero(neg_role[b])[0])
         raise OutOfRangeError(
             f"roles must be >= 0 for alive nodes; got roles[{b}, {n}] = {int(roles[b, n])}", arg="roles"
         )
-    nonfinite = np.argwhere(alive & ~np.isfinite(scores))
-    if nonfinite.size:
-        b, n = (int(x) for x in nonfinite[0])
+    if check == 4:
+        n = int(np.flatnonzero(nonfinite[b])[0])
         raise NonFiniteError(
-            f"scores must be finite for alive nodes; got scores[{b}, {n}] = {scores[b, n]}", arg="scores"
+            f"scores must be finite for alive nodes; got NaN or infinity at scores[{b}, {n}]", arg="scores"
         )
-    out = np.argwhere((generation < 0) | (generation >= _INT32_MAX))
-    if out.size:
-        b, n = (int(x) for x in out[0])
-        raise OutOfRangeError(
-            f"generation must be in [0, {_INT32_MAX - 1}]; got generation[{b}, {n}] = {int(generation[b, n])}",
-            arg="generation",
-        )
+    n = int(np.flatnonzero(bad_gen[b])[0])
+    raise OutOfRangeError(
+        f"generation must be in [0, {_INT32_MAX - 1}]; got generation[{b}, {n}] = {int(generation[b, n])}",
+        arg="generation",
+    )
 
 
 @dataclass
