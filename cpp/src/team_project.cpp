@@ -4,6 +4,7 @@
 // straight into new_node, which doubles as the placeholder table of the edge phases.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -135,6 +136,15 @@ std::int64_t best_of(Word candidates, Key key) {
     if (best < 0 || key(v) > key(best)) best = v;
   }
   return best;
+}
+
+// One bitset row as N bytes 0 / 1; the empty rows most of inherited and repaired hold are one memset.
+void store_row(Word row, std::int64_t N, std::uint8_t* out) {
+  if (row == 0) {
+    std::memset(out, 0, static_cast<std::size_t>(N));
+  } else {
+    detail::store_bits(&row, N, out);
+  }
 }
 
 // Grows `reach` (nodes that reach the sink) to its fixpoint over the nodes of `alive`.
@@ -390,9 +400,9 @@ int project_graph(const TeamProjectArgs& a, const TeamProjectOut& o, std::int64_
   detail::store_bits(&alive, N, o.alive + b * N);
   for (std::int64_t u = 0; u < N; ++u) {
     const std::int64_t at = (b * N + u) * N;
-    detail::store_bits(&g.rows[u], N, o.adj + at);
-    detail::store_bits(&inherited[u], N, o.inherited + at);
-    detail::store_bits(&repaired[u], N, o.repaired + at);
+    store_row(g.rows[u], N, o.adj + at);
+    store_row(inherited[u], N, o.inherited + at);
+    store_row(repaired[u], N, o.repaired + at);
     o.roles[b * N + u] = has(children, u) ? child_role[u] : has(alive, u) ? g.role[u] : -1;
     o.generation[b * N + u] = g.gen[u] + (has(children, u) ? 1 : 0);
   }
