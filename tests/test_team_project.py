@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _backends import CORE_BUILT, core
+from _graphs import edge_set, reaches
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,23 +61,6 @@ def rows(*r: tuple[int, int, int, int]) -> np.ndarray:
     return np.array(r, dtype=np.int32).reshape(-1, 4)
 
 
-def edge_set(adj: np.ndarray) -> set[tuple[int, int]]:
-    return {(int(s), int(d)) for s, d in np.argwhere(adj)}
-
-
-def reaches(adj: np.ndarray, src: int, dst: int) -> bool:
-    seen, stack = {src}, [src]
-    while stack:
-        u = stack.pop()
-        if u == dst:
-            return True
-        for v in np.flatnonzero(adj[u]):
-            if int(v) not in seen:
-                seen.add(int(v))
-                stack.append(int(v))
-    return False
-
-
 def names(reason: np.ndarray) -> list[str]:
     return [ops.TEAM_REASONS[int(r)] for r in reason]
 
@@ -86,6 +70,27 @@ def assert_same(got: Any, want: Any) -> None:
         g = getattr(got, f)
         assert g.dtype == w.dtype and g.shape == w.shape, f
         np.testing.assert_array_equal(g, w, err_msg=f)
+
+
+def graph_of(result: Any, b: int) -> Any:
+    """Graph ``b`` of a batched result, as a single-graph result."""
+    return type(result)(*(x[b] for x in vars(result).values()))
+
+
+def assert_graph_alone(batch: Any, b: int, inputs: tuple[Any, ...], backend: str) -> None:
+    """Graph ``b`` of ``batch`` equals a single-graph call on graph ``b`` of ``inputs`` (adj, alive, roles,
+    sink, edits, optional arrays)."""
+    adj, alive, roles, sink, edits, kw = inputs
+    one = ops.team_project(
+        adj[b],
+        alive[b],
+        roles[b],
+        int(sink[b]),
+        edits[b],
+        backend=backend,
+        **{k: v[b] for k, v in kw.items()},
+    )
+    assert_same(one, graph_of(batch, b))
 
 
 # A base team: 0 -> 1 -> 2 -> 4, 0 -> 3 -> 4, sink 4, slots 5..7 free.
@@ -378,16 +383,7 @@ def test_batch_equals_single_graphs_and_inputs_are_not_modified(backend: str) ->
     for x, c in zip((adj, alive, roles, sink, edits, *kw.values()), copies, strict=True):
         np.testing.assert_array_equal(x, c)
     for b in range(5):
-        one = ops.team_project(
-            adj[b],
-            alive[b],
-            roles[b],
-            int(sink[b]),
-            edits[b],
-            backend=backend,
-            **{k: v[b] for k, v in kw.items()},
-        )
-        assert_same(one, type(batch)(*(x[b] for x in vars(batch).values())))
+        assert_graph_alone(batch, b, (adj, alive, roles, sink, edits, kw), backend)
     # one int sink for every graph
     alive[:, 0] = True
     roles = np.maximum(roles, 0)
@@ -609,16 +605,7 @@ def test_cpu_threads_give_the_same_result_as_one_graph_at_a_time() -> None:
     adj, alive, roles, sink, edits, kw = random_batch(rng, 1024, 32, 8)  # big enough for the thread team
     batch = ops.team_project(adj, alive, roles, sink, edits, backend="cpu", **kw)
     for b in rng.choice(1024, 16, replace=False):
-        one = ops.team_project(
-            adj[b],
-            alive[b],
-            roles[b],
-            int(sink[b]),
-            edits[b],
-            backend="cpu",
-            **{k: v[b] for k, v in kw.items()},
-        )
-        assert_same(one, type(batch)(*(x[b] for x in vars(batch).values())))
+        assert_graph_alone(batch, int(b), (adj, alive, roles, sink, edits, kw), "cpu")
 
 
 # ---------------------------------------------------------------------------------------------- properties
@@ -780,9 +767,7 @@ def test_adversarial_meta_outputs(backend: str) -> None:
         r = ops.team_project(adj, a, ro, sink, e, backend=backend, **kw, **budgets)
         for b in range(16):
             one_kw = {k: v[b] for k, v in kw.items()} | budgets
-            check_projection(
-                adj[b], a[b], ro[b], int(sink[b]), e[b], one_kw, type(r)(*(x[b] for x in vars(r).values()))
-            )
+            check_projection(adj[b], a[b], ro[b], int(sink[b]), e[b], one_kw, graph_of(r, b))
         if e is kill:
             assert (r.reason[:, ::2] == codes.REASON_SINK).all()
         if a is full_alive:

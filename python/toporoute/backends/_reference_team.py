@@ -93,6 +93,19 @@ def check_team_inputs(
     )
 
 
+@dataclass(frozen=True)
+class _Limits:
+    """The budgets and size bounds of one call."""
+
+    budget_pairs: int
+    budget_edges: int
+    max_removals: int
+    max_pure_births: int
+    max_pure_deaths: int
+    n_min: int
+    n_max: int
+
+
 @dataclass
 class _Step:
     """What one graph's step has decided so far (phase D and B): the dying nodes, the children and their rows."""
@@ -171,13 +184,7 @@ def _project_one(
     protected: np.ndarray,
     critical: np.ndarray,
     scores: np.ndarray,
-    budget_pairs: int,
-    budget_edges: int,
-    max_removals: int,
-    max_pure_births: int,
-    max_pure_deaths: int,
-    n_min: int,
-    n_max: int,
+    lim: _Limits,
     accepted: np.ndarray,
     reason: np.ndarray,
     new_node: np.ndarray,
@@ -221,13 +228,13 @@ def _project_one(
             reject(p, c.REASON_PROTECTED)
         elif a in st.dying:
             reject(p, c.REASON_DUPLICATE)
-        elif st.deaths + 1 > budget_pairs or (not pure and st.births + 1 > budget_pairs):
+        elif st.deaths + 1 > lim.budget_pairs or (not pure and st.births + 1 > lim.budget_pairs):
             reject(p, c.REASON_BUDGET_NODES)
-        elif pure and st.pure_deaths + 1 > max_pure_deaths:
+        elif pure and st.pure_deaths + 1 > lim.max_pure_deaths:
             reject(p, c.REASON_BUDGET_PURE)
         elif r < critical.shape[0] and critical[r] and survivors_of(r) <= 1 and (pure or role != r):
             reject(p, c.REASON_CRITICAL_ROLE)
-        elif pure and alive_now - 1 < n_min:
+        elif pure and alive_now - 1 < lim.n_min:
             reject(p, c.REASON_MIN_NODES)
         elif not pure and not st.fresh:
             reject(p, c.REASON_NO_CAPACITY)
@@ -253,11 +260,11 @@ def _project_one(
         alive_now = n_alive - st.pure_deaths + st.pure_births
         if a in st.dying:
             reject(p, c.REASON_DEAD_NODE)
-        elif st.births + 1 > budget_pairs:
+        elif st.births + 1 > lim.budget_pairs:
             reject(p, c.REASON_BUDGET_NODES)
-        elif st.pure_births + 1 > max_pure_births:
+        elif st.pure_births + 1 > lim.max_pure_births:
             reject(p, c.REASON_BUDGET_PURE)
-        elif alive_now + 1 > n_max:
+        elif alive_now + 1 > lim.n_max:
             reject(p, c.REASON_MAX_NODES)
         elif not st.fresh:
             reject(p, c.REASON_NO_CAPACITY)
@@ -327,8 +334,8 @@ def _project_one(
                 reject(p, c.REASON_CONFLICT)
             elif phase == c.TEAM_EDGE_ADD and g[e]:
                 reject(p, c.REASON_EDGE_EXISTS)
-            elif (phase == c.TEAM_EDGE_REMOVE and len(removed) + 1 > max_removals) or (
-                len(removed) + len(added) + 1 > budget_edges
+            elif (phase == c.TEAM_EDGE_REMOVE and len(removed) + 1 > lim.max_removals) or (
+                len(removed) + len(added) + 1 > lim.budget_edges
             ):
                 reject(p, c.REASON_BUDGET_EDGES)
             else:
@@ -418,6 +425,7 @@ def team_project(
     """
     B, N = alive.shape
     P = edits.shape[1]
+    lim = _Limits(budget_pairs, budget_edges, max_removals, max_pure_births, max_pure_deaths, n_min, n_max)
     zeros_f = np.zeros((B, N), dtype=np.float32)
     sc = zeros_f if scores is None else scores
     gen_in = np.zeros((B, N), dtype=np.int32) if generation is None else generation
@@ -444,13 +452,7 @@ def team_project(
             protected=prot[b],
             critical=crit[b],
             scores=sc[b],
-            budget_pairs=budget_pairs,
-            budget_edges=budget_edges,
-            max_removals=max_removals,
-            max_pure_births=max_pure_births,
-            max_pure_deaths=max_pure_deaths,
-            n_min=n_min,
-            n_max=n_max,
+            lim=lim,
             accepted=accepted[b],
             reason=reason[b],
             new_node=new_node[b],
