@@ -42,6 +42,7 @@ __all__ = [
     "route",
     "route_indexed",
     "synergy_update",
+    "team_project",
     "toposort",
 ]
 
@@ -548,3 +549,9 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, device: int = 0) -
 def conductor_check(texts: Any, contexts: Any, options: Any) -> Any:
     """Plans are text: parsed on the host."""
     raise errors.BackendUnavailableError("conductor_check has no CUDA kernel; use backend='cpu'")
+
+
+def team_project(adj: Any, alive: Any, roles: Any, sink: Any, edits: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU (small graphs, branchy per-row checks): raises
+    :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("team_project has no CUDA kernel; use backend='cpu'")

@@ -14,7 +14,8 @@ Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod
 :mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
 torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker),
 :mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA
-DAG evolution ops ``dag_edit`` / ``dag_repair``) and :mod:`.dag_codes` (their edit kinds and reason codes).
+DAG evolution ops ``dag_edit`` / ``dag_repair``) and :mod:`.dag_codes` (their edit kinds and reason codes), :mod:`.team` (the team edit projection
+``team_project``) and :mod:`.team_codes` (its operation kinds and reason codes).
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ from .results import (
     QMixStep,
     Routes,
     SynergyState,
+    TeamProjection,
+)
+from .team import team_project
+from .team_codes import (
+    TEAM_BIRTH,
+    TEAM_DEATH,
+    TEAM_EDGE_ADD,
+    TEAM_EDGE_REMOVE,
+    TEAM_KINDS,
+    TEAM_PADDING,
+    TEAM_REASONS,
+    TEAM_REPLACE,
 )
 
 __all__ = [
@@ -66,6 +79,14 @@ __all__ = [
     "EDIT_PADDING",
     "EDIT_REASONS",
     "EDIT_REMOVE_SUCCESSOR",
+    "TEAM_BIRTH",
+    "TEAM_DEATH",
+    "TEAM_EDGE_ADD",
+    "TEAM_EDGE_REMOVE",
+    "TEAM_KINDS",
+    "TEAM_PADDING",
+    "TEAM_REASONS",
+    "TEAM_REPLACE",
     "BanditSelection",
     "BetaState",
     "CheckOptions",
@@ -79,6 +100,7 @@ __all__ = [
     "QMixStep",
     "Routes",
     "SynergyState",
+    "TeamProjection",
     "TopologyBatch",
     "bandit_select",
     "bandit_update",
@@ -93,5 +115,6 @@ __all__ = [
     "route",
     "route_indexed",
     "synergy_update",
+    "team_project",
     "toposort",
 ]

@@ -222,6 +222,17 @@ def k_in(value: Any) -> int:
     return v
 
 
+def integer(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
+    """A Python or numpy integer (not bool) in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(f"{name} must be an integer; got {value!r}", arg=name)
+    v = int(value)
+    if v < minimum or (maximum is not None and v > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise OutOfRangeError(f"{name} must be {bound}; got {v}", arg=name)
+    return v
+
+
 def int_array(x: Any, name: str, minimum: int) -> np.ndarray:
     """An integer array (or Python int) with every value >= minimum, as int64."""
     arr = np.asarray(x)

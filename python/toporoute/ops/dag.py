@@ -49,17 +49,6 @@ def _plain_batch(adj: Any, alive: Any, source: Any, sink: Any, max_out: Any) -> 
     )
 
 
-def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
-    """A Python or numpy integer (not bool) in [minimum, maximum]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidArgumentError(f"{name} must be an integer; got {value!r}", arg=name)
-    v = int(value)
-    if v < minimum or (maximum is not None and v > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise OutOfRangeError(f"{name} must be {bound}; got {v}", arg=name)
-    return v
-
-
 def _real(value: Any, name: str, minimum: float, maximum: float = math.inf) -> float:
     """A finite real number (not bool) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -83,8 +72,8 @@ def _graph(adj: Any, alive: Any) -> tuple[int, ...]:
 def _ends(source: Any, sink: Any, n: int) -> tuple[int, int]:
     if n < 2:
         raise ShapeError(f"adj must hold at least 2 nodes (a source and a sink); got N = {n}", arg="adj")
-    s = _int(source, "source", 0, n - 1)
-    t = _int(sink, "sink", 0, n - 1)
+    s = _v.integer(source, "source", 0, n - 1)
+    t = _v.integer(sink, "sink", 0, n - 1)
     if s == t:
         raise InvalidArgumentError(f"source and sink must differ; got both {s}", arg="sink")
     return s, t
@@ -167,7 +156,7 @@ def dag_edit(
         want = "(B, E, 3) with B of adj" if len(shape) == 3 else "(E, 3)"
         raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
     s, t = _ends(source, sink, shape[-1])
-    cap = _int(max_out, "max_out", 1)
+    cap = _v.integer(max_out, "max_out", 1)
     impl = backends.select_op(backend, adj, "dag_edit")
     if len(shape) == 3:
         result: DagEdits = impl.dag_edit(adj, alive, edits, source=s, sink=t, max_out=cap)
@@ -271,7 +260,7 @@ def dag_repair(
     thr = _real(threshold, "threshold", 0.0, 1.0)
     obs = _real(min_obs, "min_obs", 0.0)
     pri = _real(prior, "prior", 0.0)
-    cap = _int(max_out, "max_out", 1)
+    cap = _v.integer(max_out, "max_out", 1)
     impl = backends.select_op(backend, adj, "dag_repair")
     kw: dict[str, Any] = {
         "source": s,

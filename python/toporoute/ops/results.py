@@ -17,6 +17,7 @@ __all__ = [
     "QMixStep",
     "Routes",
     "SynergyState",
+    "TeamProjection",
 ]
 
 Array = Any  # numpy.ndarray, or a CuPy / PyTorch device array for CUDA inputs
@@ -232,6 +233,61 @@ class DagRepair:
     pruned_nodes: Array
     pruned_edges: Array
     added_edges: Array
+
+
+@dataclass(frozen=True)
+class TeamProjection:
+    """Result of :func:`toporoute.ops.team_project`.
+
+    Attributes
+    ----------
+    adj : (B, N, N) bool
+        The graphs after the accepted edits and the repair (a new array), ``adj[b, src, dst]``.
+    alive : (B, N) bool
+        The nodes that exist afterwards (dead nodes removed, children added).
+    roles : (B, N) int32
+        Each alive node's role; -1 for dead slots.
+    generation : (B, N) int32
+        A child's slot generation is the input's + 1, other slots keep theirs: ``(slot, generation)`` names a node.
+    accepted : (B, P) bool
+        True for an applied row; False for a rejected or padding row.
+    reason : (B, P) int8
+        Outcome code, a name in ``toporoute.ops.TEAM_REASONS[reason]`` (0 "ok").
+    new_node : (B, P) int32
+        The child slot of an accepted REPLACE / BIRTH row; -1 otherwise.
+    inherited : (B, N, N) bool
+        Edges the births added: a replacement's inherited edges, a pure birth's ``parent -> child -> sink``.
+    repaired : (B, N, N) bool
+        Edges the repair added (isolated node -> best scorer, node -> sink).
+    """
+
+    adj: Array
+    alive: Array
+    roles: Array
+    generation: Array
+    accepted: Array
+    reason: Array
+    new_node: Array
+    inherited: Array
+    repaired: Array
+
+
+def team_projection_of(arrays: tuple[Array, ...]) -> TeamProjection:
+    """``TeamProjection(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(TeamProjection)
+    d = r.__dict__
+    (
+        d["adj"],
+        d["alive"],
+        d["roles"],
+        d["generation"],
+        d["accepted"],
+        d["reason"],
+        d["new_node"],
+        d["inherited"],
+        d["repaired"],
+    ) = arrays
+    return r
 
 
 def dag_edits_of(arrays: tuple[Array, Array, Array, Array, Array]) -> DagEdits:
