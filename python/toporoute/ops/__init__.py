@@ -14,7 +14,8 @@ Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod
 :mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
 torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker),
 :mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA
-DAG evolution ops ``dag_edit`` / ``dag_repair``) and :mod:`.dag_codes` (their edit kinds and reason codes).
+DAG evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.dag_codes` (their edit kinds and reason codes) and
+:mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance).
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ from .results import (
     QMixStep,
     Routes,
     SynergyState,
+    TeamSchedule,
+    TeamScores,
 )
+from .team_schedule import team_schedule, team_scores, topology_distance
 
 __all__ = [
     "EDIT_ADD_PARALLEL",
@@ -79,6 +83,8 @@ __all__ = [
     "QMixStep",
     "Routes",
     "SynergyState",
+    "TeamSchedule",
+    "TeamScores",
     "TopologyBatch",
     "bandit_select",
     "bandit_update",
@@ -93,5 +99,8 @@ __all__ = [
     "route",
     "route_indexed",
     "synergy_update",
+    "team_schedule",
+    "team_scores",
+    "topology_distance",
     "toposort",
 ]
