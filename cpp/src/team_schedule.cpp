@@ -9,8 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "dag_graph.hpp"
 #include "parallel.hpp"
@@ -38,12 +43,35 @@ Status check_batch(const TeamGraphs& g, const char* name) {
   return Status::success();
 }
 
+// Bit i set when row[i * stride] != 0, for i < n <= 64. A contiguous row goes 16 bytes per SSE2 compare and
+// movemask (SSE2 is the x86-64 baseline, no extra ISA), the word kept in a register; the rest by load_bits.
+inline Word row_word(const std::uint8_t* row, std::int64_t stride, std::int64_t n) {
+  Word bits = 0;
+  std::int64_t c = 0;
+#if defined(__SSE2__)
+  if (stride == 1) {
+    const __m128i zero = _mm_setzero_si128();
+    for (; c + 16 <= n; c += 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c));
+      const auto nonzero = static_cast<unsigned>(~_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero))) & 0xFFFFu;
+      bits |= Word{nonzero} << c;
+    }
+  }
+#endif
+  if (c < n) {
+    Word tail = 0;
+    detail::load_bits(row + c * stride, stride, n - c, &tail);
+    bits |= tail << c;
+  }
+  return bits;
+}
+
 // Graph b as its alive mask and one word per row. False when an edge touches a dead node.
 bool load_graph(const TeamGraphs& g, std::int64_t b, Word& alive, Word* rows) {
-  detail::load_bits(g.alive + b * g.a_sb, g.a_sn, g.N, &alive);
+  alive = row_word(g.alive + b * g.a_sb, g.a_sn, g.N);
   Word stray = 0;
   for (std::int64_t u = 0; u < g.N; ++u) {
-    detail::load_bits(g.adj + b * g.adj_sb + u * g.adj_sr, g.adj_sc, g.N, &rows[u]);
+    rows[u] = row_word(g.adj + b * g.adj_sb + u * g.adj_sr, g.adj_sc, g.N);
     stray |= rows[u] & ~(has(alive, u) ? alive : 0);
   }
   return stray == 0;
@@ -69,7 +97,7 @@ Status consistency_error(const TeamGraphs& g, std::int64_t b, const char* adj_na
 // ------------------------------------------------------------------------------------------------ schedule
 
 void schedule_graph(std::int64_t N, Word alive, Word* rows, const TeamScheduleOut& o, std::int64_t b) {
-  Word reach[64], from[64], into[64], members[64], preds[64];
+  Word reach[64], into[64], members[64], preds[64], own[64];
   int by_number[64], comp_level[64], per_level[65];
   std::int32_t* component = o.component + b * N;
   std::int32_t* level = o.level + b * N;
@@ -78,7 +106,6 @@ void schedule_graph(std::int64_t N, Word alive, Word* rows, const TeamScheduleOu
   for (std::int64_t u = 0; u < N; ++u) {
     rows[u] &= ~(kOne << u);  // self-loops ignored
     reach[u] = rows[u] | (alive & (kOne << u));
-    from[u] = 0;
     into[u] = 0;
   }
   // reach[i]: the nodes i reaches (itself included); Warshall, one word per row
@@ -92,16 +119,22 @@ void schedule_graph(std::int64_t N, Word alive, Word* rows, const TeamScheduleOu
   }
   for (Word us = alive; us != 0; us &= us - 1) {
     const int u = lowest(us);
-    for (Word vs = reach[u]; vs != 0; vs &= vs - 1) from[lowest(vs)] |= kOne << u;
     for (Word vs = rows[u]; vs != 0; vs &= vs - 1) into[lowest(vs)] |= kOne << u;
   }
   // components, indexed by their lowest node; their predecessors as a node mask
   int ncomp = 0;
   for (Word rest = alive; rest != 0; ++ncomp) {
     const int u = lowest(rest);
-    const Word m = reach[u] & from[u];
+    Word m = 0;  // the nodes u reaches that reach u
+    for (Word vs = reach[u]; vs != 0; vs &= vs - 1) {
+      const int v = lowest(vs);
+      m |= static_cast<Word>((reach[v] >> u) & 1u) << v;
+    }
     Word in = 0;
-    for (Word vs = m; vs != 0; vs &= vs - 1) in |= into[lowest(vs)];
+    for (Word vs = m; vs != 0; vs &= vs - 1) {
+      own[lowest(vs)] = m;
+      in |= into[lowest(vs)];
+    }
     members[ncomp] = m;
     preds[ncomp] = in & ~m;
     rest &= ~m;
@@ -146,7 +179,7 @@ void schedule_graph(std::int64_t N, Word alive, Word* rows, const TeamScheduleOu
   }
   std::fill(order + popcount(alive), order + N, -1);
   for (std::int64_t u = 0; u < N; ++u) {
-    const Word lagged = has(alive, u) ? rows[u] & reach[u] & from[u] : 0;
+    const Word lagged = has(alive, u) ? rows[u] & own[u] : 0;
     detail::store_bits(&lagged, N, o.lagged + (b * N + u) * N);
   }
 }
@@ -156,26 +189,41 @@ void schedule_graph(std::int64_t N, Word alive, Word* rows, const TeamScheduleOu
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct ScoresScratch {
-  double* mean;           // T: the round means in float64
-  double* log_phi;        // N
-  std::int64_t* rounds;   // min(window, T): the rounds of one slope
+  double* mean;          // T: the round means in float64
+  double* sq;            // T: sums of squared deviations
+  double* count;         // T: present nodes
+  double* log_phi;       // N
+  std::int64_t* rounds;  // min(window, T): the rounds of one slope
 };
 
 struct ScoresPlan {
   detail::ScratchLayout layout;
-  std::uint64_t mean, log_phi, rounds;
+  std::uint64_t mean, sq, count, log_phi, rounds;
   ScoresPlan(std::int64_t T, std::int64_t N, std::int64_t window) {
     mean = layout.take(T, 8);
+    sq = layout.take(T, 8);
+    count = layout.take(T, 8);
     log_phi = layout.take(N, 8);
     rounds = layout.take(std::min(window, T), 8);
   }
   ScoresScratch bind(unsigned char* base) const {
-    return {reinterpret_cast<double*>(base + mean), reinterpret_cast<double*>(base + log_phi),
+    return {reinterpret_cast<double*>(base + mean), reinterpret_cast<double*>(base + sq),
+            reinterpret_cast<double*>(base + count), reinterpret_cast<double*>(base + log_phi),
             reinterpret_cast<std::int64_t*>(base + rounds)};
   }
 };
 
-inline bool valid_score(float h) { return std::isfinite(h) && h >= 0.0f && h <= 1.0f; }
+// x where q, else +0.0, without a branch (present masks are random: a branch here mispredicts half the time).
+inline double keep(bool q, double x) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &x, 8);
+  bits &= std::uint64_t{0} - static_cast<std::uint64_t>(q);
+  std::memcpy(&x, &bits, 8);
+  return x;
+}
+
+// Finite and in [0, 1] (NaN fails both comparisons, infinities one).
+inline bool valid_score(float h) { return (h >= 0.0f) & (h <= 1.0f); }
 
 // Least-squares slope of y(t) over the rounds rounds[0 .. k) (ascending); 0 with fewer than 2.
 template <class Y>
@@ -210,43 +258,51 @@ std::int64_t last_rounds(std::int64_t T, std::int64_t window, Use use, std::int6
 
 // Graph b's statistics; false (nothing written) when a present score is not finite or outside [0, 1].
 bool scores_graph(const TeamScoresArgs& a, const TeamScoresOut& o, std::int64_t b, const ScoresScratch& s) {
-  const std::int64_t T = a.T, N = a.N;
+  const std::int64_t T = a.T, N = a.N, h_st = a.h_st, h_sn = a.h_sn, p_st = a.p_st, p_sn = a.p_sn;
   const float* h = a.history + b * a.h_sb;
   const std::uint8_t* p = a.present + b * a.p_sb;
-  auto score = [&](std::int64_t t, std::int64_t n) { return h[t * a.h_st + n * a.h_sn]; };
-  auto here = [&](std::int64_t t, std::int64_t n) { return p[t * a.p_st + n * a.p_sn] != 0; };
-  for (std::int64_t t = 0; t < T; ++t) {
-    double total = 0.0;
-    std::int64_t count = 0;
-    bool ok = true;
-    for (std::int64_t n = 0; n < N; ++n) {
-      if (!here(t, n)) continue;
+  auto score = [=](std::int64_t t, std::int64_t n) { return h[t * h_st + n * h_sn]; };
+  auto here = [=](std::int64_t t, std::int64_t n) { return p[t * p_st + n * p_sn] != 0; };
+  // Each sum runs over ascending node index (the reference's order) with an absent node adding +0.0 (as the
+  // reference's masked arrays do: no sum here is ever -0.0, so that is the identity). The rounds' sums are
+  // independent, so the node loop is the outer one: T chains in flight instead of one.
+  double* total = s.mean;
+  std::fill(total, total + T, 0.0);
+  std::fill(s.sq, s.sq + T, 0.0);
+  std::fill(s.count, s.count + T, 0.0);
+  bool bad = false;
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      const bool q = here(t, n);
       const float c = score(t, n);
-      ok &= valid_score(c);
-      total += static_cast<double>(c);
-      ++count;
+      bad |= q & !valid_score(c);
+      total[t] += keep(q, static_cast<double>(c));
+      s.count[t] += static_cast<double>(q);
     }
-    if (!ok) return false;
-    const double m = count > 0 ? total / static_cast<double>(count) : kNaN;
-    double sq = 0.0;
-    for (std::int64_t n = 0; n < N; ++n) {
-      if (!here(t, n)) continue;
-      const double d = static_cast<double>(score(t, n)) - m;
-      sq += d * d;
+  }
+  if (bad) return false;
+  for (std::int64_t t = 0; t < T; ++t) s.mean[t] = s.count[t] > 0.0 ? total[t] / s.count[t] : kNaN;
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      const double d = keep(here(t, n), static_cast<double>(score(t, n)) - s.mean[t]);
+      s.sq[t] += d * d;
     }
-    s.mean[t] = m;
-    o.mean[b * T + t] = static_cast<float>(m);
-    o.var[b * T + t] = static_cast<float>(count > 0 ? sq / static_cast<double>(count) : kNaN);
+  }
+  for (std::int64_t t = 0; t < T; ++t) {
+    o.mean[b * T + t] = static_cast<float>(s.mean[t]);
+    o.var[b * T + t] = static_cast<float>(s.count[t] > 0.0 ? s.sq[t] / s.count[t] : kNaN);
   }
   // replicator weights: softmax over the last round's nodes of eta * the summed excess over the round means
+  std::fill(s.log_phi, s.log_phi + N, 0.0);
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      s.log_phi[n] += keep(here(t, n), static_cast<double>(score(t, n)) - s.mean[t]);
+    }
+  }
   const std::int64_t last = T - 1;
   double top = -std::numeric_limits<double>::infinity();
   for (std::int64_t n = 0; n < N; ++n) {
-    double sum = 0.0;
-    for (std::int64_t t = 0; t < T; ++t) {
-      if (here(t, n)) sum += static_cast<double>(score(t, n)) - s.mean[t];
-    }
-    s.log_phi[n] = sum * a.eta;
+    s.log_phi[n] *= a.eta;
     if (here(last, n)) top = std::max(top, s.log_phi[n]);
   }
   double z = 0.0;
@@ -306,7 +362,7 @@ std::int64_t for_batch(std::int64_t B, std::int64_t work, Body body) {
     }
     return failed.get();
   }
-#pragma omp parallel for schedule(static) num_threads(detail::team_size(B))
+#pragma omp parallel for schedule(dynamic, 64) num_threads(detail::team_size(B))
   for (std::int64_t b = 0; b < B; ++b) {
     if (!body(b)) failed.record(b);
   }
