@@ -358,6 +358,7 @@ int project_graph(const TeamProjectArgs& a, const TeamProjectOut& o, std::int64_
         if (remove) {
           removed[u] |= bit(v);
           g.rows[u] &= ~bit(v);
+          inherited[u] &= ~bit(v);  // a removed wiring edge is no longer reported as inherited
           ++n_removed;
         } else {
           added[u] |= bit(v);

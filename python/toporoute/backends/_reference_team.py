@@ -343,6 +343,7 @@ def _project_one(
                 if phase == c.TEAM_EDGE_REMOVE:
                     removed.add(e)
                     g[e] = False
+                    inherited[e] = False  # a removed wiring edge is no longer reported as inherited
                 else:
                     added.add(e)
                     g[e] = True
