@@ -708,6 +708,7 @@ def check_projection(
     child = np.zeros(N, bool)
     child[[c for _, c in born]] = True
     assert not (r.inherited & ~(child[:, None] | child[None, :])).any()
+    assert not ((r.inherited | r.repaired) & ~r.adj).any()  # both masks describe edges of the output graph
 
     def end(x: int) -> int:
         return int(r.new_node[codes.placeholder_row(x)]) if x <= -2 else x
