@@ -43,6 +43,9 @@ __all__ = [
     "route_indexed",
     "synergy_update",
     "team_project",
+    "team_schedule",
+    "team_scores",
+    "topology_distance",
     "toposort",
 ]
 
@@ -407,6 +410,22 @@ def dag_edit(adj: Any, alive: Any, edits: Any, *, source: int, sink: int, max_ou
 def dag_repair(adj: Any, alive: Any, edge_alpha: Any, edge_beta: Any, **kwargs: Any) -> Any:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("dag_repair has no CUDA kernel; use backend='cpu'")
+
+
+def team_schedule(adj: Any, alive: Any) -> Any:
+    """Not implemented on the GPU (graphs of at most 64 nodes): raises
+    :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("team_schedule has no CUDA kernel; use backend='cpu'")
+
+
+def team_scores(history: Any, present: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("team_scores has no CUDA kernel; use backend='cpu'")
+
+
+def topology_distance(adj_a: Any, alive_a: Any, adj_b: Any, alive_b: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("topology_distance has no CUDA kernel; use backend='cpu'")
 
 
 def conductor_density(nodes: Any, edges: Any, steps: Any, n_max: Any) -> Density:

@@ -14,8 +14,9 @@ Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod
 :mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
 torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker),
 :mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA
-DAG evolution ops ``dag_edit`` / ``dag_repair``) and :mod:`.dag_codes` (their edit kinds and reason codes), :mod:`.team` (the team edit projection
-``team_project``) and :mod:`.team_codes` (its operation kinds and reason codes).
+DAG evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.dag_codes` (their edit kinds and reason codes),
+:mod:`.team` (the team edit projection ``team_project``), :mod:`.team_codes` (its operation kinds and reason
+codes) and :mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from .results import (
     Routes,
     SynergyState,
     TeamProjection,
+    TeamSchedule,
+    TeamScores,
 )
 from .team import team_project
 from .team_codes import (
@@ -69,6 +72,7 @@ from .team_codes import (
     TEAM_REASONS,
     TEAM_REPLACE,
 )
+from .team_schedule import team_schedule, team_scores, topology_distance
 
 __all__ = [
     "EDIT_ADD_PARALLEL",
@@ -101,6 +105,8 @@ __all__ = [
     "Routes",
     "SynergyState",
     "TeamProjection",
+    "TeamSchedule",
+    "TeamScores",
     "TopologyBatch",
     "bandit_select",
     "bandit_update",
@@ -116,5 +122,8 @@ __all__ = [
     "route_indexed",
     "synergy_update",
     "team_project",
+    "team_schedule",
+    "team_scores",
+    "topology_distance",
     "toposort",
 ]
