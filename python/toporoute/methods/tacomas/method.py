@@ -604,7 +604,7 @@ class _Episode:
         ops_out = []
         for entry in encoded.ops:
             row = entry["row"]
-            out = {k: entry[k] for k in ("op", "text") if k in entry}
+            out: dict[str, Any] = {"op": entry["op"], "text": entry["text"]}
             if row is None:
                 out.update(accepted=False, reason=entry["reason"], new=None)
             else:
