@@ -422,7 +422,7 @@ def _add_tacomas_options(g: argparse._ArgumentGroup) -> None:
         "--k",
         type=int,
         default=2,
-        help="tacomas: K, a slow (topology) step after every K-th round (default 2)",
+        help="K, a slow (topology) step after every K-th round (default 2)",
     )
     _add_shared(
         g,
