@@ -77,7 +77,7 @@ def meta_schema(budget_pairs: int, budget_edges: int) -> dict[str, Any]:
     """
     v_new = _closed(
         {
-            "role": {"type": "string", "maxLength": 40},
+            "role": {"type": "string", "minLength": 1, "maxLength": 40},
             "goal": _TEXT,
             "tools": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 3},
         },
