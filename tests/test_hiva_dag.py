@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _backends import CORE_BUILT, core
+from _graphs import edge_set, reaches
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,25 +55,8 @@ def graph(
     return adj, live
 
 
-def edge_set(adj: np.ndarray) -> set[tuple[int, int]]:
-    return {(int(s), int(d)) for s, d in np.argwhere(adj)}
-
-
 def edits_of(*rows: tuple[int, int, int]) -> np.ndarray:
     return np.array(rows, dtype=np.int32).reshape(-1, 3)
-
-
-def reaches(adj: np.ndarray, src: int, dst: int) -> bool:
-    seen, stack = {src}, [src]
-    while stack:
-        u = stack.pop()
-        if u == dst:
-            return True
-        for v in np.flatnonzero(adj[u]):
-            if int(v) not in seen:
-                seen.add(int(v))
-                stack.append(int(v))
-    return False
 
 
 # ---------------------------------------------------------------------------------------------------- codes

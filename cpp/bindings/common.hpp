@@ -238,7 +238,7 @@ void require_writeable_c_contiguous(const py::handle& array, const char* name);
 /// the bytes of all its outputs.
 class NewOutputs {
  public:
-  static constexpr int kMax = 8;
+  static constexpr int kMax = 10;
   explicit NewOutputs(const char* op) : op_(op) {}
 
   /// Declares the next output (T: float, double, std::int32_t, std::int64_t, or bool).

@@ -7,52 +7,11 @@
 #include <string>
 #include <utility>
 
+#include "bits.hpp"
 #include "parallel.hpp"
 #include "toporoute/dag.hpp"
 
 namespace toporoute::detail {
-
-/// Bits of row[i * stride] != 0 for i in [0, n) into ceil(n / 64) words. Contiguous rows go 8 bytes at a time
-/// (little-endian): a SWAR step turns each non-zero byte into 0x01 and one multiply gathers the eight bits.
-inline void load_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n, std::uint64_t* words) {
-  const std::int64_t W = (n + 63) / 64;
-  for (std::int64_t w = 0; w < W; ++w) words[w] = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  if (stride == 1) {
-    for (std::int64_t c = 0; c < n; c += 8) {
-      std::uint64_t x = 0;
-      if (c + 8 <= n) {
-        std::memcpy(&x, row + c, 8);  // a fixed size: one load, never a call
-      } else {
-        for (std::int64_t i = c; i < n; ++i) x |= std::uint64_t{row[i]} << (8 * (i - c));
-      }
-      const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
-      const std::uint64_t ones = (((((x & low7) + low7) | x) & ~low7) >> 7);
-      words[c >> 6] |= ((ones * 0x0102040810204080ULL) >> 56) << (c & 63);
-    }
-    return;
-  }
-#endif
-  for (std::int64_t i = 0; i < n; ++i) words[i >> 6] |= std::uint64_t{row[i * stride] != 0} << (i & 63);
-}
-
-/// Bytes 0 / 1 for the bits [0, n) of `words` (the inverse of load_bits into a contiguous row).
-inline void store_bits(const std::uint64_t* words, std::int64_t n, std::uint8_t* out) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  for (std::int64_t c = 0; c < n; c += 8) {
-    const std::uint64_t byte = (words[c >> 6] >> (c & 63)) & 0xFFu;
-    const std::uint64_t spread = (byte * 0x0101010101010101ULL) & 0x8040201008040201ULL;
-    const std::uint64_t ones = ((spread + 0x7F7F7F7F7F7F7F7FULL) & 0x8080808080808080ULL) >> 7;
-    if (c + 8 <= n) {
-      std::memcpy(out + c, &ones, 8);
-    } else {
-      for (std::int64_t i = c; i < n; ++i) out[i] = static_cast<std::uint8_t>(ones >> (8 * (i - c)));
-    }
-  }
-#else
-  for (std::int64_t i = 0; i < n; ++i) out[i] = (words[i >> 6] >> (i & 63)) & 1u;
-#endif
-}
 
 /// Bitset graph over caller-provided memory: rows (N x W words), alive (W), seen (W) and a stack of N nodes.
 class BitGraph {
@@ -87,13 +46,7 @@ class BitGraph {
     for (std::int64_t w = 0; w < W; ++w) d += popcount(rows[u * W + w]);
     return d;
   }
-  // SWAR popcount: the baseline x86-64 target has no POPCNT, and __builtin_popcountll would call libgcc.
-  static std::int64_t popcount(std::uint64_t x) {
-    x -= (x >> 1) & 0x5555555555555555ULL;
-    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
-    return static_cast<std::int64_t>((x * 0x0101010101010101ULL) >> 56);
-  }
+  static std::int64_t popcount(std::uint64_t x) { return popcount64(x); }
   bool has_in_edge(std::int64_t v) const {
     for (std::int64_t u = 0; u < N; ++u) {
       if (has(u, v)) return true;

@@ -103,6 +103,24 @@ def dag_repair(
     prior: float,
     max_out: int,
 ) -> tuple[_Bool, _Bool, _Bool, _Bool, _Bool]: ...
+def team_project(
+    adj: _Bool,
+    alive: _Bool,
+    roles: _I32,
+    sink: _I32,
+    edits: _I32,
+    protected: _Bool | None,
+    critical: _Bool | None,
+    scores: _F32 | None,
+    generation: _I32 | None,
+    budget_pairs: int,
+    budget_edges: int,
+    max_removals: int,
+    max_pure_births: int,
+    max_pure_deaths: int,
+    n_min: int,
+    n_max: int,
+) -> tuple[_Bool, _Bool, _I32, _I32, _Bool, npt.NDArray[np.int8], _I32, _Bool, _Bool]: ...
 def graph_stats(
     adj: _Bool, active: _Bool | None, prev: _Bool | None
 ) -> tuple[_I64, _F64, _I32, _I32, _F64, _F64 | None]: ...

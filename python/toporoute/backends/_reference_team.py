@@ -4,7 +4,8 @@
 Plain per-graph loops, written for reading; the compiled core does the same with bitset rows. Arrays arrive
 batched and validated by the facade (shapes, dtypes, scalars); this module checks what needs a pass over the data
 (dead or out-of-range sinks, self-loops, edges touching dead nodes, negative roles of alive nodes, non-finite
-scores of alive nodes, negative generations), the first bad graph reported, in that order.
+scores of alive nodes, generations out of range): the first bad graph is reported, its first problem in that
+order.
 
 Graph conventions: ``adj[b, src, dst]`` bool, ``alive[b, n]`` marks the nodes that exist; every alive node must
 end up reaching ``sink[b]`` (reachability includes u == v). Cycles are allowed.
@@ -33,49 +34,76 @@ def check_team_inputs(
     scores: np.ndarray,
     generation: np.ndarray,
 ) -> None:
-    """The data checks of :func:`team_project`, in this order over the whole batch: sink in [0, N) and alive;
-    no self-loop; no edge touching a dead node; roles >= 0 where alive; scores finite where alive; generation in
-    [0, 2**31 - 2] (a child gets its slot's generation + 1)."""
+    """The data checks of :func:`team_project`. The first graph with a problem is reported, its first problem in
+    this order: sink in [0, N) and alive; no self-loop; no edge touching a dead node; roles >= 0 where alive;
+    scores finite where alive; generation in [0, 2**31 - 2] (a child gets its slot's generation + 1). Within a
+    check, the first offending element in C order."""
     B, N = alive.shape
-    for b in range(B):
+    in_range = (sink >= 0) & (sink < N)
+    sink_alive = alive[np.arange(B), np.where(in_range, sink, 0)]
+    loops = adj[:, np.arange(N), np.arange(N)]
+    stray = adj & ~(alive[:, :, None] & alive[:, None, :])
+    neg_role = alive & (roles < 0)
+    nonfinite = alive & ~np.isfinite(scores)
+    bad_gen = (generation < 0) | (generation >= _INT32_MAX)
+    bad = np.stack(
+        [
+            ~(in_range & sink_alive),
+            loops.any(axis=1),
+            stray.any(axis=(1, 2)),
+            neg_role.any(axis=1),
+            nonfinite.any(axis=1),
+            bad_gen.any(axis=1),
+        ],
+        axis=1,
+    )
+    if not bad.any():
+        return
+    b = int(np.flatnonzero(bad.any(axis=1))[0])
+    check = int(np.flatnonzero(bad[b])[0])
+    if check == 0:
         s = int(sink[b])
-        if not 0 <= s < N:
+        if not in_range[b]:
             raise OutOfRangeError(f"sink[{b}] must be in [0, {N}); got {s}", arg="sink")
-        if not alive[b, s]:
-            raise InvalidArgumentError(
-                f"sink[{b}] = {s} must be alive; got alive[{b}, {s}] False", arg="sink"
-            )
-    loops = np.argwhere(adj[:, np.arange(N), np.arange(N)])
-    if loops.size:
-        b, n = (int(x) for x in loops[0])
+        raise InvalidArgumentError(f"sink[{b}] = {s} must be alive; got alive[{b}, {s}] False", arg="sink")
+    if check == 1:
+        n = int(np.flatnonzero(loops[b])[0])
         raise InvalidArgumentError(f"adj must have no self-loop; got adj[{b}, {n}, {n}] True", arg="adj")
-    bad = adj & ~(alive[:, :, None] & alive[:, None, :])
-    if bad.any():
-        b, s, d = (int(x) for x in np.argwhere(bad)[0])
-        dead = s if not alive[b, s] else d
+    if check == 2:
+        u, v = (int(x) for x in np.argwhere(stray[b])[0])
+        dead = u if not alive[b, u] else v
         raise InvalidArgumentError(
-            f"adj must have no edge touching a dead node; got adj[{b}, {s}, {d}] with alive[{b}, {dead}] False",
+            f"adj must have no edge touching a dead node; got adj[{b}, {u}, {v}] with alive[{b}, {dead}] False",
             arg="adj",
         )
-    neg = np.argwhere(alive & (roles < 0))
-    if neg.size:
-        b, n = (int(x) for x in neg[0])
+    if check == 3:
+        n = int(np.flatnonzero(neg_role[b])[0])
         raise OutOfRangeError(
             f"roles must be >= 0 for alive nodes; got roles[{b}, {n}] = {int(roles[b, n])}", arg="roles"
         )
-    nonfinite = np.argwhere(alive & ~np.isfinite(scores))
-    if nonfinite.size:
-        b, n = (int(x) for x in nonfinite[0])
+    if check == 4:
+        n = int(np.flatnonzero(nonfinite[b])[0])
         raise NonFiniteError(
-            f"scores must be finite for alive nodes; got scores[{b}, {n}] = {scores[b, n]}", arg="scores"
+            f"scores must be finite for alive nodes; got NaN or infinity at scores[{b}, {n}]", arg="scores"
         )
-    out = np.argwhere((generation < 0) | (generation >= _INT32_MAX))
-    if out.size:
-        b, n = (int(x) for x in out[0])
-        raise OutOfRangeError(
-            f"generation must be in [0, {_INT32_MAX - 1}]; got generation[{b}, {n}] = {int(generation[b, n])}",
-            arg="generation",
-        )
+    n = int(np.flatnonzero(bad_gen[b])[0])
+    raise OutOfRangeError(
+        f"generation must be in [0, {_INT32_MAX - 1}]; got generation[{b}, {n}] = {int(generation[b, n])}",
+        arg="generation",
+    )
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The budgets and size bounds of one call."""
+
+    budget_pairs: int
+    budget_edges: int
+    max_removals: int
+    max_pure_births: int
+    max_pure_deaths: int
+    n_min: int
+    n_max: int
 
 
 @dataclass
@@ -156,13 +184,7 @@ def _project_one(
     protected: np.ndarray,
     critical: np.ndarray,
     scores: np.ndarray,
-    budget_pairs: int,
-    budget_edges: int,
-    max_removals: int,
-    max_pure_births: int,
-    max_pure_deaths: int,
-    n_min: int,
-    n_max: int,
+    lim: _Limits,
     accepted: np.ndarray,
     reason: np.ndarray,
     new_node: np.ndarray,
@@ -206,13 +228,13 @@ def _project_one(
             reject(p, c.REASON_PROTECTED)
         elif a in st.dying:
             reject(p, c.REASON_DUPLICATE)
-        elif st.deaths + 1 > budget_pairs or (not pure and st.births + 1 > budget_pairs):
+        elif st.deaths + 1 > lim.budget_pairs or (not pure and st.births + 1 > lim.budget_pairs):
             reject(p, c.REASON_BUDGET_NODES)
-        elif pure and st.pure_deaths + 1 > max_pure_deaths:
+        elif pure and st.pure_deaths + 1 > lim.max_pure_deaths:
             reject(p, c.REASON_BUDGET_PURE)
         elif r < critical.shape[0] and critical[r] and survivors_of(r) <= 1 and (pure or role != r):
             reject(p, c.REASON_CRITICAL_ROLE)
-        elif pure and alive_now - 1 < n_min:
+        elif pure and alive_now - 1 < lim.n_min:
             reject(p, c.REASON_MIN_NODES)
         elif not pure and not st.fresh:
             reject(p, c.REASON_NO_CAPACITY)
@@ -238,11 +260,11 @@ def _project_one(
         alive_now = n_alive - st.pure_deaths + st.pure_births
         if a in st.dying:
             reject(p, c.REASON_DEAD_NODE)
-        elif st.births + 1 > budget_pairs:
+        elif st.births + 1 > lim.budget_pairs:
             reject(p, c.REASON_BUDGET_NODES)
-        elif st.pure_births + 1 > max_pure_births:
+        elif st.pure_births + 1 > lim.max_pure_births:
             reject(p, c.REASON_BUDGET_PURE)
-        elif alive_now + 1 > n_max:
+        elif alive_now + 1 > lim.n_max:
             reject(p, c.REASON_MAX_NODES)
         elif not st.fresh:
             reject(p, c.REASON_NO_CAPACITY)
@@ -312,8 +334,8 @@ def _project_one(
                 reject(p, c.REASON_CONFLICT)
             elif phase == c.TEAM_EDGE_ADD and g[e]:
                 reject(p, c.REASON_EDGE_EXISTS)
-            elif (phase == c.TEAM_EDGE_REMOVE and len(removed) + 1 > max_removals) or (
-                len(removed) + len(added) + 1 > budget_edges
+            elif (phase == c.TEAM_EDGE_REMOVE and len(removed) + 1 > lim.max_removals) or (
+                len(removed) + len(added) + 1 > lim.budget_edges
             ):
                 reject(p, c.REASON_BUDGET_EDGES)
             else:
@@ -403,6 +425,7 @@ def team_project(
     """
     B, N = alive.shape
     P = edits.shape[1]
+    lim = _Limits(budget_pairs, budget_edges, max_removals, max_pure_births, max_pure_deaths, n_min, n_max)
     zeros_f = np.zeros((B, N), dtype=np.float32)
     sc = zeros_f if scores is None else scores
     gen_in = np.zeros((B, N), dtype=np.int32) if generation is None else generation
@@ -429,13 +452,7 @@ def team_project(
             protected=prot[b],
             critical=crit[b],
             scores=sc[b],
-            budget_pairs=budget_pairs,
-            budget_edges=budget_edges,
-            max_removals=max_removals,
-            max_pure_births=max_pure_births,
-            max_pure_deaths=max_pure_deaths,
-            n_min=n_min,
-            n_max=n_max,
+            lim=lim,
             accepted=accepted[b],
             reason=reason[b],
             new_node=new_node[b],

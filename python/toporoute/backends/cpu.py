@@ -19,11 +19,13 @@ from ..ops.results import (
     Order,
     Routes,
     SynergyState,
+    TeamProjection,
     dag_edits_of,
     dag_repair_of,
     graph_stats_of,
     order_of,
     routes_of,
+    team_projection_of,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ __all__ = [
     "route",
     "route_indexed",
     "synergy_update",
+    "team_project",
     "toposort",
 ]
 
@@ -127,6 +130,47 @@ def dag_repair(
 ) -> DagRepair:
     return dag_repair_of(
         _core.dag_repair(adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
+    )
+
+
+def team_project(
+    adj: np.ndarray,
+    alive: np.ndarray,
+    roles: np.ndarray,
+    sink: np.ndarray,
+    edits: np.ndarray,
+    *,
+    protected: np.ndarray | None,
+    critical: np.ndarray | None,
+    scores: np.ndarray | None,
+    generation: np.ndarray | None,
+    budget_pairs: int,
+    budget_edges: int,
+    max_removals: int,
+    max_pure_births: int,
+    max_pure_deaths: int,
+    n_min: int,
+    n_max: int,
+) -> TeamProjection:
+    return team_projection_of(
+        _core.team_project(
+            adj,
+            alive,
+            roles,
+            sink,
+            edits,
+            protected,
+            critical,
+            scores,
+            generation,
+            budget_pairs,
+            budget_edges,
+            max_removals,
+            max_pure_births,
+            max_pure_deaths,
+            n_min,
+            n_max,
+        )
     )
 
 

@@ -28,12 +28,12 @@ _I32 = np.dtype(np.int32)
 _F32 = np.dtype(np.float32)
 
 
+_ARRAYS = (_ND, _ND, _ND, _ND, _ND)
+_DTYPES = (_BOOL, _BOOL, _I32, _I32, _I32)  # adj, alive, roles, sink, edits
+
+
 def _plain_option(x: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> bool:
     return x is None or (type(x) is _ND and x.dtype == dtype and x.shape == shape)
-
-
-def _plain_int(x: Any) -> bool:
-    return type(x) is int and x >= 0
 
 
 def _plain(
@@ -47,53 +47,51 @@ def _plain(
 ) -> bool:
     """The common case, decided with a few comparisons (the compiled op takes microseconds): numpy arrays of the
     right dtypes and shapes, a (B,) int32 sink, non-negative Python ints with n_min <= n_max. Anything else goes
-    through the full checks, which word the errors."""
-    if not (
-        type(adj) is _ND
-        and type(alive) is _ND
-        and type(roles) is _ND
-        and type(sink) is _ND
-        and type(edits) is _ND
-        and adj.dtype == _BOOL
-        and alive.dtype == _BOOL
-        and roles.dtype == _I32
-        and sink.dtype == _I32
-        and edits.dtype == _I32
-        and adj.ndim == 3
-        and edits.ndim == 3
-        and edits.shape[2] == 4
-    ):
+    through the full checks, which word the errors. (Tuples compare their items by identity first: the dtype
+    singletons make these comparisons cheap.)"""
+    if (type(adj), type(alive), type(roles), type(sink), type(edits)) != _ARRAYS or (
+        adj.dtype,
+        alive.dtype,
+        roles.dtype,
+        sink.dtype,
+        edits.dtype,
+    ) != _DTYPES:
         return False
-    B, N, n2 = adj.shape
+    shape = adj.shape
+    es = edits.shape
+    if len(shape) != 3 or len(es) != 3:
+        return False
+    B, N, n2 = shape
     bn = (B, N)
     protected, critical, scores, generation = opts
     budget_pairs, budget_edges, max_removals, max_pure_births, max_pure_deaths, n_min, n_max = ints
     return (
-        n2 == N
-        and N <= TEAM_MAX_NODES
+        n2 == N <= TEAM_MAX_NODES
+        and es[0] == B
+        and es[2] == 4
         and alive.shape == bn
         and roles.shape == bn
         and sink.shape == (B,)
-        and edits.shape[0] == B
-        and _plain_option(protected, _BOOL, bn)
+        and (protected is None or _plain_option(protected, _BOOL, bn))
         and (
             critical is None
             or (
                 type(critical) is _ND
                 and critical.dtype == _BOOL
                 and critical.ndim == 2
-                and critical.shape[0] == B
+                and len(critical) == B
             )
         )
-        and _plain_option(scores, _F32, bn)
-        and _plain_option(generation, _I32, bn)
-        and _plain_int(budget_pairs)
-        and _plain_int(budget_edges)
-        and (max_removals is None or _plain_int(max_removals))
-        and _plain_int(max_pure_births)
-        and _plain_int(max_pure_deaths)
-        and _plain_int(n_min)
+        and (scores is None or _plain_option(scores, _F32, bn))
+        and (generation is None or _plain_option(generation, _I32, bn))
+        and type(budget_pairs) is int
+        and type(budget_edges) is int
+        and (max_removals is None or (type(max_removals) is int and max_removals >= 0))
+        and type(max_pure_births) is int
+        and type(max_pure_deaths) is int
+        and type(n_min) is int
         and type(n_max) is int
+        and min(budget_pairs, budget_edges, max_pure_births, max_pure_deaths, n_min) >= 0
         and n_min <= n_max
     )
 

@@ -1,0 +1,109 @@
+"""The team edit projection ``ops.team_project``, compiled CPU backend vs the numpy reference in the same run, on
+B = 1 and B = 4096 graphs of N = 32 node slots with P = 8 rows each. Targets (issue 19): >= 10x at B = 1 (the
+binding's per-call overhead decides it) and >= 20x at B = 4096.
+
+Inputs look like a TacoMAS slow step: teams of 5 to 12 agents (cycles and bidirectional pairs allowed, the sink
+protected) on 32 slots, and a meta output of 8 rows: a replacement, a pure birth from the best scorer, a pure
+death, edge removals and adds (some through placeholders of the newborns), with the usual share of bad rows
+(unknown ids, the sink's death, repeats, padding).
+
+Run: ``TOPOROUTE_BENCH=full python -m pytest bench/test_bench_team.py -s``. Under ``--benchmark-disable`` (CI)
+smoke sizes: B = 64 instead of 4096, one round. Results are checked equal before timing.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from toporoute import backends, ops
+from toporoute.ops import team_codes as c
+
+from ._compare import report, seconds
+from ._scale import pick
+
+pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
+
+N, P = 32, 8
+SINK = 0
+
+
+def _node(rng: np.random.Generator, others: np.ndarray) -> int:
+    """A live agent other than the sink, or now and then an id the meta-LLM made up."""
+    return int(rng.choice(others)) if rng.random() < 0.9 else int(rng.integers(-1, N + 2))
+
+
+def _inputs(B: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    alive = np.zeros((B, N), dtype=bool)
+    edits = np.full((B, P, 4), c.TEAM_PADDING, dtype=np.int32)
+    for b in range(B):
+        size = int(rng.integers(5, 13))
+        alive[b, SINK] = True
+        alive[b, rng.choice(np.arange(1, N), size - 1, replace=False)] = True
+        live = np.flatnonzero(alive[b])
+        others = live[live != SINK]
+
+        rows = [
+            (c.TEAM_REPLACE, _node(rng, others), 0, int(rng.integers(0, 8))),
+            (c.TEAM_BIRTH, -1 if rng.random() < 0.5 else _node(rng, others), 0, int(rng.integers(0, 8))),
+            (c.TEAM_DEATH, _node(rng, others) if rng.random() < 0.8 else SINK, 0, 0),
+            (c.TEAM_EDGE_REMOVE, _node(rng, others), _node(rng, others), 0),
+            (c.TEAM_EDGE_ADD, c.placeholder(0), _node(rng, others), 0),
+            (c.TEAM_EDGE_ADD, _node(rng, others), c.placeholder(1), 0),
+            (c.TEAM_EDGE_ADD, _node(rng, others), _node(rng, others), 0),
+            (
+                int(rng.choice([c.TEAM_PADDING, c.TEAM_EDGE_ADD, c.TEAM_REPLACE])),
+                _node(rng, others),
+                _node(rng, others),
+                1,
+            ),
+        ]
+        edits[b] = np.array(rows, dtype=np.int32)[rng.permutation(P)] if rng.random() < 0.3 else rows
+    adj = rng.random((B, N, N)) < 0.3
+    adj &= alive[:, :, None] & alive[:, None, :] & ~np.eye(N, dtype=bool)[None]
+    roles = np.where(alive, rng.integers(0, 5, (B, N)), -1).astype(np.int32)
+    sink = np.full(B, SINK, dtype=np.int32)
+    protected = np.zeros((B, N), dtype=bool)
+    protected[:, SINK] = True
+    critical = np.zeros((B, 5), dtype=bool)
+    critical[:, 2] = True  # e.g. the verifier
+    scores = rng.random((B, N)).astype(np.float32)
+    generation = np.zeros((B, N), dtype=np.int32)
+    return adj, alive, roles, sink, edits, protected, critical, scores, generation
+
+
+def _machine() -> str:
+    from toporoute.llm.cpu import cpu_info
+
+    cpu = cpu_info()
+    flags = " ".join(f"{f}={'yes' if on else 'no'}" for f, on in cpu.reported().items())
+    threads = os.environ.get("OMP_NUM_THREADS", "default")
+    return f"{cpu.model}, {os.cpu_count()} logical CPUs, OMP_NUM_THREADS={threads}; {flags}"
+
+
+@pytest.mark.parametrize(("B", "target"), [(1, 10.0), (pick(4096, 64), 20.0)])
+def test_team_project_vs_reference(B: int, target: float) -> None:
+    adj, alive, roles, sink, edits, protected, critical, scores, generation = _inputs(B)
+    kw = {"protected": protected, "critical": critical, "scores": scores, "generation": generation}
+    want = ops.team_project(adj, alive, roles, sink, edits, backend="reference", **kw)
+    got = ops.team_project(adj, alive, roles, sink, edits, backend="cpu", **kw)
+    for f, w in vars(want).items():
+        np.testing.assert_array_equal(getattr(got, f), w, err_msg=f)
+    kinds = edits[..., 0]
+    print(
+        f"\n[inputs] B={B}: {alive.sum() / B:.1f} live agents and {adj.sum() / B:.1f} edges per graph, "
+        f"{want.accepted.mean():.0%} of rows accepted ({want.accepted[kinds == c.TEAM_REPLACE].mean():.0%} of "
+        f"replacements), {want.inherited.sum() / B:.1f} inherited and {want.repaired.sum() / B:.1f} repair edges "
+        "per graph"
+    )
+    print(f"[cpu] {_machine()}")
+
+    def run(backend: str) -> object:
+        return ops.team_project(adj, alive, roles, sink, edits, backend=backend, **kw)
+
+    slow = seconds(lambda: run("reference"), min_time=0.2 if B == 1 else 0.0, repeat=7 if B == 1 else 1)
+    fast = seconds(lambda: run("cpu"))
+    report(f"team_project B={B} N={N} P={P}", "reference", slow, "cpu", fast, target)
