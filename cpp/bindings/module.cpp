@@ -19,6 +19,7 @@ void bind_conductor(pybind11::module_& m);
 void bind_bandit(pybind11::module_& m);
 void bind_dag(pybind11::module_& m);
 void bind_team(pybind11::module_& m);
+void bind_team_schedule(pybind11::module_& m);
 }  // namespace toporoute::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -34,6 +35,7 @@ PYBIND11_MODULE(_core, m) {
   toporoute::bindings::bind_bandit(m);
   toporoute::bindings::bind_dag(m);
   toporoute::bindings::bind_team(m);
+  toporoute::bindings::bind_team_schedule(m);
   toporoute::bindings::bind_cuda(m);
   m.def("_raise_for_test", &toporoute::bindings::raise_for_test, pybind11::arg("kind"),
         "_raise_for_test(kind): fails the way `kind` names, through the module's one error-conversion point (for "

@@ -30,15 +30,16 @@ def check_alive_ends(alive: np.ndarray, source: int, sink: int) -> None:
                 )
 
 
-def check_consistent(adj: np.ndarray, alive: np.ndarray) -> None:
-    """No edge may touch a dead node (the first such edge in C order is reported)."""
+def check_consistent(adj: np.ndarray, alive: np.ndarray, names: tuple[str, str] = ("adj", "alive")) -> None:
+    """No edge may touch a dead node (the first such edge in C order is reported, naming ``names[0]``)."""
     bad = adj & ~(alive[:, :, None] & alive[:, None, :])
     if bad.any():
         b, s, d = (int(x) for x in np.argwhere(bad)[0])
         dead = s if not alive[b, s] else d
+        g, a = names
         raise InvalidArgumentError(
-            f"adj must have no edge touching a dead node; got adj[{b}, {s}, {d}] with alive[{b}, {dead}] False",
-            arg="adj",
+            f"{g} must have no edge touching a dead node; got {g}[{b}, {s}, {d}] with {a}[{b}, {dead}] False",
+            arg=g,
         )
 
 

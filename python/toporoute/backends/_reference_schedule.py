@@ -141,7 +141,8 @@ def _check_scores(history: np.ndarray, present: np.ndarray) -> None:
         v = float(history[b, t, n])
         cls = OutOfRangeError if np.isfinite(v) else NonFiniteError
         raise cls(
-            f"history must be finite and in [0, 1] where present; got {v!r} at [{b}, {t}, {n}]", arg="history"
+            f"history must be finite and in [0, 1] where present; got {v:.9g} at [{b}, {t}, {n}]",
+            arg="history",
         )
 
 
@@ -257,8 +258,8 @@ def topology_distance(
     and (B, N) int32 generations (None = zeros). A node is (slot, generation): a slot alive in one graph counts
     1, alive in both with different generations 2. An edge (self-loops included) counts 1 when present in one
     graph only, 2 when present in both and an endpoint's identity differs. No edge may touch a dead node."""
-    check_consistent(adj_a, alive_a)
-    check_consistent(adj_b, alive_b)
+    check_consistent(adj_a, alive_a, ("adj_a", "alive_a"))
+    check_consistent(adj_b, alive_b, ("adj_b", "alive_b"))
     both = alive_a & alive_b
     if gen_a is None and gen_b is None:
         same = both

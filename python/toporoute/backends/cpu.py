@@ -20,12 +20,16 @@ from ..ops.results import (
     Routes,
     SynergyState,
     TeamProjection,
+    TeamSchedule,
+    TeamScores,
     dag_edits_of,
     dag_repair_of,
     graph_stats_of,
     order_of,
     routes_of,
     team_projection_of,
+    team_schedule_of,
+    team_scores_of,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +60,9 @@ __all__ = [
     "route_indexed",
     "synergy_update",
     "team_project",
+    "team_schedule",
+    "team_scores",
+    "topology_distance",
     "toposort",
 ]
 
@@ -172,6 +179,29 @@ def team_project(
             n_max,
         )
     )
+
+
+def team_schedule(adj: np.ndarray, alive: np.ndarray) -> TeamSchedule:
+    return team_schedule_of(_core.team_schedule(adj, alive))
+
+
+def team_scores(
+    history: np.ndarray, present: np.ndarray, *, eta: float, window: int, death_threshold: float
+) -> TeamScores:
+    return team_scores_of(_core.team_scores(history, present, eta, window, death_threshold))
+
+
+def topology_distance(
+    adj_a: np.ndarray,
+    alive_a: np.ndarray,
+    adj_b: np.ndarray,
+    alive_b: np.ndarray,
+    *,
+    gen_a: np.ndarray | None,
+    gen_b: np.ndarray | None,
+) -> np.ndarray:
+    distance: np.ndarray = _core.topology_distance(adj_a, alive_a, adj_b, alive_b, gen_a, gen_b)
+    return distance
 
 
 def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray) -> Density:

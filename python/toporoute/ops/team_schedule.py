@@ -178,7 +178,7 @@ def team_scores(
 def _generation(gen: Any, name: str, batch: tuple[int, ...], alive_name: str) -> None:
     if gen is None:
         return
-    gs = _v.array(gen, name, "int32", (len(batch),), f"(B, N) or (N,) matching {alive_name}")
+    gs = _v.typed_array(gen, name, ("int32",), (len(batch),), f"(B, N) or (N,) matching {alive_name}")
     _v.same_shape(gs, name, batch, f"the shape of {alive_name}")
 
 
