@@ -639,3 +639,11 @@ def test_cli_options_reach_the_settings_beside_the_baselines(tmp_path: Path) -> 
     assert hiva_opts is not None and "max_agents" not in hiva_opts.read(alone, tmp_path)  # HiVA's default
     default = taco_opts.read(_parse(["run", "tacomas", "--out", str(tmp_path)]), tmp_path)
     assert "tau" not in default and make_method("tacomas", **default).settings.tau == 1.0
+
+
+def test_final_answer_text_takes_the_last_marker() -> None:
+    assert (
+        parsing.final_answer_text("draft\nFinal Answer: 1\nrevised\nfinal answer:  \\boxed{2}")
+        == "\\boxed{2}"
+    )
+    assert parsing.final_answer_text("the final answer is 3") is None

@@ -387,7 +387,7 @@ def _node(team: Team, ref: str, placeholders: dict[str, int]) -> int:
 
 # ------------------------------------------------------------------------------------------------ answers
 
-_FINAL = re.compile(r"final\s+answer\s*:?", re.IGNORECASE)
+_FINAL = re.compile(r"final\s+answer\s*:", re.IGNORECASE)
 
 
 def final_answer_text(text: str) -> str | None:
