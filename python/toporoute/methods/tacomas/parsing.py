@@ -59,7 +59,7 @@ COACH_SCHEMA: dict[str, Any] = {
 }
 
 _ID = {"type": ["string", "null"], "maxLength": 40}
-_TEXT = {"type": "string", "maxLength": 200}
+_TEXT = {"type": "string", "maxLength": 120}
 
 
 def _closed(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -69,17 +69,17 @@ def _closed(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 def meta_schema(budget_pairs: int, budget_edges: int) -> dict[str, Any]:
     """The meta-LLM's output (spec §5.3) for a step's budgets.
 
-    The operation lists may hold twice the budgets (at least 2), so that the core, not the schema, rejects an
-    over-budget proposal with its reason, while a guided reply still closes within the call's tokens (a small
-    model under a grammar otherwise repeats edits until it runs out of tokens); an engine that does not validate
-    can send longer lists, cut at the settings' ``max_meta_ops`` (``over_row_limit``). Objects are closed and
-    strings bounded for the same reason.
+    The operation lists may hold one pair and two edge edits more than the budgets, so that the core, not the
+    schema, rejects an over-budget proposal with its reason, while a guided reply still closes within the meta
+    call's 1024 tokens (a small model under a grammar otherwise repeats edits until it runs out of tokens); an
+    engine that does not validate can send longer lists, cut at the settings' ``max_meta_ops``
+    (``over_row_limit``). Objects are closed and strings bounded for the same reason.
     """
     v_new = _closed(
         {
             "role": {"type": "string", "minLength": 1, "maxLength": 40},
             "goal": _TEXT,
-            "tools": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 3},
+            "tools": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 2},
         },
         ["role", "goal"],
     )
@@ -92,20 +92,20 @@ def meta_schema(budget_pairs: int, budget_edges: int) -> dict[str, Any]:
         },
         ["op", "from", "to"],
     )
-    ids = {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 8}
+    ids = {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 2}
     return _closed(
         {
-            "birth_death_pairs": {"type": "array", "items": pair, "maxItems": max(2, 2 * budget_pairs)},
-            "graph_edit": {"type": "array", "items": edit, "maxItems": max(2, 2 * budget_edges)},
+            "birth_death_pairs": {"type": "array", "items": pair, "maxItems": budget_pairs + 1},
+            "graph_edit": {"type": "array", "items": edit, "maxItems": budget_edges + 2},
             "graph_diff": _closed(
                 {"nodes_added": ids, "nodes_removed": ids, "edges_added": ids, "edges_removed": ids}, []
             ),
             "agent_feedback": {
                 "type": "object",
                 "additionalProperties": _closed({"prompt_delta": _TEXT, "memory_seed": _TEXT}, []),
-                "maxProperties": 8,
+                "maxProperties": 4,
             },
-            "global_rationale": {"type": "string", "maxLength": 300},
+            "global_rationale": {"type": "string", "maxLength": 200},
             "time_control": {"type": "string", "enum": list(TIME_CONTROLS)},
         },
         ["birth_death_pairs", "graph_edit", "agent_feedback", "global_rationale", "time_control"],

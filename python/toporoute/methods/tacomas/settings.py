@@ -25,12 +25,13 @@ CALL_KINDS: dict[str, tuple[float | None, int, int]] = {
     "judge": (0.0, 160, 96),
     "verifier": (0.0, 160, 96),
     "coach": (None, 320, 192),
-    "meta": (None, 1024, 640),
+    "meta": (None, 1024, 1024),
 }
 """Sampling per call kind. The agents use ``temperature`` (0.0, as the published configuration), the meta-LLM
 ``meta_temperature`` (0.3). Every kind is capped at ``max_tokens``, except that a JSON call (judge, verifier,
 coach, meta) keeps its floor so that its object can close: a tiny ``--max-tokens`` limits the agents' replies,
-not the size of a parseable verdict or edit list."""
+not the size of a parseable verdict or edit list. The meta-LLM always gets its 1024 tokens: its schema's bounds
+(:func:`~toporoute.methods.tacomas.parsing.meta_schema`) keep the longest valid reply under that."""
 
 
 @dataclass(frozen=True)
