@@ -438,6 +438,7 @@ def _err_cases() -> list[tuple[str, dict[str, Any], type[Exception], str]]:
         ("budget_pairs", {"budget_pairs": -1}, errors.OutOfRangeError, "budget_pairs"),
         ("budget_edges", {"budget_edges": True}, errors.InvalidArgumentError, "integer"),
         ("max_removals", {"max_removals": -2}, errors.OutOfRangeError, "max_removals"),
+        ("n_max", {"n_max": 2**40}, errors.OutOfRangeError, "n_max"),
         ("n_max", {"n_min": 3, "n_max": 2}, errors.InvalidArgumentError, "n_max"),
     ]
     out = [(arg, base | over, exc, match) for arg, over, exc, match in cases]

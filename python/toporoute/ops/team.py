@@ -28,6 +28,7 @@ _I32 = np.dtype(np.int32)
 _F32 = np.dtype(np.float32)
 
 
+_LIMIT = 2**31 - 1  # the budgets and bounds are int32-sized (the core counts in int64: no overflow)
 _ARRAYS = (_ND, _ND, _ND, _ND, _ND)
 _DTYPES = (_BOOL, _BOOL, _I32, _I32, _I32)  # adj, alive, roles, sink, edits
 
@@ -86,12 +87,13 @@ def _plain(
         and (generation is None or _plain_option(generation, _I32, bn))
         and type(budget_pairs) is int
         and type(budget_edges) is int
-        and (max_removals is None or (type(max_removals) is int and max_removals >= 0))
+        and (max_removals is None or (type(max_removals) is int and 0 <= max_removals <= _LIMIT))
         and type(max_pure_births) is int
         and type(max_pure_deaths) is int
         and type(n_min) is int
         and type(n_max) is int
         and min(budget_pairs, budget_edges, max_pure_births, max_pure_deaths, n_min) >= 0
+        and max(budget_pairs, budget_edges, max_pure_births, max_pure_deaths, n_max) <= _LIMIT
         and n_min <= n_max
     )
 
@@ -189,14 +191,14 @@ def team_project(
         The nodes' scores (finite where alive), for the best scorer. None: zeros (the lowest index wins).
     generation : (B, N) or (N,) int32, optional
         Slot generations in [0, 2**31 - 2]; a child's slot gets + 1. None: zeros.
-    budget_pairs : int >= 0
+    budget_pairs : int in [0, 2**31 - 1]
         Births and deaths per step (each at most this many; a REPLACE counts one of each).
-    budget_edges : int >= 0
+    budget_edges : int in [0, 2**31 - 1]
         Accepted edge edits (removals + adds) per step; inherited and repair edges do not count.
-    max_removals : int >= 0, optional
+    max_removals : int in [0, 2**31 - 1], optional
         Accepted removals per step; None: ``budget_edges // 2``.
-    max_pure_births, max_pure_deaths : int >= 0
-    n_min, n_max : int, 0 <= n_min <= n_max
+    max_pure_births, max_pure_deaths : int in [0, 2**31 - 1]
+    n_min, n_max : int, 0 <= n_min <= n_max <= 2**31 - 1
         A pure death never leaves fewer than n_min alive, a pure birth never more than n_max.
     backend : {"reference", "cpu"}, optional
         ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError` (no GPU kernel: graphs are small).
@@ -264,16 +266,18 @@ def team_project(
     impl = backends.select_op(backend, adj, "team_project")
     sinks = _sink_array(sink, batch)
     kw: dict[str, Any] = {
-        "budget_pairs": _v.integer(budget_pairs, "budget_pairs", 0),
-        "budget_edges": _v.integer(budget_edges, "budget_edges", 0),
-        "max_pure_births": _v.integer(max_pure_births, "max_pure_births", 0),
-        "max_pure_deaths": _v.integer(max_pure_deaths, "max_pure_deaths", 0),
-        "n_min": _v.integer(n_min, "n_min", 0),
+        "budget_pairs": _v.integer(budget_pairs, "budget_pairs", 0, _LIMIT),
+        "budget_edges": _v.integer(budget_edges, "budget_edges", 0, _LIMIT),
+        "max_pure_births": _v.integer(max_pure_births, "max_pure_births", 0, _LIMIT),
+        "max_pure_deaths": _v.integer(max_pure_deaths, "max_pure_deaths", 0, _LIMIT),
+        "n_min": _v.integer(n_min, "n_min", 0, _LIMIT),
     }
     kw["max_removals"] = (
-        kw["budget_edges"] // 2 if max_removals is None else _v.integer(max_removals, "max_removals", 0)
+        kw["budget_edges"] // 2
+        if max_removals is None
+        else _v.integer(max_removals, "max_removals", 0, _LIMIT)
     )
-    kw["n_max"] = _v.integer(n_max, "n_max", 0)
+    kw["n_max"] = _v.integer(n_max, "n_max", 0, _LIMIT)
     if kw["n_max"] < kw["n_min"]:
         raise InvalidArgumentError(f"n_max must be >= n_min = {kw['n_min']}; got {kw['n_max']}", arg="n_max")
     if len(shape) == 3:
