@@ -1,7 +1,7 @@
 #pragma once
 // One graph of the DAG evolution ops as bitset rows (bit v of row u: edge u -> v), the reachability search both
 // ops use, the per-thread scratch layout and the input checks they share. Private to dag_edit.cpp and
-// dag_repair.cpp.
+// dag_repair.cpp; team_schedule.cpp borrows load_bits, store_bits and BitGraph::popcount.
 #include <cstdint>
 #include <cstring>
 #include <string>

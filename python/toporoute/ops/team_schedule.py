@@ -149,7 +149,7 @@ def team_scores(
         and type(eta) is float
         and 0.0 < eta < math.inf
         and type(window) is int
-        and window >= 2
+        and 2 <= window <= history.shape[1] + 2
         and type(death_threshold) is float
         and 0.0 <= death_threshold <= 1.0
     ):
@@ -164,7 +164,7 @@ def team_scores(
         raise ShapeError(f"history must hold at least one round (T >= 1); got shape {hs}", arg="history")
     kw: dict[str, Any] = {
         "eta": _v.real(eta, "eta", 0.0, open_lo=True),
-        "window": _v.integer(window, "window", 2),
+        "window": min(_v.integer(window, "window", 2), max(hs[-2], 2)),  # a longer window sees every round
         "death_threshold": _v.real(death_threshold, "death_threshold", 0.0, 1.0),
     }
     impl = backends.select_op(backend, history, "team_scores")
