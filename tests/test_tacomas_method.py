@@ -208,7 +208,10 @@ def test_the_meta_prompt_carries_the_graph_summaries_and_scores(
     assert meta.schema == parsing.meta_schema(2, 4)
     assert meta.schema["properties"]["graph_edit"]["maxItems"] == 6 and meta.sampling.temperature == 0.3
     user = meta.messages[-1].content
-    graph = json.loads(user.split("Current graph:\n", 1)[1].split("\n\nPer-agent", 1)[0])
+    graph = json.loads(user.split("Current graph:\n", 1)[1].split("\n\nAgent ids", 1)[0])
+    assert (
+        "Agent ids (v_dead, from, to and agent_feedback name these or a newborn): planner, searcher," in user
+    )
     assert graph["sink"] == "reflector" and ["verifier", "reflector"] in graph["edges"]
     assert {a["id"] for a in graph["agents"]} == {
         "planner",

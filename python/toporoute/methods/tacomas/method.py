@@ -521,6 +521,7 @@ class _Episode:
             "meta_user.txt",
             task=self.task_text,
             graph=json.dumps(graph, ensure_ascii=False),
+            ids=", ".join(team.ids()),
             summaries=self._summaries(t),
             scores=json.dumps(self.round_scores[-max(s.k, 3) :]),
         )
