@@ -419,6 +419,27 @@ def test_bad_meta_json_is_reprompted_once_then_recorded(
     assert ("meta", "meta") in {(e["agent"], e["step"]) for e in recs[1]["tacomas"]["errors"]}
 
 
+def test_failed_calls_are_recorded_and_the_run_goes_on(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str]
+) -> None:
+    def fail(req: Request) -> str | None:
+        failing = req.tags.role == "meta" or (req.tags.role == "agent" and req.tags.agent == "searcher")
+        return "engine down" if failing else None
+
+    script = Script(he[:1], solutions)
+    summary = run(taco(rounds=3), he[:1], ScriptedEngine(script, fail=fail), tmp_path)
+    assert summary["ok"] == 1 and summary["passed"] == 1
+    recs = traces(tmp_path, he[0])
+    assert len(recs) == 3
+    r1 = recs[1]["tacomas"]
+    assert ("searcher", "agent", "call failed: engine down") in {
+        (e["agent"], e["step"], e["error"]) for e in r1["errors"]
+    }
+    assert recs[1]["messages"]["searcher"]["parse_error"] == "engine down"
+    assert r1["slow"]["meta_error"] == "engine down" and r1["slow"]["ops"] == []
+    assert len(script.of("meta")) == 1  # a failed call is not re-prompted (the engine's layer retries)
+
+
 def test_a_sink_reply_without_final_answer_is_recorded_and_the_answer_extracted(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
