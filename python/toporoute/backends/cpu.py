@@ -179,6 +179,8 @@ def team_project(
             n_max,
         )
     )
+
+
 def team_schedule(adj: np.ndarray, alive: np.ndarray) -> TeamSchedule:
     return team_schedule_of(_core.team_schedule(adj, alive))
 
