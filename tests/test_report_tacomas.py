@@ -70,7 +70,7 @@ def _team(rnd: int) -> list[dict[str, Any]]:
     if rnd == 2:
         team[2] = {
             "id": "researcher#2", "slot": 5, "gen": 1, "role": "researcher", "goal": "find the spec's edge cases",
-            "sink": False, "parent": "calculator", "born": 2,
+            "sink": False, "parent": "calculator", "born": 1,
         }  # fmt: skip
     return team
 
@@ -89,6 +89,7 @@ def _slow() -> dict[str, Any]:
                 "accepted": True,
                 "reason": "ok",
                 "new": "researcher#2",
+                "role": "researcher",
             },
             {"op": "death", "text": "reflector", "accepted": False, "reason": "sink", "new": None},
             {"op": "edge_add", "text": "planner -> reflector", "accepted": True, "reason": "ok", "new": None},
@@ -166,6 +167,11 @@ def _block(rnd: int, scorer: str) -> dict[str, Any]:
         "scorer_detail": f"verifier said PARTIAL {XSS_IMG}",
         "slow": _slow() if rnd == 1 else None,
         "calls": _calls(rnd),
+        "errors": [
+            {"agent": "verifier", "step": "judge", "error": f"no JSON object {XSS} (no score this round)"}
+        ]
+        if rnd == 1
+        else [],
     }
 
 
@@ -354,6 +360,7 @@ def test_round_table(section: str) -> None:
     assert [r[7] for r in rows] == ["5 agents", "5 agents", "—"]
     assert rows[0][8] == "—" and rows[2][8] == "—"
     assert rows[1][8] == "cadence: 3/5 accepted, d = 7, slow_again"
+    assert [r[9] for r in rows] == ["—", "1", "—"]  # recorded errors
 
 
 def test_slow_step_ops_diff_and_feedback(section: str) -> None:
@@ -383,6 +390,8 @@ def test_scores_reasons_and_coaching_per_round(section: str) -> None:
     assert searcher[2] == "0.80" and searcher[4].startswith("searcher helped")
     assert searcher[5].startswith("errors missed the edge case") and "plan test n = 0 first" in searcher[5]
     assert all(r[5] == "—" for r in _rows(tables[2], "taco-agents"))  # no coaching in round 2
+    errors = re.findall(r'<ul class="taco-errors">(.*?)</ul>', section, re.DOTALL)
+    assert len(errors) == 1 and errors[0].startswith("<li><b>verifier</b> (judge): no JSON object &lt;script")
 
 
 def test_calls_per_role_kind(section: str) -> None:

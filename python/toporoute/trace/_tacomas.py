@@ -305,9 +305,10 @@ def _round_drawing(rec: RoundRecord, block: Mapping[str, Any], previous: set[str
     nodes = []
     for m in team:
         score, reason, error = _score(block, m.id)
-        new = (m.born == rec.round) if m.born is not None else (previous is not None and m.id not in previous)
+        # new: not in the previous drawn round (``born`` is the round of the slow step that made it)
+        new = previous is not None and m.id not in previous
         note = f"error: {error}" if error else reason
-        nodes.append(_Node(m.id, m.role, score, m.sink, new and rec.round > 0, m.id in gone, _cut(note, 300)))
+        nodes.append(_Node(m.id, m.role, score, m.sink, new, m.id in gone, _cut(note, 300)))
     arcs = []
     for item in _seq(block.get("edges")):
         e = _map(item)
@@ -327,17 +328,17 @@ def _diff_drawing(rnd: int, block: Mapping[str, Any], slow: Mapping[str, Any]) -
     diff = _map(slow.get("diff"))
     gone = {_text(x) for x in _seq(diff.get("nodes_removed"))}
     born = [_text(x) for x in _seq(diff.get("nodes_added"))]
-    roles = {}
+    made: dict[str, tuple[str, str]] = {}  # newborn -> (its role, the operation that made it)
     for item in _seq(slow.get("ops")):
         op = _map(item)
         new = _opt_id(op.get("new"))
         if new is not None:
-            roles[new] = _text(op.get("op"))
-    nodes = [_Node(m.id, m.role, _score(block, m.id)[0], m.sink, False, m.id in gone) for m in team] + [
-        _Node(ident, "", None, False, True, False, f"born by {roles.get(ident, 'the slow step')}")
-        for ident in born
-        if ident not in {m.id for m in team}
-    ]
+            made[new] = (_text(op.get("role")), _text(op.get("op")))
+    nodes = [_Node(m.id, m.role, _score(block, m.id)[0], m.sink, removed=m.id in gone) for m in team]
+    for ident in born:
+        if ident not in {m.id for m in team}:
+            role, how = made.get(ident, ("", ""))
+            nodes.append(_Node(ident, role, None, new=True, note=f"born by {how or 'the slow step'}"))
     removed = set(_pairs(diff.get("edges_removed")))
     arcs: list[_Arc] = []
     drawn: set[tuple[str, str]] = set()
@@ -400,8 +401,18 @@ def _round_row(rec: RoundRecord, block: Mapping[str, Any]) -> str:
         f"<td>{_fmt(_num(block.get('var')), 3)}</td>"
         f'<td title="{_e(_cut(score_title, 400))}">{_fmt(_num(block.get("answer_score")))} '
         f"<small>{_e(scorer)}</small>{oracle_badge({'scorer': scorer})}</td>"
-        f"<td>{_top_pi(block)}</td><td>{_e(deaths) or '—'}</td><td>{_e(coach)}</td><td>{slow_text}</td></tr>"
+        f"<td>{_top_pi(block)}</td><td>{_e(deaths) or '—'}</td><td>{_e(coach)}</td><td>{slow_text}</td>"
+        f"<td>{len(_errors(block)) or '—'}</td></tr>"
     )
+
+
+def _errors(block: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The round's recorded errors and fallbacks as (agent, step, error)."""
+    out = []
+    for item in _seq(block.get("errors")):
+        e = _map(item)
+        out.append((_text(e.get("agent")), _text(e.get("step")), _text(e.get("error"))))
+    return out
 
 
 def _slow_anchor(rec: RoundRecord) -> str:
@@ -449,8 +460,20 @@ def _round_details(rec: RoundRecord, block: Mapping[str, Any]) -> str:
         + (f": {_e(_cut(detail, 600))}" if detail else "")
         + "</p>"
         + (f"<pre>{_e(_cut(answer))}</pre>" if answer else '<p class="note">No answer this round.</p>')
+        + _errors_list(block)
         + "</details>"
     )
+
+
+def _errors_list(block: Mapping[str, Any]) -> str:
+    errors = _errors(block)
+    if not errors:
+        return ""
+    items = "".join(
+        f"<li><b>{_e(agent) or '—'}</b> ({_e(step) or '—'}): {_e(_cut(error, 600))}</li>"
+        for agent, step, error in errors
+    )
+    return f'<p><b>Errors and fallbacks</b></p><ul class="taco-errors">{items}</ul>'
 
 
 def _ops_table(slow: Mapping[str, Any]) -> str:
@@ -651,7 +674,7 @@ def evolution_section(rounds: Sequence[RoundRecord], record: EpisodeRecord | Non
         + legend
         + '<table class="taco-table"><thead><tr><th>Round</th><th>Agents</th><th>m<sub>t</sub></th>'
         "<th>Var</th><th>s<sub>t</sub> (scorer)</th><th>Top π</th><th>Death candidates</th><th>Coaching</th>"
-        "<th>Slow step</th></tr></thead><tbody>"
+        "<th>Slow step</th><th>Errors</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
         + "".join(details)
