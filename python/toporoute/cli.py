@@ -63,7 +63,8 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3, choice 2); "
-        "conductor: K turns (2); hiva: T iterations (10) unless --iterations is given; self-refine: "
+        "conductor: K turns (2); hiva: T iterations (10) unless --iterations is given; tacomas: R rounds (10; "
+        "fewer when s_t reaches --tau or the meta-LLM says stop); self-refine: "
         "iterations (3); debate: rounds (3)",
     )
     _sampling_args(run, "each method's own: dytopo and its baselines 0.3, qmix and conductor 0.2")

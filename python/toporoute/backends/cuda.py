@@ -42,6 +42,10 @@ __all__ = [
     "route",
     "route_indexed",
     "synergy_update",
+    "team_project",
+    "team_schedule",
+    "team_scores",
+    "topology_distance",
     "toposort",
 ]
 
@@ -408,6 +412,22 @@ def dag_repair(adj: Any, alive: Any, edge_alpha: Any, edge_beta: Any, **kwargs: 
     raise errors.BackendUnavailableError("dag_repair has no CUDA kernel; use backend='cpu'")
 
 
+def team_schedule(adj: Any, alive: Any) -> Any:
+    """Not implemented on the GPU (graphs of at most 64 nodes): raises
+    :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("team_schedule has no CUDA kernel; use backend='cpu'")
+
+
+def team_scores(history: Any, present: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("team_scores has no CUDA kernel; use backend='cpu'")
+
+
+def topology_distance(adj_a: Any, alive_a: Any, adj_b: Any, alive_b: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("topology_distance has no CUDA kernel; use backend='cpu'")
+
+
 def conductor_density(nodes: Any, edges: Any, steps: Any, n_max: Any) -> Density:
     """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
     raise errors.BackendUnavailableError("conductor_density has no CUDA kernel; use backend='cpu'")
@@ -548,3 +568,9 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, device: int = 0) -
 def conductor_check(texts: Any, contexts: Any, options: Any) -> Any:
     """Plans are text: parsed on the host."""
     raise errors.BackendUnavailableError("conductor_check has no CUDA kernel; use backend='cpu'")
+
+
+def team_project(adj: Any, alive: Any, roles: Any, sink: Any, edits: Any, **kwargs: Any) -> Any:
+    """Not implemented on the GPU (small graphs, branchy per-row checks): raises
+    :class:`~toporoute.errors.BackendUnavailableError`."""
+    raise errors.BackendUnavailableError("team_project has no CUDA kernel; use backend='cpu'")

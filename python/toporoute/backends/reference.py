@@ -20,6 +20,8 @@ from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..ops.results import Density, GraphStats, Order, Routes
 from ._reference_bandit import bandit_select, bandit_update, synergy_update
 from ._reference_dag import dag_edit, dag_repair
+from ._reference_schedule import team_schedule, team_scores, topology_distance
+from ._reference_team import team_project
 
 if TYPE_CHECKING:
     from ..ops.qmix_params import QMixParams
@@ -40,6 +42,10 @@ __all__ = [
     "route",
     "route_indexed",
     "synergy_update",
+    "team_project",
+    "team_schedule",
+    "team_scores",
+    "topology_distance",
     "toposort",
 ]
 

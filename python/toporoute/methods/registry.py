@@ -90,8 +90,19 @@ class MethodSpec:
 # ------------------------------------------------------------------------------------------------ option groups
 
 
+def _add_shared(g: argparse._ArgumentGroup, flag: str, help: str, **kw: Any) -> None:
+    """Adds ``flag`` (default None) unless another method group of the same command already did (DyTopo's and
+    TacoMAS's ``--tau``, HiVA's and TacoMAS's ``--max-agents``): then the flag's help gains this group's meaning
+    and its one value goes to both methods. Each reader applies its own default for None."""
+    existing = g._option_string_actions.get(flag)  # an argument group shares its parser's table
+    if existing is not None:
+        existing.help = f"{existing.help}; {help}"
+        return
+    g.add_argument(flag, default=None, help=help, **kw)
+
+
 def _add_loop_options(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--tau", type=float, default=None, help="edge threshold (default: code 0.3, math 0.4)")
+    _add_shared(g, "--tau", "dytopo: edge threshold (default: code 0.3, math 0.4)", type=float)
     g.add_argument("--k-in", type=int, default=3, help="most providers per recipient (0: no cap; default 3)")
     g.add_argument(
         "--inbox-order",
@@ -364,7 +375,7 @@ def _add_hiva_options(g: argparse._ArgumentGroup) -> None:
         "(default: the prompt's visible examples; the self-critique for math)",
     )
     g.add_argument("--early-stop", action="store_true", help="stop a task once its visible examples pass")
-    g.add_argument("--max-agents", type=int, default=32, help="node capacity of the graph (default 32)")
+    _add_shared(g, "--max-agents", "hiva: node capacity of the graph (default 32)", type=int)
     g.add_argument(
         "--bandit-mode", choices=("thompson", "mean"), default="thompson", help="θ drawn or its mean"
     )
@@ -392,7 +403,6 @@ def _read_hiva_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any
         "mode": args.mode,
         "oracle_feedback": args.oracle_feedback,
         "early_stop": args.early_stop,
-        "max_agents": args.max_agents,
         "bandit_mode": args.bandit_mode,
         "similarity": args.similarity,
         "tool_timeout_s": args.tool_timeout,
@@ -402,6 +412,64 @@ def _read_hiva_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any
     }
     if args.iterations is not None:
         out["iterations"] = args.iterations
+    if args.max_agents is not None:
+        out["max_agents"] = args.max_agents
+    return out
+
+
+def _add_tacomas_options(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--k",
+        type=int,
+        default=2,
+        help="tacomas: K, a slow (topology) step after every K-th round (default 2)",
+    )
+    _add_shared(
+        g,
+        "--tau",
+        "tacomas: τ, stop once the answer score s_t reaches it (default 1.0, full marks)",
+        type=float,
+    )
+    g.add_argument(
+        "--coach-every",
+        type=int,
+        default=1,
+        help="coach after every N-th round (default 1; 0: only in the rounds that end with a slow step)",
+    )
+    g.add_argument("--budget-edges", type=int, default=4, help="B_E, edge edits per slow step (default 4)")
+    g.add_argument(
+        "--budget-pairs", type=int, default=2, help="B_V, birth/death pairs per slow step (default 2)"
+    )
+    _add_shared(g, "--max-agents", "tacomas: N_max, the most agents of the team (default 20)", type=int)
+    g.add_argument(
+        "--scorer",
+        choices=("verifier", "tests", "oracle"),
+        default="verifier",
+        help="answer score s_t: a reference-free LLM verifier (default), the prompt's visible examples in the "
+        "sandbox (code; else the verifier), or the hidden tests / gold answer (an oracle, labelled)",
+    )
+    g.add_argument(
+        "--final",
+        choices=("last", "best"),
+        default="last",
+        help="answer: the sink's of the last round (default) or of the round with the best answer score",
+    )
+
+
+def _read_tacomas_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "k": args.k,
+        "coach_every": args.coach_every,
+        "budget_edges": args.budget_edges,
+        "budget_pairs": args.budget_pairs,
+        "scorer": args.scorer,
+        "final": args.final,
+        "test_timeout_s": args.eval_timeout,
+    }
+    if args.tau is not None:
+        out["tau"] = args.tau
+    if args.max_agents is not None:
+        out["max_agents"] = args.max_agents
     return out
 
 
@@ -461,6 +529,7 @@ LOOP_OPTIONS = OptionGroup(
 QMIX_OPTIONS = OptionGroup("qmix (Agent Q-Mix)", _add_qmix_options, _read_qmix_options)
 CONDUCTOR_OPTIONS = OptionGroup("conductor (AgentConductor)", _add_conductor_options, _read_conductor_options)
 HIVA_OPTIONS = OptionGroup("hiva (HiVA)", _add_hiva_options, _read_hiva_options)
+TACOMAS_OPTIONS = OptionGroup("tacomas (TacoMAS)", _add_tacomas_options, _read_tacomas_options)
 
 SELF_CONSISTENCY_OPTIONS = OptionGroup(
     "self-consistency", _add_self_consistency_options, _read_self_consistency_options
@@ -538,6 +607,14 @@ def _build_hiva(settings: dict[str, Any], rounds: int | None, encoder: Encoder |
     return HiVA(_settings(HiVASettings, settings, "hiva"), encoder=encoder)
 
 
+def _build_tacomas(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+    from .tacomas import TacoMAS, TacoMASSettings
+
+    if rounds is not None:
+        settings["rounds"] = rounds
+    return TacoMAS(_settings(TacoMASSettings, settings, "tacomas"))
+
+
 def _build_prompting(name: str) -> Builder:
     """The builder of a prompting baseline; ``--rounds`` sets self-refine's iterations and debate's rounds
     unless their own setting is given (``iterations``; ``debate_rounds``, which becomes
@@ -611,6 +688,14 @@ REGISTRY: dict[str, MethodSpec] = {
             HIVA_OPTIONS,
             uses_encoder=True,
         ),
+        MethodSpec(
+            "tacomas",
+            "TacoMAS: a judged and coached role team; every K rounds a meta-LLM's validated births, deaths and "
+            "edge edits (R 10 rounds)",
+            _build_tacomas,
+            TACOMAS_OPTIONS,
+            kinds=("code", "math", "choice"),
+        ),
         MethodSpec("single", "baseline: one plain LLM call per task", _build_baseline("single")),
         MethodSpec(
             "cot",
@@ -681,7 +766,7 @@ def make_method(
     rounds : int, optional
         The number of rounds: DyTopo's T_max (default 10), the multi-round baselines' fixed count (default 5),
         Q-Mix's T (default code 2, math 3, choice 2), AgentConductor's K turns (default 2), HiVA's T iterations
-        (default 10; a setting ``iterations`` wins), self-refine's iterations (default 3) and debate's rounds
+        (default 10; a setting ``iterations`` wins), TacoMAS's R rounds (default 10), self-refine's iterations (default 3) and debate's rounds
         (default 3) unless their own setting is given; ``cot`` and ``self-consistency`` have one round.
     encoder : Encoder, optional
         The descriptor encoder (DyTopo and its baselines, Q-Mix's encoder task feature, the conductor's
@@ -690,7 +775,7 @@ def make_method(
         Fields of the method's settings: :class:`~toporoute.methods.dytopo.LoopConfig` (DyTopo and its
         baselines; ``random`` also takes ``edge_counts``), :class:`~toporoute.methods.qmix.QMixSettings` plus
         ``checkpoint`` (required), :class:`~toporoute.methods.conductor.ConductorSettings`,
-        :class:`~toporoute.methods.hiva.HiVASettings`, and the prompting baselines'
+        :class:`~toporoute.methods.hiva.HiVASettings`, :class:`~toporoute.methods.tacomas.TacoMASSettings`, and the prompting baselines'
         :class:`~toporoute.methods.prompting.CotSettings`, ``SelfConsistencySettings``,
         ``SelfRefineSettings``, ``DebateSettings``. Sampling settings
         left out take the method's defaults.

@@ -14,7 +14,9 @@ Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod
 :mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
 torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker),
 :mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA
-DAG evolution ops ``dag_edit`` / ``dag_repair``) and :mod:`.dag_codes` (their edit kinds and reason codes).
+DAG evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.dag_codes` (their edit kinds and reason codes),
+:mod:`.team` (the team edit projection ``team_project``), :mod:`.team_codes` (its operation kinds and reason
+codes) and :mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance).
 """
 
 from __future__ import annotations
@@ -55,7 +57,22 @@ from .results import (
     QMixStep,
     Routes,
     SynergyState,
+    TeamProjection,
+    TeamSchedule,
+    TeamScores,
 )
+from .team import team_project
+from .team_codes import (
+    TEAM_BIRTH,
+    TEAM_DEATH,
+    TEAM_EDGE_ADD,
+    TEAM_EDGE_REMOVE,
+    TEAM_KINDS,
+    TEAM_PADDING,
+    TEAM_REASONS,
+    TEAM_REPLACE,
+)
+from .team_schedule import team_schedule, team_scores, topology_distance
 
 __all__ = [
     "EDIT_ADD_PARALLEL",
@@ -66,6 +83,14 @@ __all__ = [
     "EDIT_PADDING",
     "EDIT_REASONS",
     "EDIT_REMOVE_SUCCESSOR",
+    "TEAM_BIRTH",
+    "TEAM_DEATH",
+    "TEAM_EDGE_ADD",
+    "TEAM_EDGE_REMOVE",
+    "TEAM_KINDS",
+    "TEAM_PADDING",
+    "TEAM_REASONS",
+    "TEAM_REPLACE",
     "BanditSelection",
     "BetaState",
     "CheckOptions",
@@ -79,6 +104,9 @@ __all__ = [
     "QMixStep",
     "Routes",
     "SynergyState",
+    "TeamProjection",
+    "TeamSchedule",
+    "TeamScores",
     "TopologyBatch",
     "bandit_select",
     "bandit_update",
@@ -93,5 +121,9 @@ __all__ = [
     "route",
     "route_indexed",
     "synergy_update",
+    "team_project",
+    "team_schedule",
+    "team_scores",
+    "topology_distance",
     "toposort",
 ]

@@ -63,6 +63,39 @@ def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) ->
     return shape
 
 
+def integer(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
+    """A Python or numpy integer (not bool) in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(f"{name} must be an integer; got {value!r}", arg=name)
+    v = int(value)
+    if v < minimum or (maximum is not None and v > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise OutOfRangeError(f"{name} must be {bound}; got {v}", arg=name)
+    return v
+
+
+def real(value: Any, name: str, minimum: float, maximum: float = math.inf, *, open_lo: bool = False) -> float:
+    """A finite real number (not bool) in [minimum, maximum] ((minimum, maximum] with ``open_lo``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"{name} must be a real number; got {value!r}", arg=name)
+    v = float(value)
+    if not math.isfinite(v) or not minimum <= v <= maximum or (open_lo and v == minimum):
+        lo = f"> {minimum}" if open_lo else f">= {minimum}"
+        bound = lo if maximum == math.inf else f"in {'(' if open_lo else '['}{minimum}, {maximum}]"
+        raise OutOfRangeError(f"{name} must be a finite number {bound}; got {value!r}", arg=name)
+    return v
+
+
+def graph(adj: Any, alive: Any, adj_name: str = "adj", alive_name: str = "alive") -> tuple[int, ...]:
+    """adj (B, N, N) or (N, N) bool and alive (B, N) or (N,) bool; returns the shape of adj. The names are the
+    arguments' in the messages."""
+    shape = square(adj, adj_name)
+    batch = shape[:-1]
+    ashape = array(alive, alive_name, "bool", (len(batch),), f"(B, N) or (N,) matching {adj_name}")
+    same_shape(ashape, alive_name, batch, "(B, N)" if len(batch) == 2 else "(N,)")
+    return shape
+
+
 def route_args(
     q: Any, k: Any, active: Any, tau_value: Any, k_in_value: Any
 ) -> tuple[tuple[int, ...], float, int]:

@@ -9,13 +9,12 @@ slots are where new nodes go); ``source`` is the entry agent, ``sink`` the aggre
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
 from .. import backends
-from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
+from ..errors import InvalidArgumentError, ShapeError
 from . import _validate as _v
 from .results import DagEdits, DagRepair
 
@@ -49,42 +48,11 @@ def _plain_batch(adj: Any, alive: Any, source: Any, sink: Any, max_out: Any) -> 
     )
 
 
-def _int(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
-    """A Python or numpy integer (not bool) in [minimum, maximum]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidArgumentError(f"{name} must be an integer; got {value!r}", arg=name)
-    v = int(value)
-    if v < minimum or (maximum is not None and v > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise OutOfRangeError(f"{name} must be {bound}; got {v}", arg=name)
-    return v
-
-
-def _real(value: Any, name: str, minimum: float, maximum: float = math.inf) -> float:
-    """A finite real number (not bool) in [minimum, maximum]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgumentError(f"{name} must be a real number; got {value!r}", arg=name)
-    v = float(value)
-    if not math.isfinite(v) or not minimum <= v <= maximum:
-        bound = f">= {minimum}" if maximum == math.inf else f"in [{minimum}, {maximum}]"
-        raise OutOfRangeError(f"{name} must be a finite number {bound}; got {value!r}", arg=name)
-    return v
-
-
-def _graph(adj: Any, alive: Any) -> tuple[int, ...]:
-    """adj (B, N, N) or (N, N) bool and alive (B, N) or (N,) bool; returns the shape of adj."""
-    shape = _v.square(adj, "adj")
-    batch = shape[:-1]
-    ashape = _v.array(alive, "alive", "bool", (len(batch),), "(B, N) or (N,) matching adj")
-    _v.same_shape(ashape, "alive", batch, "(B, N)" if len(batch) == 2 else "(N,)")
-    return shape
-
-
 def _ends(source: Any, sink: Any, n: int) -> tuple[int, int]:
     if n < 2:
         raise ShapeError(f"adj must hold at least 2 nodes (a source and a sink); got N = {n}", arg="adj")
-    s = _int(source, "source", 0, n - 1)
-    t = _int(sink, "sink", 0, n - 1)
+    s = _v.integer(source, "source", 0, n - 1)
+    t = _v.integer(sink, "sink", 0, n - 1)
     if s == t:
         raise InvalidArgumentError(f"source and sink must differ; got both {s}", arg="sink")
     return s, t
@@ -161,13 +129,13 @@ def dag_edit(
             adj, alive, edits, source=source, sink=sink, max_out=max_out
         )
         return fast
-    shape = _graph(adj, alive)
+    shape = _v.graph(adj, alive)
     es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, E, 3) or (E, 3) matching adj")
     if es[-1] != 3 or es[:-2] != shape[:-2]:
         want = "(B, E, 3) with B of adj" if len(shape) == 3 else "(E, 3)"
         raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
     s, t = _ends(source, sink, shape[-1])
-    cap = _int(max_out, "max_out", 1)
+    cap = _v.integer(max_out, "max_out", 1)
     impl = backends.select_op(backend, adj, "dag_edit")
     if len(shape) == 3:
         result: DagEdits = impl.dag_edit(adj, alive, edits, source=s, sink=t, max_out=cap)
@@ -257,7 +225,7 @@ def dag_repair(
             max_out=max_out,
         )
         return fast
-    shape = _graph(adj, alive)
+    shape = _v.graph(adj, alive)
     if (edge_alpha is None) != (edge_beta is None):
         missing = "edge_beta" if edge_beta is None else "edge_alpha"
         raise InvalidArgumentError(
@@ -268,10 +236,10 @@ def dag_repair(
             xs = _v.array(x, name, "float32", (len(shape),), "(B, N, N) or (N, N) matching adj")
             _v.same_shape(xs, name, shape, "the shape of adj")
     s, t = _ends(source, sink, shape[-1])
-    thr = _real(threshold, "threshold", 0.0, 1.0)
-    obs = _real(min_obs, "min_obs", 0.0)
-    pri = _real(prior, "prior", 0.0)
-    cap = _int(max_out, "max_out", 1)
+    thr = _v.real(threshold, "threshold", 0.0, 1.0)
+    obs = _v.real(min_obs, "min_obs", 0.0)
+    pri = _v.real(prior, "prior", 0.0)
+    cap = _v.integer(max_out, "max_out", 1)
     impl = backends.select_op(backend, adj, "dag_repair")
     kw: dict[str, Any] = {
         "source": s,

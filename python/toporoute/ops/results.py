@@ -17,6 +17,9 @@ __all__ = [
     "QMixStep",
     "Routes",
     "SynergyState",
+    "TeamProjection",
+    "TeamSchedule",
+    "TeamScores",
 ]
 
 Array = Any  # numpy.ndarray, or a CuPy / PyTorch device array for CUDA inputs
@@ -234,6 +237,61 @@ class DagRepair:
     added_edges: Array
 
 
+@dataclass(frozen=True)
+class TeamProjection:
+    """Result of :func:`toporoute.ops.team_project`.
+
+    Attributes
+    ----------
+    adj : (B, N, N) bool
+        The graphs after the accepted edits and the repair (a new array), ``adj[b, src, dst]``.
+    alive : (B, N) bool
+        The nodes that exist afterwards (dead nodes removed, children added).
+    roles : (B, N) int32
+        Each alive node's role; -1 for dead slots.
+    generation : (B, N) int32
+        A child's slot generation is the input's + 1, other slots keep theirs: ``(slot, generation)`` names a node.
+    accepted : (B, P) bool
+        True for an applied row; False for a rejected or padding row.
+    reason : (B, P) int8
+        Outcome code, a name in ``toporoute.ops.TEAM_REASONS[reason]`` (0 "ok").
+    new_node : (B, P) int32
+        The child slot of an accepted REPLACE / BIRTH row; -1 otherwise.
+    inherited : (B, N, N) bool
+        Edges the births added: a replacement's inherited edges, a pure birth's ``parent -> child -> sink``.
+    repaired : (B, N, N) bool
+        Edges the repair added (isolated node -> best scorer, node -> sink).
+    """
+
+    adj: Array
+    alive: Array
+    roles: Array
+    generation: Array
+    accepted: Array
+    reason: Array
+    new_node: Array
+    inherited: Array
+    repaired: Array
+
+
+def team_projection_of(arrays: tuple[Array, ...]) -> TeamProjection:
+    """``TeamProjection(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(TeamProjection)
+    d = r.__dict__
+    (
+        d["adj"],
+        d["alive"],
+        d["roles"],
+        d["generation"],
+        d["accepted"],
+        d["reason"],
+        d["new_node"],
+        d["inherited"],
+        d["repaired"],
+    ) = arrays
+    return r
+
+
 def dag_edits_of(arrays: tuple[Array, Array, Array, Array, Array]) -> DagEdits:
     """``DagEdits(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
     r = _new(DagEdits)
@@ -247,4 +305,85 @@ def dag_repair_of(arrays: tuple[Array, Array, Array, Array, Array]) -> DagRepair
     r = _new(DagRepair)
     d = r.__dict__
     d["adj"], d["alive"], d["pruned_nodes"], d["pruned_edges"], d["added_edges"] = arrays
+    return r
+
+
+@dataclass(frozen=True)
+class TeamSchedule:
+    """Result of :func:`toporoute.ops.team_schedule`: the execution waves of a graph with cycles.
+
+    Attributes
+    ----------
+    component : (B, N) int32
+        Strongly connected component of each node, numbered in a topological order of the condensation
+        (among ready components the one holding the lowest node index first); -1 for dead nodes.
+    level : (B, N) int32
+        The wave: the longest path, counted in components, from a component without in-edges (0); all nodes
+        of a component share it; -1 for dead nodes.
+    n_levels : (B,) int32
+        Number of waves (0 for a graph without alive nodes).
+    lagged : (B, N, N) bool
+        Edges inside one component (self-loops excluded): their message is the previous round's. Every other
+        edge carries the same round's message from a lower level to a higher one.
+    cyclic : (B,) bool
+        Some component has two nodes or more.
+    order : (B, N) int32
+        The alive nodes sorted by (level, component, index), padded with -1.
+    """
+
+    component: Array
+    level: Array
+    n_levels: Array
+    lagged: Array
+    cyclic: Array
+    order: Array
+
+
+@dataclass(frozen=True)
+class TeamScores:
+    """Result of :func:`toporoute.ops.team_scores` (computed in float64, returned float32).
+
+    Attributes
+    ----------
+    mean, var : (B, T) float32
+        Mean and population variance of each round's present scores; NaN for a round with none.
+    pi : (B, N) float32
+        Replicator weights: softmax over the nodes present in the last round of ``eta`` times each node's summed
+        excess over the round means; 0 elsewhere (all 0 when nobody is present).
+    trend : (B, N) float32
+        Least-squares slope of a node's scores against the round over its last ``window`` present rounds; 0
+        with fewer than two.
+    mean_trend : (B,) float32
+        The same for the round means over the last ``window`` rounds that have a present node.
+    last : (B, N) float32
+        The last round's scores; NaN where not present.
+    death : (B, N) bool
+        Present in the last round with ``last < death_threshold``.
+    delta_mean : (B,) float32
+        ``mean[T-1] - mean[T-2]``; NaN when either is missing (or T = 1).
+    """
+
+    mean: Array
+    var: Array
+    pi: Array
+    trend: Array
+    mean_trend: Array
+    last: Array
+    death: Array
+    delta_mean: Array
+
+
+def team_schedule_of(arrays: tuple[Array, Array, Array, Array, Array, Array]) -> TeamSchedule:
+    """``TeamSchedule(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(TeamSchedule)
+    d = r.__dict__
+    d["component"], d["level"], d["n_levels"], d["lagged"], d["cyclic"], d["order"] = arrays
+    return r
+
+
+def team_scores_of(arrays: tuple[Array, Array, Array, Array, Array, Array, Array, Array]) -> TeamScores:
+    """``TeamScores(*arrays)`` without the generated __init__ (see :func:`routes_of`)."""
+    r = _new(TeamScores)
+    d = r.__dict__
+    d["mean"], d["var"], d["pi"], d["trend"], d["mean_trend"], d["last"], d["death"], d["delta_mean"] = arrays
     return r

@@ -1,0 +1,776 @@
+"""The TacoMAS episode loop (spec §3 with the resolutions A2, A7, A8, A9 of §8): a fast capability loop every
+round and a slow topology loop every K rounds, over one query's team.
+
+One round t (one trace record):
+
+1. **Agents, wave by wave** (``ops.team_schedule``: strongly connected components in topological order, a
+   component's wave = its longest path from a source component). All the agents of a wave go out in one
+   ``generate`` call (the runtime batches it with the other episodes'). An agent reads the task, its memory
+   and its in-neighbours' messages: this round's on an edge between waves, the previous round's on an edge
+   inside a cycle (``lagged``; a bidirectional pair is a 2-cycle), each clipped to ``message_chars``.
+2. **Contribution judge** for every agent, in one call batch (JSON ``{"score", "reason"}`` under a schema, plus a
+   regular expression for engines that only constrain regexes); the verifier's call for s_t goes in the same
+   batch. A malformed verdict gives no score for the round (or a clamped one), recorded.
+3. **s_t** from the answer scorer (:mod:`.scorer`) on the sink's ``Final Answer:``; the run stops when
+   s_t >= τ (A8).
+4. **Coach** every ``coach_every`` rounds (0: only in the rounds that end with a slow step, A9), one call per
+   agent in one batch; its errors and plan go into the agent's memory. Not in a round that ends the run (its
+   plan would never be read).
+5. **Slow step** when due, ``(t + 1) % K == 0`` or one round after a ``slow_again`` (A7), and s_t < τ: one
+   meta call (JSON under the §5.3 schema; one re-prompt with the error when the reply holds no JSON object and
+   the engine's structured layer did not already re-prompt; then a recorded error and no edits). Its
+   operations are encoded as ``ops.team_project`` rows (:func:`.parsing.encode_plan`), projected and applied;
+   its agent feedback goes into prompts and memories; ``time_control`` continues, asks for the next slow step
+   after one round, or stops.
+
+The statistics of the judged contributions (π, mean, variance, death candidates) come from ``ops.team_scores``
+and the slow step's distance from ``ops.topology_distance``. Every malformed output is recorded in the round's
+``tacomas.errors`` and gives its fallback; the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import ops
+from ...llm.types import Message as ChatMessage
+from ...llm.types import Request, Result, Tags
+from ...ops import team_codes as tc
+from ...tasks import Task
+from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Usage, clip
+from ..episode import (
+    Clock,
+    Emit,
+    EpisodeOutput,
+    answer_from,
+    call_error,
+    domain_of,
+    first_answer,
+    record_edges,
+)
+from ..prompt_files import fill
+from . import parsing
+from .parsing import MetaPlan
+from .scorer import AnswerScore, programmatic_score, uses_verifier, verifier_score
+from .settings import TacoMASSettings
+from .team import Team, role_goal
+
+if TYPE_CHECKING:
+    from ...runtime import EpisodeContext
+
+__all__ = ["KINDS", "ROLE_KINDS", "TacoMAS"]
+
+KINDS = ("code", "math", "choice")
+"""The task kinds TacoMAS solves."""
+
+ROLE_KINDS = ("agent", "judge", "coach", "meta", "verifier")
+"""The kinds of LLM call, as ``calls`` counts them per round (spec A14)."""
+
+_JUDGE_CHARS = 800  # an agent output as the judge and the coach see it (the published runtime's limit)
+_SUMMARY_CHARS = 300  # one output in the meta-LLM's per-agent summaries
+
+
+class TacoMAS:
+    """TacoMAS for the harness (``toporoute run tacomas``).
+
+    Parameters
+    ----------
+    settings : TacoMASSettings, optional
+    name : str
+        The method's name in the run folder.
+
+    Notes
+    -----
+    Episodes are independent (a fresh team and cleared memory per task, spec App. B), so they run
+    concurrently and their calls batch together through the runtime. A resumed run skips the finished episodes.
+    """
+
+    def __init__(self, settings: TacoMASSettings | None = None, *, name: str = "tacomas") -> None:
+        self.settings = settings or TacoMASSettings()
+        self.name = name
+
+    def params(self) -> dict[str, Any]:
+        return {"method": self.name, **self.settings.params()}
+
+    async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
+        """Runs up to R rounds on one task; ``emit`` gets one record per round."""
+        domain_of(task, KINDS)
+        return await _Episode(self.name, self.settings, ctx, task, emit).run()
+
+
+@dataclass
+class _Calls:
+    """One round's LLM calls (key, kind, result) and its recorded errors."""
+
+    calls: list[tuple[str, str, Result]] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+    def error(self, agent: str, step: str, message: str) -> None:
+        self.errors.append({"agent": agent, "step": step, "error": message})
+
+    def by_kind(self) -> dict[str, dict[str, Any]]:
+        out = {
+            k: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0} for k in ROLE_KINDS
+        }
+        for _, kind, r in self.calls:
+            c = out[kind]
+            c["calls"] += 1
+            c["prompt_tokens"] += r.usage.prompt_tokens
+            c["completion_tokens"] += r.usage.completion_tokens
+            c["latency_s"] = round(c["latency_s"] + r.latency_s, 4)
+        return out
+
+
+@dataclass
+class _RoundOut:
+    answer: str
+    score: AnswerScore
+    time_control: str | None
+    slow_taken: bool
+
+
+def _num(x: float) -> float | None:
+    return None if not math.isfinite(float(x)) else round(float(x), 4)
+
+
+class _Episode:
+    """One task's rounds over a fresh team."""
+
+    def __init__(
+        self, method: str, settings: TacoMASSettings, ctx: EpisodeContext, task: Task, emit: Emit
+    ) -> None:
+        self.method, self.s, self.ctx, self.task, self.emit = method, settings, ctx, task, emit
+        self.team = Team(settings.capacity, task.kind)
+        self.prev: dict[str, tuple[str, int]] = {}  # agent id -> (last round's output, its completion tokens)
+        self.log: dict[str, dict[int, dict[str, Any]]] = {}  # agent id -> round -> output, score, reason
+        self.round_scores: list[dict[str, Any]] = []
+        self.task_text = task.prompt.strip()
+        verifier, note = uses_verifier(settings.scorer, task)
+        self.verifier, self.verifier_note = verifier, note
+
+    # ------------------------------------------------------------------------------------------ episode
+
+    async def run(self) -> EpisodeOutput:
+        s = self.s
+        clock = Clock()
+        answers: list[tuple[int, str, float | None]] = []
+        slow_again_at: int | None = None
+        slow_steps = 0
+        stopped = "rounds"
+        rounds = 0
+        for t in range(s.rounds):
+            rounds = t + 1
+            if slow_again_at == t:
+                why: str | None = "slow_again"
+            elif (t + 1) % s.k == 0:
+                why = "cadence"
+            else:
+                why = None
+            out = await self.round(t, clock, why)
+            answers.append((t, out.answer, out.score.score))
+            slow_steps += out.slow_taken
+            if out.score.score is not None and out.score.score >= s.tau:
+                stopped = "tau"
+                break
+            if out.time_control == "stop":
+                stopped = "meta_stop"
+                break
+            slow_again_at = t + 1 if out.time_control == "slow_again" else None
+        chosen = answers[-1]
+        if s.final == "best":
+            scored = [a for a in answers if a[2] is not None and a[1]]
+            if scored:  # the highest answer score, ties to the latest round
+                chosen = max(scored, key=lambda a: (a[2] or 0.0, a[0]))
+        answer, final = chosen[1], "best_scored" if s.final == "best" else "sink_last"
+        return EpisodeOutput(
+            answer,
+            rounds,
+            stopped != "rounds",
+            clock.llm_s,
+            clock.routing_s,
+            extra={
+                "tacomas": {
+                    "scorer": s.scorer,
+                    "oracle": s.scorer == "oracle",
+                    "slow_steps": slow_steps,
+                    "stopped": stopped,
+                    "final": final,
+                    "rounds": rounds,
+                    "final_round": chosen[0],
+                    "final_team": self.team.team_json(),
+                }
+            },
+        )
+
+    # ------------------------------------------------------------------------------------------ round
+
+    async def round(self, t: int, clock: Clock, why: str | None) -> _RoundOut:
+        s, team = self.s, self.team
+        rc = clock.round()
+        calls = _Calls()
+        with rc.routing():
+            sched = ops.team_schedule(team.adj[None], team.alive[None])
+        level, lagged = sched.level[0], sched.lagged[0]
+        order = [int(v) for v in sched.order[0] if v >= 0]
+        waves = [[v for v in order if level[v] == lv] for lv in range(int(sched.n_levels[0]))]
+        slots = team.slots()
+        names = {v: team.name(v) for v in slots}
+        start_team = team.team_json()
+        start_edges = team.edges()
+
+        # ---- agents, wave by wave
+        outputs: dict[int, str] = {}
+        tokens: dict[int, int] = {}
+        inputs: dict[int, str] = {}
+        edge_usage: list[EdgeUsage] = []
+        for wave in waves:
+            keyed = []
+            for v in wave:
+                parts = []
+                for u in team.in_neighbours(v):
+                    if lagged[u, v]:
+                        text, n_tok = self.prev.get(names[u], ("", 0))
+                        when = "previous round"
+                    else:
+                        text, n_tok = outputs.get(u, ""), tokens.get(u, 0)
+                        when = "this round"
+                    if text.strip():
+                        parts.append(f"[{names[u]}, {when}]\n{clip(text.strip(), s.message_chars)}")
+                        edge_usage.append(EdgeUsage(names[u], names[v], n_tok))
+                inputs[v] = "\n\n".join(parts) or "(none yet)"
+                keyed.append((names[v], "agent", self._agent_request(t, v, inputs[v])))
+            results = await self._generate(rc, calls, keyed)
+            for v, r in zip(wave, results):
+                outputs[v] = r.text if r.ok else ""
+                tokens[v] = r.usage.completion_tokens if r.ok else 0
+
+        # ---- the sink's answer
+        answer, answer_error = self._answer(outputs, order)
+        if answer_error is not None:
+            calls.error(names[team.sink], "answer", answer_error)
+
+        # ---- judge (and the verifier), one batch
+        keyed = [(f"judge:{names[v]}", "judge", self._judge_request(t, v, outputs[v])) for v in slots]
+        if self.verifier:
+            keyed.append(("verifier", "verifier", self._verifier_request(t, answer, outputs[team.sink])))
+        results = await self._generate(rc, calls, keyed)
+        verdicts: dict[int, parsing.Verdict] = {}
+        for v, r in zip(slots, results):
+            verdict = parsing.parse_verdict(*parsing.json_of(r))
+            if verdict.error is not None:
+                fallback = "no score this round" if verdict.score is None else "clamped"
+                calls.error(names[v], "judge", f"{verdict.error} ({fallback})")
+            verdicts[v] = verdict
+            if verdict.score is not None:
+                team.agents[v].scores[t] = verdict.score
+        if self.verifier:
+            score = verifier_score(results[-1], self.verifier_note)
+        else:
+            score = await programmatic_score(
+                s.scorer, self.task, answer, timeout_s=s.test_timeout_s, memory_mb=s.test_memory_mb
+            )
+        if score.error is not None:
+            calls.error("verifier", "answer_score", f"{score.error} (no s_t this round)")
+
+        # ---- score statistics
+        with rc.routing():
+            hist, present = team.score_history(t + 1)
+            stats = ops.team_scores(
+                hist[None], present[None], eta=s.eta, window=s.window, death_threshold=s.death_threshold
+            )
+        last_present = present[t]
+        pi = {names[v]: round(float(stats.pi[0, v]), 4) for v in slots if last_present[v]}
+        death = [names[v] for v in slots if bool(stats.death[0, v])]
+        mean, var = _num(stats.mean[0, t]), _num(stats.var[0, t])
+        for v in slots:
+            self.log.setdefault(names[v], {})[t] = {
+                "output": outputs[v],
+                "score": verdicts[v].score,
+                "reason": verdicts[v].reason,
+            }
+        self.round_scores.append({"round": t, "mean": mean, "answer_score": score.score})
+
+        # ---- coach
+        reached = score.score is not None and score.score >= s.tau
+        ends = reached or t == s.rounds - 1
+        slow = why is not None and not reached
+        coach_due = (s.coach_every > 0 and (t + 1) % s.coach_every == 0) or (s.coach_every == 0 and slow)
+        coaching: dict[str, dict[str, Any]] = {}
+        if coach_due and not ends:
+            coaching = await self._coach(t, slots, outputs, verdicts, rc, calls)
+
+        # ---- slow step
+        slow_block: dict[str, Any] | None = None
+        time_control: str | None = None
+        if slow:
+            assert why is not None
+            slow_block = await self._slow(t, why, pi, death, rc, calls)
+            time_control = slow_block["time_control"]
+
+        for v in slots:
+            self.prev[names[v]] = (outputs[v], tokens[v])
+        self._record(
+            t,
+            rc,
+            calls,
+            slots,
+            names,
+            start_team,
+            start_edges,
+            sched,
+            waves,
+            outputs,
+            inputs,
+            edge_usage,
+            answer,
+            answer_error,
+            verdicts,
+            score,
+            coaching,
+            pi,
+            mean,
+            var,
+            death,
+            slow_block,
+        )
+        return _RoundOut(answer, score, time_control, slow_block is not None)
+
+    # ------------------------------------------------------------------------------------------ requests
+
+    def _request(
+        self,
+        kind: str,
+        t: int,
+        who: str,
+        system: str | None,
+        user: str,
+        *,
+        schema: dict[str, Any] | None = None,
+        regex: str | None = None,
+    ) -> Request:
+        return Request.chat(
+            system,
+            user,
+            sampling=self.s.call(kind, self.ctx.episode, t, who),
+            tags=Tags(round=t, agent=who, role=kind),
+            schema=schema,
+            regex=regex,
+        )
+
+    async def _generate(
+        self, rc: Clock, calls: _Calls, keyed: Sequence[tuple[str, str, Request]]
+    ) -> list[Result]:
+        """One LLM batch; each call recorded under its key and kind, failures as errors."""
+        if not keyed:
+            return []
+        results = await rc.generate(self.ctx, [r for _, _, r in keyed])
+        for (key, kind, _), r in zip(keyed, results):
+            calls.calls.append((key, kind, r))
+            err = call_error(r)
+            if err is not None:
+                agent = key.split(":", 1)[-1]
+                calls.error(agent, kind, f"call failed: {err}")
+        return results
+
+    def _agent_request(self, t: int, v: int, incoming: str) -> Request:
+        team, s = self.team, self.s
+        a = team.agents[v]
+        deltas = "".join(f"\nAdditional instruction: {d}" for d in a.prompt_deltas)
+        system = fill(
+            "tacomas", "agent_system.txt", role=a.role, goal=a.goal, constraint=a.constraint, deltas=deltas
+        )
+        if v == team.sink:
+            duty = fill("tacomas", f"duty_sink_{self.task.kind}.txt", entry_point=self.task.entry_point or "")
+        else:
+            duty = fill("tacomas", "duty_worker.txt")
+        memory = "\n".join(f"- {m}" for m in a.memory) or "(empty)"
+        user = fill(
+            "tacomas",
+            "agent_user.txt",
+            task=self.task_text,
+            round=t + 1,
+            rounds=s.rounds,
+            incoming=incoming,
+            memory=memory,
+            duty=duty,
+        )
+        return self._request("agent", t, a.id, system, user)
+
+    def _judge_request(self, t: int, v: int, output: str) -> Request:
+        a = self.team.agents[v]
+        user = fill(
+            "tacomas",
+            "judge.txt",
+            task=self.task_text,
+            agent=a.id,
+            role=a.role,
+            query=a.goal,
+            output=clip(output.strip(), _JUDGE_CHARS) or "(no output)",
+        )
+        regex = parsing.JUDGE_REGEX if self.s.guided else None
+        return self._request("judge", t, a.id, None, user, schema=parsing.JUDGE_SCHEMA, regex=regex)
+
+    def _verifier_request(self, t: int, answer: str, reply: str) -> Request:
+        shown = answer or parsing.final_answer_text(reply) or reply
+        user = fill(
+            "tacomas", "verifier.txt", task=self.task_text, answer=clip(shown.strip(), 4000) or "(no answer)"
+        )
+        regex = parsing.JUDGE_REGEX if self.s.guided else None
+        return self._request("verifier", t, "verifier", None, user, schema=parsing.JUDGE_SCHEMA, regex=regex)
+
+    # ------------------------------------------------------------------------------------------ answer
+
+    def _answer(self, outputs: dict[int, str], order: list[int]) -> tuple[str, str | None]:
+        """The sink's answer: what follows its last ``Final Answer:`` line, else its whole reply, else the latest
+        upstream agent's answer (each fallback recorded)."""
+        task, sink = self.task, self.team.sink
+        text = outputs.get(sink, "")
+        final = parsing.final_answer_text(text)
+        error = None if final is not None else "the sink's reply has no 'Final Answer:' line"
+        answer = answer_from(task, final) if final else ""
+        if not answer:
+            answer = answer_from(task, text)
+            if answer and error is None:
+                error = "no answer after 'Final Answer:'; the answer elsewhere in the sink's reply taken"
+        if not answer:
+            answer = first_answer(task, [outputs.get(v, "") for v in reversed(order) if v != sink])
+            if answer:
+                error = f"{error or 'no answer in the sink reply'}: an upstream agent's answer taken"
+        return answer, error
+
+    # ------------------------------------------------------------------------------------------ coach
+
+    async def _coach(
+        self,
+        t: int,
+        slots: list[int],
+        outputs: dict[int, str],
+        verdicts: dict[int, parsing.Verdict],
+        rc: Clock,
+        calls: _Calls,
+    ) -> dict[str, dict[str, Any]]:
+        team = self.team
+        keyed = []
+        for v in slots:
+            a, verdict = team.agents[v], verdicts[v]
+            user = fill(
+                "tacomas",
+                "coach.txt",
+                task=self.task_text,
+                agent=a.id,
+                role=a.role,
+                goal=a.goal,
+                score="unscored" if verdict.score is None else f"{verdict.score:.2f}",
+                reason=verdict.reason or verdict.error or "no reason",
+                output=clip(outputs[v].strip(), _JUDGE_CHARS) or "(no output)",
+            )
+            keyed.append(
+                (
+                    f"coach:{a.id}",
+                    "coach",
+                    self._request("coach", t, a.id, None, user, schema=parsing.COACH_SCHEMA),
+                )
+            )
+        results = await self._generate(rc, calls, keyed)
+        out: dict[str, dict[str, Any]] = {}
+        for v, r in zip(slots, results):
+            a = team.agents[v]
+            c = parsing.parse_coaching(*parsing.json_of(r))
+            if c.error is not None:
+                calls.error(a.id, "coach", f"{c.error} (no memory update)")
+            else:
+                note = f"Round {t + 1} coaching. Errors: {c.errors or 'none named'}. Plan: {c.plan}"
+                team.remember(v, note, self.s.memory_items)
+            out[a.id] = c.to_json()
+        return out
+
+    # ------------------------------------------------------------------------------------------ slow step
+
+    async def _slow(
+        self, t: int, why: str, pi: dict[str, float], death: list[str], rc: Clock, calls: _Calls
+    ) -> dict[str, Any]:
+        s, team = self.s, self.team
+        graph = team.graph_json(pi)
+        graph["death_candidates"] = death
+        system = fill(
+            "tacomas",
+            "meta_system.txt",
+            death=s.death_threshold,
+            pairs=s.budget_pairs,
+            edges=s.budget_edges,
+            sink=team.sink_agent.id,
+            max=s.max_agents,
+        )
+        user = fill(
+            "tacomas",
+            "meta_user.txt",
+            task=self.task_text,
+            graph=json.dumps(graph, ensure_ascii=False),
+            summaries=self._summaries(t),
+            scores=json.dumps(self.round_scores[-max(s.k, 3) :]),
+        )
+        request = self._request("meta", t, "meta", system, user, schema=parsing.META_SCHEMA)
+        (r,) = await self._generate(rc, calls, [("meta", "meta", request)])
+        raw = r.text
+        value, why_bad = parsing.json_of(r)
+        if why_bad is not None and r.ok and not isinstance(value, dict):
+            # the engine did not validate this reply (a validated one never gets here): one re-prompt
+            retry = Request(
+                request.messages
+                + (
+                    ChatMessage("assistant", r.text.strip()[:2000]),
+                    ChatMessage("user", fill("tacomas", "meta_reprompt.txt", error=why_bad)),
+                ),
+                request.sampling,
+                request.schema,
+                request.tags,
+            )
+            (r,) = await self._generate(rc, calls, [("meta:reprompt", "meta", retry)])
+            raw = r.text
+            value, why_bad = parsing.json_of(r)
+        elif why_bad is None and not isinstance(value, dict):
+            why_bad = f"expected a JSON object; got {type(value).__name__}"
+        plan = parsing.parse_meta(value, why_bad)
+        if plan.error is not None:
+            calls.error("meta", "meta", f"{plan.error} (no edits)")
+        for note in plan.notes:
+            calls.error("meta", "meta", note)
+        block = self._apply(t, plan, calls, rc)
+        block.update(why=why, meta_raw=clip(raw.strip(), 4000), meta_error=plan.error)
+        return block
+
+    def _summaries(self, t: int) -> str:
+        """Per-agent summaries of the rounds since the last slow step's window (t-K+1..t), oldest first."""
+        team, s = self.team, self.s
+        lines = []
+        for v in team.slots():
+            a = team.agents[v]
+            rows = []
+            for r in range(max(0, t - s.k + 1), t + 1):
+                entry = self.log.get(a.id, {}).get(r)
+                if entry is None:
+                    continue
+                sc = "unscored" if entry["score"] is None else f"{entry['score']:.2f}"
+                out = clip(" ".join(entry["output"].split()), _SUMMARY_CHARS) or "(no output)"
+                rows.append(f"  round {r + 1}: score {sc} ({entry['reason'] or 'no reason'}); output: {out}")
+            lines.append(f"{a.id} (role {a.role}):\n" + ("\n".join(rows) or "  (no rounds yet)"))
+        return "\n".join(lines)
+
+    def _apply(self, t: int, plan: MetaPlan, calls: _Calls, rc: Clock) -> dict[str, Any]:
+        """Encodes, projects and applies the plan; returns the slow block without ``why`` / ``meta_raw``."""
+        s, team = self.s, self.team
+        before = team.snapshot()
+        encoded = parsing.encode_plan(plan, team, s.max_meta_ops)
+        rows = encoded.rows
+        if len(rows) == 0:  # one padding row: the core then changes nothing but the repair
+            rows = np.array([[tc.TEAM_PADDING, 0, 0, 0]], np.int32)
+        last = np.zeros(team.capacity, np.float32)
+        for v, a in team.agents.items():
+            if t in a.scores:
+                last[v] = a.scores[t]
+        with rc.routing():
+            proj = ops.team_project(
+                team.adj[None],
+                team.alive[None],
+                team.roles[None],
+                np.array([team.sink], np.int32),
+                rows[None],
+                protected=team.protected[None],
+                critical=team.critical()[None],
+                scores=last[None],
+                generation=team.generation[None],
+                budget_pairs=s.budget_pairs,
+                budget_edges=s.budget_edges,
+                max_pure_births=s.max_pure_births,
+                max_pure_deaths=s.max_pure_deaths,
+                n_min=s.min_agents,
+                n_max=s.max_agents,
+            )
+        accepted, reason, new_node = proj.accepted[0], proj.reason[0], proj.new_node[0]
+        inherited, repaired = proj.inherited[0], proj.repaired[0]
+        ids_before: dict[int, str] = before["ids"]
+
+        # deaths, then births (the core's slots), then the arrays
+        removed = [ids_before[v] for v in ids_before if not proj.alive[0, v]]
+        for v in list(team.agents):
+            if not proj.alive[0, v]:
+                del team.agents[v]
+        ops_out = []
+        for entry in encoded.ops:
+            row = entry["row"]
+            out = {k: entry[k] for k in ("op", "text") if k in entry}
+            if row is None:
+                out.update(accepted=False, reason=entry["reason"], new=None)
+            else:
+                ok = bool(accepted[row])
+                out.update(accepted=ok, reason=tc.TEAM_REASONS[int(reason[row])], new=None)
+                child = int(new_node[row])
+                if ok and child >= 0:
+                    role = str(entry.get("role") or "agent")
+                    default_goal, constraint = role_goal(role, self.task.kind)
+                    if entry["op"] == "replace":
+                        parent = ids_before.get(int(rows[row, 1]))
+                    else:
+                        parents = [
+                            int(u) for u in np.flatnonzero(inherited[:, child]) if int(u) in ids_before
+                        ]
+                        parent = ids_before[parents[0]] if parents else None
+                    agent = team.place(
+                        child, role, entry.get("goal") or default_goal, constraint, born=t, parent=parent
+                    )
+                    out["new"] = agent.id
+            if "role" in entry:
+                out["role"] = entry["role"]
+            ops_out.append(out)
+        team.adj = proj.adj[0].copy()
+        team.alive = proj.alive[0].copy()
+        team.roles = proj.roles[0].copy()
+        team.generation = proj.generation[0].copy()
+
+        # agent feedback: alive ids and the newborns' placeholders
+        feedback: dict[str, dict[str, str]] = {}
+        for key, fb in plan.feedback.items():
+            slot = team.slot_of(str(key))
+            if slot is None and str(key) in encoded.placeholders:
+                child = int(new_node[encoded.placeholders[str(key)]])
+                slot = child if child >= 0 and child in team.agents else None
+            if slot is None:
+                calls.error("meta", "agent_feedback", f"feedback for an unknown agent {key!r} dropped")
+                continue
+            if not isinstance(fb, dict):
+                calls.error("meta", "agent_feedback", f"feedback for {key!r} is not an object: dropped")
+                continue
+            delta = fb.get("prompt_delta") if isinstance(fb.get("prompt_delta"), str) else ""
+            seed = fb.get("memory_seed") if isinstance(fb.get("memory_seed"), str) else ""
+            team.add_prompt_delta(slot, str(delta)[:400], s.prompt_deltas)
+            team.remember(
+                slot,
+                f"Meta-controller note: {str(seed)[:400]}" if seed and str(seed).strip() else "",
+                s.memory_items,
+            )
+            feedback[team.name(slot)] = {"prompt_delta": str(delta)[:400], "memory_seed": str(seed)[:400]}
+
+        ids_after = {v: a.id for v, a in team.agents.items()}
+        e_before = {(ids_before[int(a)], ids_before[int(b)]) for a, b in zip(*np.nonzero(before["adj"]))}
+        e_after = {(ids_after[int(a)], ids_after[int(b)]) for a, b in zip(*np.nonzero(team.adj))}
+        inh = {(ids_after[int(a)], ids_after[int(b)]) for a, b in zip(*np.nonzero(inherited))}
+        rep = {(ids_after[int(a)], ids_after[int(b)]) for a, b in zip(*np.nonzero(repaired))}
+        with rc.routing():
+            distance = ops.topology_distance(
+                before["adj"][None],
+                before["alive"][None],
+                team.adj[None],
+                team.alive[None],
+                gen_a=before["generation"][None],
+                gen_b=team.generation[None],
+            )
+        diff = {
+            "nodes_added": [i for i in ids_after.values() if i not in set(ids_before.values())],
+            "nodes_removed": removed,
+            "edges_added": sorted([list(e) for e in e_after - e_before - inh - rep]),
+            "edges_removed": sorted([list(e) for e in e_before - e_after]),
+            "inherited": sorted([list(e) for e in inh]),
+            "repaired": sorted([list(e) for e in rep]),
+        }
+        return {
+            "rationale": plan.rationale,
+            "time_control": plan.time_control,
+            "ops": ops_out,
+            "diff": diff,
+            "distance": int(distance[0]),
+            "feedback": feedback,
+        }
+
+    # ------------------------------------------------------------------------------------------ record
+
+    def _record(
+        self,
+        t: int,
+        rc: Clock,
+        calls: _Calls,
+        slots: list[int],
+        names: dict[int, str],
+        start_team: list[dict[str, Any]],
+        start_edges: list[tuple[int, int]],
+        sched: Any,
+        waves: list[list[int]],
+        outputs: dict[int, str],
+        inputs: dict[int, str],
+        edge_usage: list[EdgeUsage],
+        answer: str,
+        answer_error: str | None,
+        verdicts: dict[int, parsing.Verdict],
+        score: AnswerScore,
+        coaching: dict[str, dict[str, Any]],
+        pi: dict[str, float],
+        mean: float | None,
+        var: float | None,
+        death: list[str],
+        slow: dict[str, Any] | None,
+    ) -> None:
+        index = {v: k for k, v in enumerate(slots)}
+        lagged = sched.lagged[0]
+        kinds = ["lagged" if lagged[a, b] else "same_round" for a, b in start_edges]
+        sink = self.team.sink
+        graph = Graph.build(
+            [names[v] for v in slots],
+            [next(m["role"] for m in start_team if m["slot"] == v) for v in slots],
+            [(index[a], index[b]) for a, b in start_edges],
+            order=[index[v] for wave in waves for v in wave],
+            levels=[int(sched.level[0, v]) for v in slots],
+            is_dag=not bool(sched.cyclic[0]),
+            inbox={index[b]: [index[a] for a, b2 in start_edges if b2 == b] for b in slots},
+            kinds=kinds,
+        )
+        call_errors = {key: call_error(r) for key, _, r in calls.calls}
+        messages = {
+            names[v]: Message.of(
+                outputs.get(v, ""),
+                inputs.get(v, ""),
+                answer if v == sink else None,
+                call_errors.get(names[v]) or (answer_error if v == sink else None),
+            )
+            for v in slots
+        }
+        usage = Usage(
+            {key: CallUsage.of(r) for key, _, r in calls.calls}, record_edges(self.ctx, t, edge_usage)
+        )
+        block = {
+            "team": start_team,
+            "edges": [
+                {"src": names[a], "dst": names[b], "lagged": bool(lagged[a, b])} for a, b in start_edges
+            ],
+            "waves": [[names[v] for v in wave] for wave in waves],
+            "scores": {names[v]: verdicts[v].to_json() for v in slots},
+            "coaching": coaching,
+            "pi": pi,
+            "mean": mean,
+            "var": var,
+            "death_candidates": death,
+            "answer": clip(answer, 4000),
+            "answer_score": score.score,
+            "scorer": score.scorer,
+            "scorer_detail": score.detail,
+            "slow": slow,
+            "calls": calls.by_kind(),
+            "errors": calls.errors,
+        }
+        self.emit(
+            RoundRecord(
+                method=self.method,
+                episode=self.ctx.episode,
+                task=self.task.id,
+                round=t,
+                graph=graph,
+                messages=messages,
+                usage=usage,
+                timing=rc.timing(),
+                extra={"tacomas": block},
+            )
+        )

@@ -1,0 +1,186 @@
+"""TacoMAS's settings (spec §3/§4 with the resolutions of §8) and the sampling of each kind of call."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ...errors import InvalidArgumentError
+from ...llm.types import Sampling
+from ..episode import SamplingSettings, request_seed
+
+__all__ = ["CALL_KINDS", "FINALS", "SCORERS", "TacoMASSettings"]
+
+SCORERS = ("verifier", "tests", "oracle")
+"""The answer scorers of s_t (spec A1): a reference-free LLM verifier (default), the prompt's visible examples
+run in the sandbox (code), or the task's own scorer with its hidden tests / gold answer (an oracle)."""
+
+FINALS = ("last", "best")
+"""The final answer: the sink's answer of the last round (default), or that of the round with the highest answer
+score (the oracle's only when the scorer is the oracle)."""
+
+CALL_KINDS: dict[str, tuple[float | None, int, int]] = {
+    # kind: (temperature, most completion tokens, least completion tokens); None: the agents'
+    # temperature for the agents, the meta temperature for the coach and the meta-LLM
+    "agent": (None, 1024, 1),
+    "judge": (0.0, 160, 64),
+    "verifier": (0.0, 160, 64),
+    "coach": (None, 320, 96),
+    "meta": (None, 1024, 384),
+}
+"""Sampling per call kind. The agents use ``temperature`` (0.0, as the published configuration), the meta-LLM
+``meta_temperature`` (0.3). Every kind is capped at ``max_tokens``, except that a JSON call (judge, verifier,
+coach, meta) keeps its floor so that its object can close: a tiny ``--max-tokens`` limits the agents' replies,
+not the size of a parseable verdict or edit list."""
+
+
+@dataclass(frozen=True)
+class TacoMASSettings(SamplingSettings):
+    """Settings of TacoMAS (``toporoute run tacomas``).
+
+    Parameters
+    ----------
+    rounds : int
+        R, the most rounds per task (10; ``--rounds``).
+    k : int
+        K, the slow (topology) step's cadence: after round t when ``(t + 1) % K == 0`` and s_t < τ (2).
+    tau : float
+        τ: the run stops once the answer score s_t >= τ (1.0: full marks of the answer scorer; spec A8).
+    coach_every : int
+        The coach runs after every ``coach_every``-th round (1: every round, the paper); 0: only in the rounds
+        that end with a slow step (spec A9's cheap mode).
+    budget_edges : int
+        B_E, explicit edge edits per slow step (4; inherited and repair edges do not count, spec A4).
+    budget_pairs : int
+        B_V, birth/death pairs per slow step (2).
+    max_pure_births, max_pure_deaths : int
+        Pure births (``v_dead: null``) and pure deaths (``v_new: null``) per slow step (1 each, spec A5).
+    max_agents, min_agents : int
+        N_max and N_min of the team (20 and 2).
+    scorer : {"verifier", "tests", "oracle"}
+        The answer scorer of s_t (spec A1): see :data:`SCORERS`. ``tests`` falls back to the verifier for a task
+        without visible examples (recorded per round); ``oracle`` is recorded in the run and labelled.
+    final : {"last", "best"}
+        See :data:`FINALS`.
+    max_meta_ops : int
+        The most operations (birth/death pairs plus edge edits) read from one meta output; the rest are recorded
+        as ``over_row_limit``.
+    memory_items : int
+        The most memory entries (coach plans, memory seeds) an agent keeps (the oldest go first).
+    prompt_deltas : int
+        The most prompt deltas an agent keeps.
+    message_chars : int
+        Characters of one incoming message (1200, as the published runtime) and of an output shown to the judge
+        and the meta-LLM (800 for the judge).
+    eta, window, death_threshold : float, int, float
+        The replicator weights' η (1.0), the trend window (3 rounds) and the death hint (< 0.2) of
+        ``ops.team_scores``.
+    meta_temperature : float
+        The meta-LLM's temperature (0.3); the coach uses it too.
+    guided : bool
+        Send the judge's and the verifier's regular expression besides their JSON schema (for engines that
+        constrain regexes but not schemas).
+    test_timeout_s, test_memory_mb : limits of the ``tests`` and ``oracle`` scorers' sandboxed runs.
+    temperature : float
+        The agents' temperature (0.0).
+    max_tokens : int
+        Cap on the agents' completion tokens and on the other kinds' (see :data:`CALL_KINDS`).
+    """
+
+    rounds: int = 10
+    k: int = 2
+    tau: float = 1.0
+    coach_every: int = 1
+    budget_edges: int = 4
+    budget_pairs: int = 2
+    max_pure_births: int = 1
+    max_pure_deaths: int = 1
+    max_agents: int = 20
+    min_agents: int = 2
+    scorer: str = "verifier"
+    final: str = "last"
+    max_meta_ops: int = 32
+    memory_items: int = 6
+    prompt_deltas: int = 3
+    message_chars: int = 1200
+    eta: float = 1.0
+    window: int = 3
+    death_threshold: float = 0.2
+    meta_temperature: float = 0.3
+    guided: bool = True
+    test_timeout_s: float = 5.0
+    test_memory_mb: int = 1024
+    temperature: float = 0.0
+    max_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        ints = {
+            "rounds": (self.rounds, 1, 10_000),
+            "k": (self.k, 1, 10_000),
+            "coach_every": (self.coach_every, 0, 10_000),
+            "budget_edges": (self.budget_edges, 0, 64),
+            "budget_pairs": (self.budget_pairs, 0, 32),
+            "max_pure_births": (self.max_pure_births, 0, 32),
+            "max_pure_deaths": (self.max_pure_deaths, 0, 32),
+            "max_agents": (self.max_agents, 5, 62),
+            "min_agents": (self.min_agents, 1, 62),
+            "max_meta_ops": (self.max_meta_ops, 1, 1024),
+            "memory_items": (self.memory_items, 0, 1000),
+            "prompt_deltas": (self.prompt_deltas, 0, 1000),
+            "message_chars": (self.message_chars, 50, 1_000_000),
+            "window": (self.window, 2, 1000),
+            "test_memory_mb": (self.test_memory_mb, 64, 1 << 20),
+        }
+        for name, (value, lo, hi) in ints.items():
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InvalidArgumentError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}", name)
+        if self.min_agents > self.max_agents:
+            raise InvalidArgumentError(
+                f"min_agents must be <= max_agents ({self.max_agents}); got {self.min_agents}", "min_agents"
+            )
+        if self.max_agents + self.budget_pairs > 64:
+            raise InvalidArgumentError(
+                "max_agents + budget_pairs must be <= 64 (the node capacity of the team ops: a replacement "
+                f"needs a fresh slot); got {self.max_agents} + {self.budget_pairs}",
+                "max_agents",
+            )
+        if self.scorer not in SCORERS:
+            raise InvalidArgumentError(f"scorer must be one of {SCORERS}; got {self.scorer!r}", "scorer")
+        if self.final not in FINALS:
+            raise InvalidArgumentError(f"final must be one of {FINALS}; got {self.final!r}", "final")
+        if not 0.0 <= self.tau <= 1.0:
+            raise InvalidArgumentError(f"tau must be in [0, 1]; got {self.tau!r}", "tau")
+        if not 0.0 <= self.death_threshold <= 1.0:
+            raise InvalidArgumentError(
+                f"death_threshold must be in [0, 1]; got {self.death_threshold!r}", "death_threshold"
+            )
+        for name in ("eta", "test_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise InvalidArgumentError(f"{name} must be > 0; got {getattr(self, name)!r}", name)
+        if not self.meta_temperature >= 0:
+            raise InvalidArgumentError(
+                f"meta_temperature must be >= 0; got {self.meta_temperature!r}", "meta_temperature"
+            )
+
+    @property
+    def capacity(self) -> int:
+        """Node slots of the team arrays: N_max plus a fresh slot per replacement of one slow step."""
+        return self.max_agents + self.budget_pairs
+
+    def params(self) -> dict[str, object]:
+        return asdict(self)
+
+    def call(self, kind: str, episode: str, round: int, who: str) -> Sampling:
+        """The sampling of one call of ``kind`` (see :data:`CALL_KINDS`), seeded by (seed, episode, round,
+        kind, caller)."""
+        if kind not in CALL_KINDS:
+            raise InvalidArgumentError(f"call kind must be one of {tuple(CALL_KINDS)}; got {kind!r}", "kind")
+        temperature, most, least = CALL_KINDS[kind]
+        if temperature is None:
+            temperature = self.temperature if kind == "agent" else self.meta_temperature
+        return Sampling(
+            max_tokens=min(most, max(self.max_tokens, least)),
+            temperature=temperature,
+            top_p=self.top_p,
+            seed=request_seed(self.seed, episode, round, kind, who),
+        )
