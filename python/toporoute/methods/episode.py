@@ -29,6 +29,7 @@ __all__ = [
     "SamplingSettings",
     "answer_from",
     "call_error",
+    "check_integers",
     "domain_of",
     "first_answer",
     "one_reply_round",
@@ -120,6 +121,14 @@ class SamplingSettings:
             top_p=self.top_p,
             seed=request_seed(self.seed, episode, round, agent),
         )
+
+
+def check_integers(ranges: Mapping[str, tuple[object, int, int]]) -> None:
+    """Checks settings that must be integers (not bool) in a range: ``{name: (value, lo, hi)}``; the first bad
+    one raises an :class:`~toporoute.errors.InvalidArgumentError` naming it."""
+    for name, (value, lo, hi) in ranges.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise InvalidArgumentError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}", name)
 
 
 class Clock:

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
-from ..episode import SamplingSettings, request_seed
+from ..episode import SamplingSettings, check_integers, request_seed
 
 __all__ = ["CALL_KINDS", "MODES", "HiVASettings"]
 
@@ -148,9 +148,7 @@ class HiVASettings(SamplingSettings):
             "tool_memory_mb": (self.tool_memory_mb, 64, 1 << 20),
             "test_memory_mb": (self.test_memory_mb, 64, 1 << 20),
         }
-        for name, (value, lo, hi) in ints.items():
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise InvalidArgumentError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}", name)
+        check_integers(ints)
         if self.mode not in MODES:
             raise InvalidArgumentError(f"mode must be one of {MODES}; got {self.mode!r}", "mode")
         if self.bandit_mode not in ("thompson", "mean"):

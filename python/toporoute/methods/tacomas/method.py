@@ -287,6 +287,7 @@ class _Episode:
         last_present = present[t]
         pi = {names[v]: round(float(stats.pi[0, v]), 4) for v in slots if last_present[v]}
         death = [names[v] for v in slots if bool(stats.death[0, v])]
+        trend = {names[v]: round(float(stats.trend[0, v]), 4) for v in slots if last_present[v]}
         mean, var = _num(stats.mean[0, t]), _num(stats.var[0, t])
         for v in slots:
             self.log.setdefault(names[v], {})[t] = {
@@ -310,7 +311,7 @@ class _Episode:
         time_control: str | None = None
         if slow:
             assert why is not None
-            slow_block = await self._slow(t, why, pi, death, rc, calls)
+            slow_block = await self._slow(t, why, pi, trend, death, rc, calls)
             time_control = slow_block["time_control"]
 
         for v in slots:
@@ -334,6 +335,7 @@ class _Episode:
             score,
             coaching,
             pi,
+            trend,
             mean,
             var,
             death,
@@ -493,10 +495,18 @@ class _Episode:
     # ------------------------------------------------------------------------------------------ slow step
 
     async def _slow(
-        self, t: int, why: str, pi: dict[str, float], death: list[str], rc: Clock, calls: _Calls
+        self,
+        t: int,
+        why: str,
+        pi: dict[str, float],
+        trend: dict[str, float],
+        death: list[str],
+        rc: Clock,
+        calls: _Calls,
     ) -> dict[str, Any]:
         s, team = self.s, self.team
         graph = team.graph_json(pi)
+        graph["score_trend"] = trend
         graph["death_candidates"] = death
         system = fill(
             "tacomas",
@@ -518,9 +528,10 @@ class _Episode:
         request = self._request("meta", t, "meta", system, user, schema=parsing.META_SCHEMA)
         (r,) = await self._generate(rc, calls, [("meta", "meta", request)])
         raw = r.text
-        value, why_bad = parsing.json_of(r)
-        if why_bad is not None and r.ok and not isinstance(value, dict):
-            # the engine did not validate this reply (a validated one never gets here): one re-prompt
+        value, why_bad = _meta_json(r)
+        if why_bad is not None and r.ok:
+            # an engine that validates schemas never returns an invalid reply as ok: this one did not, so one
+            # re-prompt with the error (after the structured layer's own re-prompts the call is not ok)
             retry = Request(
                 request.messages
                 + (
@@ -533,9 +544,7 @@ class _Episode:
             )
             (r,) = await self._generate(rc, calls, [("meta:reprompt", "meta", retry)])
             raw = r.text
-            value, why_bad = parsing.json_of(r)
-        elif why_bad is None and not isinstance(value, dict):
-            why_bad = f"expected a JSON object; got {type(value).__name__}"
+            value, why_bad = _meta_json(r)
         plan = parsing.parse_meta(value, why_bad)
         if plan.error is not None:
             calls.error("meta", "meta", f"{plan.error} (no edits)")
@@ -604,7 +613,7 @@ class _Episode:
         ops_out = []
         for entry in encoded.ops:
             row = entry["row"]
-            out = {k: entry[k] for k in ("op", "text") if k in entry}
+            out: dict[str, Any] = {"op": entry["op"], "text": entry["text"]}
             if row is None:
                 out.update(accepted=False, reason=entry["reason"], new=None)
             else:
@@ -709,6 +718,7 @@ class _Episode:
         score: AnswerScore,
         coaching: dict[str, dict[str, Any]],
         pi: dict[str, float],
+        trend: dict[str, float],
         mean: float | None,
         var: float | None,
         death: list[str],
@@ -750,6 +760,7 @@ class _Episode:
             "scores": {names[v]: verdicts[v].to_json() for v in slots},
             "coaching": coaching,
             "pi": pi,
+            "trend": trend,
             "mean": mean,
             "var": var,
             "death_candidates": death,
@@ -774,3 +785,11 @@ class _Episode:
                 extra={"tacomas": block},
             )
         )
+
+
+def _meta_json(result: Result) -> tuple[Any, str | None]:
+    """The meta output's JSON object, or (None, why): the call failed, or its reply holds no JSON object."""
+    value, why = parsing.json_of(result)
+    if why is None and not isinstance(value, dict):
+        return None, f"expected a JSON object; got {type(value).__name__}"
+    return value, why

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
-from ..episode import SamplingSettings, request_seed
+from ..episode import SamplingSettings, check_integers, request_seed
 
 __all__ = ["CALL_KINDS", "FINALS", "SCORERS", "TacoMASSettings"]
 
@@ -131,9 +131,7 @@ class TacoMASSettings(SamplingSettings):
             "window": (self.window, 2, 1000),
             "test_memory_mb": (self.test_memory_mb, 64, 1 << 20),
         }
-        for name, (value, lo, hi) in ints.items():
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise InvalidArgumentError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}", name)
+        check_integers(ints)
         if self.min_agents > self.max_agents:
             raise InvalidArgumentError(
                 f"min_agents must be <= max_agents ({self.max_agents}); got {self.min_agents}", "min_agents"
