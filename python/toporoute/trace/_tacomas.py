@@ -3,8 +3,8 @@ the round statistics, the judged scores and the coaching), each slow step (the m
 operation with its verdict, the applied diff drawn and listed, the topology distance and the time control), and
 the LLM calls, tokens and latency per role kind.
 
-It reads the ``tacomas`` block of the round records and of the episode record (the layout is in the README's
-TacoMAS section and the method's docstring). Everything in those blocks is read defensively (a damaged or older
+It reads the ``tacomas`` block of the round records and of the episode record (the layout is documented in
+:mod:`toporoute.trace`). Everything in those blocks is read defensively (a damaged or older
 trace shows what it can) and every string is escaped: scores' reasons, coaching, the meta output and the
 operations' text are model-written. Static HTML and inline SVG; no script.
 """
