@@ -211,7 +211,8 @@ def test_the_meta_prompt_carries_the_graph_summaries_and_scores(
     script = Script(he[:1], solutions)
     run(taco(rounds=2), he[:1], ScriptedEngine(script), tmp_path)
     (meta,) = script.of("meta")
-    assert meta.schema == parsing.META_SCHEMA and meta.sampling.temperature == 0.3
+    assert meta.schema == parsing.meta_schema(2, 4)
+    assert meta.schema["properties"]["graph_edit"]["maxItems"] == 8 and meta.sampling.temperature == 0.3
     user = meta.messages[-1].content
     graph = json.loads(user.split("Current graph:\n", 1)[1].split("\n\nPer-agent", 1)[0])
     assert graph["sink"] == "reflector" and ["verifier", "reflector"] in graph["edges"]
@@ -598,8 +599,8 @@ def test_parse_verdict(value: Any, score: float | None, error: str | None) -> No
 def test_settings_validate_and_cap_the_call_kinds() -> None:
     s = TacoMASSettings(max_tokens=48)
     assert s.call("agent", "e", 0, "planner").max_tokens == 48
-    assert s.call("judge", "e", 0, "j").max_tokens == 64  # a JSON verdict keeps room to close
-    assert s.call("meta", "e", 0, "m").max_tokens == 384 and s.call("meta", "e", 0, "m").temperature == 0.3
+    assert s.call("judge", "e", 0, "j").max_tokens == 96  # a JSON verdict keeps room to close
+    assert s.call("meta", "e", 0, "m").max_tokens == 640 and s.call("meta", "e", 0, "m").temperature == 0.3
     assert TacoMASSettings().call("meta", "e", 0, "m").max_tokens == 1024
     for bad in ({"scorer": "gold"}, {"k": 0}, {"tau": 1.5}, {"max_agents": 63}, {"final": "first"}):
         with pytest.raises(InvalidArgumentError):

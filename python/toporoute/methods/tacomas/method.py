@@ -375,9 +375,8 @@ class _Episode:
         for (key, kind, _), r in zip(keyed, results):
             calls.calls.append((key, kind, r))
             err = call_error(r)
-            if err is not None:
-                agent = key.split(":", 1)[-1]
-                calls.error(agent, kind, f"call failed: {err}")
+            if err is not None and kind == "agent":  # the structured calls' parsers record theirs
+                calls.error(key, kind, f"call failed: {err}")
         return results
 
     def _agent_request(self, t: int, v: int, incoming: str) -> Request:
@@ -525,7 +524,9 @@ class _Episode:
             summaries=self._summaries(t),
             scores=json.dumps(self.round_scores[-max(s.k, 3) :]),
         )
-        request = self._request("meta", t, "meta", system, user, schema=parsing.META_SCHEMA)
+        request = self._request(
+            "meta", t, "meta", system, user, schema=parsing.meta_schema(s.budget_pairs, s.budget_edges)
+        )
         (r,) = await self._generate(rc, calls, [("meta", "meta", request)])
         raw = r.text
         value, why_bad = _meta_json(r)

@@ -22,7 +22,6 @@ __all__ = [
     "COACH_SCHEMA",
     "JUDGE_REGEX",
     "JUDGE_SCHEMA",
-    "META_SCHEMA",
     "TIME_CONTROLS",
     "Coaching",
     "Encoded",
@@ -31,6 +30,7 @@ __all__ = [
     "encode_plan",
     "final_answer_text",
     "json_of",
+    "meta_schema",
     "parse_coaching",
     "parse_meta",
     "parse_verdict",
@@ -40,7 +40,7 @@ TIME_CONTROLS = ("continue", "slow_again", "stop")
 
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"score": {"type": "number"}, "reason": {"type": "string", "maxLength": 300}},
+    "properties": {"score": {"type": "number"}, "reason": {"type": "string", "maxLength": 160}},
     "required": ["score", "reason"],
 }
 """The contribution judge's and the verifier's output (spec §5.7). No numeric bounds: an out-of-range score is
@@ -52,65 +52,64 @@ JUDGE_REGEX = r'\{"score": ?(0(\.[0-9]{1,3})?|1(\.0{1,3})?), ?"reason": ?"[^"\\\
 COACH_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "errors": {"type": "string", "maxLength": 600},
-        "plan": {"type": "string", "maxLength": 600},
+        "errors": {"type": "string", "maxLength": 240},
+        "plan": {"type": "string", "maxLength": 240},
     },
     "required": ["errors", "plan"],
 }
 
-_ID = {"type": ["string", "null"], "maxLength": 80}
-META_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "birth_death_pairs": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "v_dead": _ID,
-                    "v_new": {
-                        "type": ["object", "null"],
-                        "properties": {
-                            "role": {"type": "string", "maxLength": 80},
-                            "goal": {"type": "string", "maxLength": 400},
-                            "tools": {"type": "array", "items": {"type": "string", "maxLength": 80}},
-                        },
-                        "required": ["role"],
-                    },
-                },
-                "required": ["v_dead", "v_new"],
-            },
+_ID = {"type": ["string", "null"], "maxLength": 40}
+_TEXT = {"type": "string", "maxLength": 200}
+
+
+def _closed(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def meta_schema(budget_pairs: int, budget_edges: int) -> dict[str, Any]:
+    """The meta-LLM's output (spec §5.3) for a step's budgets.
+
+    The operation lists may hold twice the budgets (at least 2), so that the core, not the schema, rejects an
+    over-budget proposal with its reason, while a guided reply still closes within the call's tokens (a small
+    model under a grammar otherwise repeats edits until it runs out of tokens); an engine that does not validate
+    can send longer lists, cut at the settings' ``max_meta_ops`` (``over_row_limit``). Objects are closed and
+    strings bounded for the same reason.
+    """
+    v_new = _closed(
+        {
+            "role": {"type": "string", "maxLength": 40},
+            "goal": _TEXT,
+            "tools": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 3},
         },
-        "graph_edit": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "op": {"type": "string", "enum": ["edge_add", "edge_remove"]},
-                    "from": {"type": "string", "maxLength": 80},
-                    "to": {"type": "string", "maxLength": 80},
-                },
-                "required": ["op", "from", "to"],
-            },
+        ["role", "goal"],
+    )
+    pair = _closed({"v_dead": _ID, "v_new": {"anyOf": [v_new, {"type": "null"}]}}, ["v_dead", "v_new"])
+    edit = _closed(
+        {
+            "op": {"type": "string", "enum": ["edge_add", "edge_remove"]},
+            "from": {"type": "string", "maxLength": 40},
+            "to": {"type": "string", "maxLength": 40},
         },
-        "graph_diff": {"type": "object"},
-        "agent_feedback": {
-            "type": "object",
-            "additionalProperties": {
+        ["op", "from", "to"],
+    )
+    ids = {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 8}
+    return _closed(
+        {
+            "birth_death_pairs": {"type": "array", "items": pair, "maxItems": max(2, 2 * budget_pairs)},
+            "graph_edit": {"type": "array", "items": edit, "maxItems": max(2, 2 * budget_edges)},
+            "graph_diff": _closed(
+                {"nodes_added": ids, "nodes_removed": ids, "edges_added": ids, "edges_removed": ids}, []
+            ),
+            "agent_feedback": {
                 "type": "object",
-                "properties": {
-                    "prompt_delta": {"type": "string", "maxLength": 400},
-                    "memory_seed": {"type": "string", "maxLength": 400},
-                },
+                "additionalProperties": _closed({"prompt_delta": _TEXT, "memory_seed": _TEXT}, []),
+                "maxProperties": 8,
             },
+            "global_rationale": {"type": "string", "maxLength": 300},
+            "time_control": {"type": "string", "enum": list(TIME_CONTROLS)},
         },
-        "global_rationale": {"type": "string", "maxLength": 600},
-        "time_control": {"type": "string", "enum": list(TIME_CONTROLS)},
-    },
-    "required": ["birth_death_pairs", "graph_edit", "time_control"],
-}
-"""The meta-LLM's output (spec §5.3). No ``maxItems``: longer lists than the budgets are the core's and the row
-limit's to reject, each with its reason."""
+        ["birth_death_pairs", "graph_edit", "agent_feedback", "global_rationale", "time_control"],
+    )
 
 
 def json_of(result: Result) -> tuple[Any, str | None]:

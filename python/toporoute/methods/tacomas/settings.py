@@ -22,10 +22,10 @@ CALL_KINDS: dict[str, tuple[float | None, int, int]] = {
     # kind: (temperature, most completion tokens, least completion tokens); None: the agents'
     # temperature for the agents, the meta temperature for the coach and the meta-LLM
     "agent": (None, 1024, 1),
-    "judge": (0.0, 160, 64),
-    "verifier": (0.0, 160, 64),
-    "coach": (None, 320, 96),
-    "meta": (None, 1024, 384),
+    "judge": (0.0, 160, 96),
+    "verifier": (0.0, 160, 96),
+    "coach": (None, 320, 192),
+    "meta": (None, 1024, 640),
 }
 """Sampling per call kind. The agents use ``temperature`` (0.0, as the published configuration), the meta-LLM
 ``meta_temperature`` (0.3). Every kind is capped at ``max_tokens``, except that a JSON call (judge, verifier,
