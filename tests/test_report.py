@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from _browser import Elements as _Elements
+from _browser import classes as _classes
+from _browser import run_chromium as _run_chromium
 from _checks import check
 from _runs import PAYLOADS, XSS_SCRIPT, make_run
 
@@ -300,48 +301,6 @@ def test_report_layer_imports_no_llm_or_method_layers(run_dir: Path, tmp_path: P
 
 
 # ---------------------------------------------------------------------------------------- real browser (Chromium)
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("headless Chromium is not installed (apt-get install chromium)")
-
-
-def _run_chromium(html: Path, profile: Path, *args: str, fragment: str = "") -> subprocess.CompletedProcess:
-    cmd = [
-        _chromium(),
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--user-data-dir={profile}",
-        "--virtual-time-budget=5000",
-        *args,
-        html.as_uri() + fragment,
-    ]
-    # stderr carries DBus/GPU chatter on machines without them: only the exit status and stdout matter
-    proc = subprocess.run(cmd, capture_output=True, timeout=90, check=False)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
-    return proc
-
-
-class _Elements(HTMLParser):
-    """Every start tag of a serialized DOM with its attributes."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-
-def _classes(attrs: dict[str, str | None]) -> set[str]:
-    return set((attrs.get("class") or "").split())
 
 
 def _expected_graph(run_dir: Path) -> tuple[int, int, Counter]:

@@ -90,6 +90,31 @@ invalid plan's record has no agents or edges: the orchestrator, yaml, check and 
 ``"conductor": {"level", "level_source", "n_max", "turns": [...], "rewards": [float], "return": float,
 "passed_feedback": bool}``.
 
+TacoMAS rounds (``method: "tacomas"``) fill the shared fields (edges of kind ``lagged`` / ``same_round``, the waves
+as ``levels``; ``usage.agents`` keyed by agent id and ``judge:<id>``, ``coach:<id>``, ``meta``, ``verifier``) and
+add::
+
+     "tacomas": {"team": [{"id", "slot", "gen", "role", "goal", "sink": bool, "parent": str | null, "born": int}],
+                 "edges": [{"src", "dst", "lagged": bool}], "waves": [[id, ...], ...],
+                 "scores": {id: {"score": float | null, "reason": str, "error": str | null}},   # the judge
+                 "coaching": {id: {"errors": str, "plan": str, "error": str | null}},          # {} uncoached
+                 "pi": {id: float}, "mean": float | null, "var": float | null, "death_candidates": [id],
+                 "answer": str, "answer_score": float | null, "scorer": "verifier" | "tests" | "oracle",
+                 "scorer_detail": str,
+                 "slow": null | {"why": "cadence" | "slow_again", "meta_raw": str, "meta_error": str | null,
+                                 "rationale": str, "time_control": "continue" | "slow_again" | "stop",
+                                 "ops": [{"op", "text", "accepted": bool, "reason": str, "new": id | null}],
+                                 "diff": {"nodes_added", "nodes_removed", "edges_added", "edges_removed",
+                                          "inherited", "repaired"},
+                                 "distance": int, "feedback": {id: {"prompt_delta", "memory_seed"}}},
+                 "calls": {"agent" | "judge" | "coach" | "meta" | "verifier": {"calls", "prompt_tokens",
+                                                                                "completion_tokens", "latency_s"}},
+                 "errors": [{"agent", "step", "error"}]}
+
+An operation's ``reason`` is a name of ``ops.team_codes.TEAM_REASONS`` or a parse-level one (``unparsed``,
+``unknown_role_name``, ``over_row_limit``). The episode record adds ``"tacomas": {"scorer", "oracle": bool,
+"slow_steps", "stopped": "tau" | "rounds" | "meta_stop", "final": "sink_last" | "best_scored", "rounds", ...}``.
+
 Episode record (``episodes/<episode>.json``; the runtime's wrapper around the method's own record)::
 
     {"episode": "HumanEval-0", "status": "ok" | "error", "error": str | null, "wall_s": float,

