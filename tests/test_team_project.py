@@ -186,7 +186,9 @@ def test_placeholders_name_the_children_in_edge_rows(backend: str) -> None:
     assert names(r.reason) == ["ok", "ok", "ok", "ok", "placeholder", "placeholder"]
     assert r.new_node.tolist() == [-1, 5, 6, -1, -1, -1]
     assert (5, 6) in edge_set(r.adj) and (0, 5) not in edge_set(r.adj)
-    assert (0, 5) not in edge_set(r.inherited)  # the masks describe the output graph: a removed wiring edge is gone
+    assert (0, 5) not in edge_set(
+        r.inherited
+    )  # the masks describe the output graph: a removed wiring edge is gone
     assert (0, 6) in edge_set(r.inherited)
     # placeholders never name nodes outside edge rows
     r2 = ops.team_project(
