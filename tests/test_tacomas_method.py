@@ -177,7 +177,8 @@ def test_a_full_run_replaces_an_agent_edits_edges_and_records_everything(
     assert "[planner, this round]" in searcher[0]
     # usage per call, calls per role kind, no coaching in the last round (its plan would never be read)
     usage = recs[1]["usage"]["agents"]
-    assert {"planner", "judge:planner", "coach:planner", "verifier", "meta"} <= set(usage)
+    assert {"planner", "judge:planner", "coach:planner", "verifier", "scorer:verifier", "meta"} <= set(usage)
+    assert usage["verifier"] != usage["scorer:verifier"]  # the verifier agent's call and the scorer's apart
     calls = r1["calls"]
     assert calls["agent"]["calls"] == 5 and calls["judge"]["calls"] == 5 and calls["coach"]["calls"] == 5
     assert (
@@ -324,7 +325,7 @@ def test_malformed_judge_and_coach_output_is_recorded_and_the_run_goes_on(
         ("planner", "judge"),
         ("searcher", "judge"),
         ("planner", "coach"),
-        ("verifier", "answer_score"),
+        ("scorer:verifier", "answer_score"),
     } <= steps
     # without s_t the slow step still runs (it is not gated by a missing score)
     assert recs[1]["tacomas"]["slow"] is not None
@@ -657,6 +658,20 @@ def test_cli_options_reach_the_settings_beside_the_baselines(tmp_path: Path) -> 
     assert hiva_opts is not None and "max_agents" not in hiva_opts.read(alone, tmp_path)  # HiVA's default
     default = taco_opts.read(_parse(["run", "tacomas", "--out", str(tmp_path)]), tmp_path)
     assert "tau" not in default and make_method("tacomas", **default).settings.tau == 1.0
+
+
+def test_tau_given_with_dytopo_and_tacomas_in_one_run_is_refused(tmp_path: Path) -> None:
+    """``--tau`` is DyTopo's edge threshold and TacoMAS's stop threshold: one value cannot mean both."""
+    from toporoute import errors
+    from toporoute.cli import _parse, main
+    from toporoute.methods.registry import check_shared_options
+
+    both = _parse(["run", "tacomas", "random", "--out", str(tmp_path), "--tau", "0.8"])
+    with pytest.raises(errors.ToporouteError, match=r"--tau is the edge threshold of random .* tacomas"):
+        check_shared_options(both, ["tacomas", "random"])
+    check_shared_options(_parse(["run", "tacomas", "dytopo", "--out", str(tmp_path)]), ["tacomas", "dytopo"])
+    check_shared_options(both, ["tacomas", "hiva"])  # --tau is TacoMAS's alone there
+    assert main(["run", "tacomas", "dytopo", "--out", str(tmp_path / "r"), "--tau", "0.5"]) == 2
 
 
 def test_final_answer_text_takes_the_last_marker() -> None:

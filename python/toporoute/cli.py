@@ -266,7 +266,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     from .methods.harness import run_method
-    from .methods.registry import REGISTRY, make_method
+    from .methods.registry import REGISTRY, check_shared_options, make_method
     from .tasks import load_tasks
 
     bad = [m for m in args.methods if m not in REGISTRY]
@@ -276,6 +276,7 @@ async def _run(args: argparse.Namespace) -> int:
     named = list(dict.fromkeys(args.methods))
     methods = sorted(named, key=lambda m: any(dep in named for dep in REGISTRY[m].after))
     specs = [REGISTRY[m] for m in methods]
+    check_shared_options(args, methods)
     for spec in specs:  # bad options fail before anything starts
         if spec.options is not None and not spec.after:
             spec.options.read(args, args.out)

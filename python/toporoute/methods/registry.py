@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ToporouteError
 from ..ops.qmix_params import ADJ_MODES, QMixConfig
 from .episode import DOMAINS, Method
 from .prompting import KINDS as _PROMPTING_KINDS
@@ -752,6 +752,20 @@ REGISTRY: dict[str, MethodSpec] = {
     )
 }
 METHODS = tuple(REGISTRY)
+
+
+def check_shared_options(args: argparse.Namespace, methods: Sequence[str]) -> None:
+    """Refuses a flag two methods of one run read with different meanings: ``--tau`` is DyTopo's edge threshold
+    (and its baselines') and TacoMAS's stop threshold, so a run of both kinds must leave it at their defaults.
+    (``--max-agents`` means a team's capacity for HiVA and TacoMAS alike and goes to both.)"""
+    if getattr(args, "tau", None) is None or "tacomas" not in methods:
+        return
+    loop = [m for m in methods if REGISTRY[m].options in (LOOP_OPTIONS, _RANDOM_OPTIONS)]
+    if loop:
+        raise ToporouteError(
+            f"--tau is the edge threshold of {', '.join(loop)} and the stop threshold of tacomas; "
+            "run them separately to set it"
+        )
 
 
 def make_method(

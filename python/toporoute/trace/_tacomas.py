@@ -565,12 +565,13 @@ def _calls(rounds: Sequence[tuple[RoundRecord, Mapping[str, Any]]]) -> str:
         calls = block.get("calls")
         if isinstance(calls, Mapping):
             items = [(str(kind), _map(c)) for kind, c in calls.items()]
-        else:  # a record without the counts: from the usage keys ("judge:<id>", "meta", ...); a team member's
+        else:  # a record without the counts: from the usage keys ("judge:<id>", "meta", "scorer:verifier", ...); a team member's
             # own id is an agent call even where it reads like a kind (the template's "verifier" agent)
             items = []
             team = {m.id for m in _team(block)}
             for key, u in rec.usage.agents.items():
                 head = key.split(":", 1)[0]
+                head = "verifier" if head == "scorer" else head  # "scorer:verifier", the answer scorer's call
                 kind = head if head in CALL_KINDS[1:] and key not in team else "agent"
                 items.append(
                     (

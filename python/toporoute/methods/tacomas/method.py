@@ -70,6 +70,8 @@ KINDS = ("code", "math", "choice")
 """The task kinds TacoMAS solves."""
 
 ROLE_KINDS = ("agent", "judge", "coach", "meta", "verifier")
+SCORER_KEY = "scorer:verifier"
+"""The usage key of the answer scorer's verifier call (agents' calls are keyed by their ids)."""
 """The kinds of LLM call, as ``calls`` counts them per round (spec A14)."""
 
 _JUDGE_CHARS = 800  # an agent output as the judge and the coach see it (the published runtime's limit)
@@ -258,7 +260,8 @@ class _Episode:
         # ---- judge (and the verifier), one batch
         keyed = [(f"judge:{names[v]}", "judge", self._judge_request(t, v, outputs[v])) for v in slots]
         if self.verifier:
-            keyed.append(("verifier", "verifier", self._verifier_request(t, answer, outputs[team.sink])))
+            # keyed apart from the template's "verifier" agent, whose own call is keyed by its id
+            keyed.append((SCORER_KEY, "verifier", self._verifier_request(t, answer, outputs[team.sink])))
         results = await self._generate(rc, calls, keyed)
         verdicts: dict[int, parsing.Verdict] = {}
         for v, r in zip(slots, results):
@@ -276,7 +279,7 @@ class _Episode:
                 s.scorer, self.task, answer, timeout_s=s.test_timeout_s, memory_mb=s.test_memory_mb
             )
         if score.error is not None:
-            calls.error("verifier", "answer_score", f"{score.error} (no s_t this round)")
+            calls.error(SCORER_KEY, "answer_score", f"{score.error} (no s_t this round)")
 
         # ---- score statistics
         with rc.routing():
