@@ -200,13 +200,41 @@ def test_a_full_run_replaces_an_agent_edits_edges_and_records_everything(
     assert params["scorer"] == "verifier" and params["k"] == 2 and params["budget_edges"] == 4
 
 
+def test_the_meta_schema_admits_only_the_team_ids_and_placeholders() -> None:
+    import jsonschema
+
+    schema = parsing.meta_schema(2, 4, ["planner", "verifier", "researcher#2"])
+
+    def reply(dead: Any, src: str, dst: str) -> dict[str, Any]:
+        return {
+            "birth_death_pairs": [{"v_dead": dead, "v_new": {"role": "researcher", "goal": "find facts"}}],
+            "graph_edit": [{"op": "edge_add", "from": src, "to": dst}],
+            "agent_feedback": {},
+            "global_rationale": "",
+            "time_control": "continue",
+        }
+
+    for good in (reply("planner", "new_researcher", "verifier"), reply(None, "researcher#2", "planner")):
+        jsonschema.validate(good, schema)
+    for bad in (
+        reply("1.0", "planner", "verifier"),
+        reply(None, "coder", "planner"),
+        reply(None, "new_", "x"),
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    open_schema = parsing.meta_schema(2, 4)  # no ids: any string, for the core to judge
+    jsonschema.validate(reply("1.0", "coder", "x"), open_schema)
+
+
 def test_the_meta_prompt_carries_the_graph_summaries_and_scores(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
     script = Script(he[:1], solutions)
     run(taco(rounds=2), he[:1], ScriptedEngine(script), tmp_path)
     (meta,) = script.of("meta")
-    assert meta.schema == parsing.meta_schema(2, 4)
+    template = ["planner", "searcher", "calculator", "verifier", "reflector"]
+    assert meta.schema == parsing.meta_schema(2, 4, template)  # the team's ids, for a guided engine
     assert meta.schema["properties"]["graph_edit"]["maxItems"] == 6 and meta.sampling.temperature == 0.3
     user = meta.messages[-1].content
     graph = json.loads(user.split("Current graph:\n", 1)[1].split("\n\nAgent ids", 1)[0])

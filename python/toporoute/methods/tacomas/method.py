@@ -529,7 +529,12 @@ class _Episode:
             scores=json.dumps(self.round_scores[-max(s.k, 3) :]),
         )
         request = self._request(
-            "meta", t, "meta", system, user, schema=parsing.meta_schema(s.budget_pairs, s.budget_edges)
+            "meta",
+            t,
+            "meta",
+            system,
+            user,
+            schema=parsing.meta_schema(s.budget_pairs, s.budget_edges, team.ids()),
         )
         (r,) = await self._generate(rc, calls, [("meta", "meta", request)])
         raw = r.text

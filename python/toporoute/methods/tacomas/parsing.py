@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,14 +61,21 @@ COACH_SCHEMA: dict[str, Any] = {
 
 _ID = {"type": ["string", "null"], "maxLength": 40}
 _TEXT = {"type": "string", "maxLength": 120}
+_PLACEHOLDER = "^new_[A-Za-z0-9_]{1,32}$"
+"""A newborn's placeholder in an edge of a guided meta reply (``new_<role>``)."""
 
 
 def _closed(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
-def meta_schema(budget_pairs: int, budget_edges: int) -> dict[str, Any]:
-    """The meta-LLM's output (spec §5.3) for a step's budgets.
+def meta_schema(budget_pairs: int, budget_edges: int, ids: Sequence[str] = ()) -> dict[str, Any]:
+    """The meta-LLM's output (spec §5.3) for a step's budgets and, given ``ids``, the team's agent ids.
+
+    With ``ids``, a dead agent must be one of them (or null) and an edge end one of them or a newborn's
+    placeholder ``new_<role>``: a guided engine then cannot name an agent that does not exist (a small model
+    otherwise writes "1.0" or a role for an id, and every edit is rejected as ``unknown_node``); engines that do
+    not guide still can, and the core rejects those with their reason.
 
     The operation lists may hold one pair and two edge edits more than the budgets, so that the core, not the
     schema, rejects an over-budget proposal with its reason, while a guided reply still closes within the meta
@@ -83,13 +91,15 @@ def meta_schema(budget_pairs: int, budget_edges: int) -> dict[str, Any]:
         },
         ["role", "goal"],
     )
-    pair = _closed({"v_dead": _ID, "v_new": {"anyOf": [v_new, {"type": "null"}]}}, ["v_dead", "v_new"])
+    end: dict[str, Any] = {"type": "string", "maxLength": 40}
+    dead: dict[str, Any] = _ID
+    if ids:
+        known = {"type": "string", "enum": list(ids)}
+        end = {"anyOf": [known, {"type": "string", "pattern": _PLACEHOLDER}]}
+        dead = {"anyOf": [known, {"type": "null"}]}
+    pair = _closed({"v_dead": dead, "v_new": {"anyOf": [v_new, {"type": "null"}]}}, ["v_dead", "v_new"])
     edit = _closed(
-        {
-            "op": {"type": "string", "enum": ["edge_add", "edge_remove"]},
-            "from": {"type": "string", "maxLength": 40},
-            "to": {"type": "string", "maxLength": 40},
-        },
+        {"op": {"type": "string", "enum": ["edge_add", "edge_remove"]}, "from": end, "to": end},
         ["op", "from", "to"],
     )
     ids = {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 2}
