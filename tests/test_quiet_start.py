@@ -118,3 +118,23 @@ def test_a_spawned_child_of_a_quiet_start_imports_toporoute_with_vllm_at_errors(
     assert not is_spawned_child()
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         assert pool.apply(_vllm_logger_level) == level
+
+
+def test_python_dash_m_toporoute_lets_spawned_children_import_it_by_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under ``python -m toporoute`` a spawned child skips a package's ``__main__`` named as a module, so the
+    command clears the spec and the child runs ``toporoute/__main__.py`` by path as ``__mp_main__``: that must
+    import toporoute (and so quiet the child) without running the command."""
+    import runpy
+
+    import toporoute
+    import toporoute.cli
+
+    def must_not_run(*args: object) -> int:
+        raise AssertionError("the command ran in a spawned child")
+
+    monkeypatch.setattr(toporoute.cli, "main", must_not_run)
+    path = importlib.util.find_spec("toporoute.__main__").origin  # type: ignore[union-attr]
+    namespace = runpy.run_path(str(path), run_name="__mp_main__")
+    assert namespace["main"] is must_not_run and "toporoute" in str(toporoute.__file__)
