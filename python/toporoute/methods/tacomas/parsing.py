@@ -102,13 +102,13 @@ def meta_schema(budget_pairs: int, budget_edges: int, ids: Sequence[str] = ()) -
         {"op": {"type": "string", "enum": ["edge_add", "edge_remove"]}, "from": end, "to": end},
         ["op", "from", "to"],
     )
-    ids = {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 2}
+    names = {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 2}
     return _closed(
         {
             "birth_death_pairs": {"type": "array", "items": pair, "maxItems": budget_pairs + 1},
             "graph_edit": {"type": "array", "items": edit, "maxItems": budget_edges + 2},
             "graph_diff": _closed(
-                {"nodes_added": ids, "nodes_removed": ids, "edges_added": ids, "edges_removed": ids}, []
+                {"nodes_added": names, "nodes_removed": names, "edges_added": names, "edges_removed": names}, []
             ),
             "agent_feedback": {
                 "type": "object",
