@@ -108,7 +108,8 @@ def meta_schema(budget_pairs: int, budget_edges: int, ids: Sequence[str] = ()) -
             "birth_death_pairs": {"type": "array", "items": pair, "maxItems": budget_pairs + 1},
             "graph_edit": {"type": "array", "items": edit, "maxItems": budget_edges + 2},
             "graph_diff": _closed(
-                {"nodes_added": names, "nodes_removed": names, "edges_added": names, "edges_removed": names}, []
+                {"nodes_added": names, "nodes_removed": names, "edges_added": names, "edges_removed": names},
+                [],
             ),
             "agent_feedback": {
                 "type": "object",
