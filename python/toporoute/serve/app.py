@@ -1,0 +1,228 @@
+"""The ASGI app: :func:`create_app` wires the :class:`~.service.Service`, errors, limits, auth and metrics.
+
+Errors are JSON ``{"error": {"type", "message", "field"}}``: 400 for a body that is not JSON, 413 for a body over
+``max_body_bytes``, 422 for a request the models reject or any toporoute ``ValueError`` (``field`` = its
+``arg``), 401 without the right bearer token, and 500 with a generic message and a request id for anything
+unexpected (logged here with its traceback; the response never carries one).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message, Receive, Scope, Send
+
+from .. import __version__, backends
+from ..errors import ToporouteError
+from .config import ServeConfig
+from .metrics import Metrics
+from .schemas import ErrorResponse, Health, RouteRequest, RouteResponse
+from .service import Service
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("toporoute.serve")
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500)
+}
+
+
+def _error(status: int, type_: str, message: str, field: str | None, **headers: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"type": type_, "message": message, "field": field}}, status_code=status, headers=headers
+    )
+
+
+def _field(loc: tuple[Any, ...]) -> str | None:
+    """``('body', 'episodes', 0, 'list[TextEpisode]', 'needs', 1)`` -> ``'episodes[0].needs[1]'``: drops the
+    ``body`` prefix and pydantic's union-member tags (type names, never one of our field names)."""
+    out = ""
+    for part in loc[1:] if loc and loc[0] == "body" else loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and not ("[" in part or part[:1].isupper() or "-" in part):
+            out += f".{part}" if out else part
+    return out or None
+
+
+def create_app(config: ServeConfig) -> FastAPI:
+    """The HTTP app for ``config``; all its state lives on ``app.state`` (``config``, ``service``, ``metrics``).
+
+    Parameters
+    ----------
+    config : ServeConfig
+
+    Returns
+    -------
+    FastAPI
+        Serve it with uvicorn (``toporoute serve`` does); on shutdown uvicorn stops accepting connections and
+        lets in-flight requests finish.
+    """
+    metrics = Metrics()
+    service = Service(config, on_batch=metrics.batch_size.observe)
+    metrics.watch_cache(service.encoder)
+    app = FastAPI(
+        title="toporoute",
+        version=__version__,
+        description="Routing engine for LLM multi-agent systems: the ops and the text Router over HTTP.",
+        responses=_ERRORS,
+    )
+    app.state.config = config
+    app.state.service = service
+    app.state.metrics = metrics
+    backend_name = backends.select(config.backend, np.zeros(1, dtype=np.float32)).__name__.rsplit(".", 1)[-1]
+
+    async def authorize(request: Request) -> None:
+        if config.token is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), config.token.encode())
+        if not ok:
+            raise StarletteHTTPException(401, "a valid 'Authorization: Bearer <token>' header is required")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": "invalid"}
+        if first.get("type") == "json_invalid":
+            return _error(400, "invalid_json", f"the body is not valid JSON: {first.get('msg')}", "body")
+        field = _field(tuple(first.get("loc", ())))
+        return _error(422, "validation_error", f"{field or 'body'}: {first.get('msg')}", field)
+
+    @app.exception_handler(ToporouteError)
+    async def _toporoute(request: Request, exc: ToporouteError) -> Response:
+        if isinstance(exc, ValueError):
+            return _error(422, type(exc).__name__, str(exc), exc.arg)
+        raise exc  # a RuntimeError / MemoryError of the core: the generic 500 below
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else {}
+        return _error(exc.status_code, "http_error", str(exc.detail), None, **headers)
+
+    @app.get("/health", response_model=Health, tags=["service"])
+    async def health() -> dict[str, Any]:
+        """Liveness and what this server runs; open even when a token is set."""
+        return {
+            "status": "ok",
+            "version": __version__,
+            "backend": backend_name,
+            "encoder": service.encoder.name,
+            "qmix": False,
+        }
+
+    @app.post(
+        "/v1/route",
+        response_model=None,
+        responses={200: {"model": RouteResponse}},
+        dependencies=[Depends(authorize)],
+        tags=["routing"],
+    )
+    async def route(req: RouteRequest) -> JSONResponse:
+        """Routes episodes of descriptor texts (needs, offers) or of embeddings (q, k): edges, inboxes,
+        in-degrees, the topological order and levels of each episode's graph (optionally the scores)."""
+        return JSONResponse(await service.route(req))
+
+    return _Guard(app, config, metrics)  # type: ignore[return-value]
+
+
+class _Guard:
+    """Outermost ASGI layer: request id, body-size limit (413), metrics, and the 500 for unexpected errors."""
+
+    def __init__(self, app: FastAPI, config: ServeConfig, metrics: Metrics) -> None:
+        self.app, self.config, self.metrics = app, config, metrics
+
+    def __getattr__(self, name: str) -> Any:  # app.state, app.openapi(), ... reach the FastAPI app
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex[:16]
+        started = time.perf_counter()
+        status = {"code": 500, "sent": False}
+
+        async def send_wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"], status["sent"] = message["status"], True
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        async def respond(response: Response) -> None:
+            await response(scope, receive, send_wrapped)
+
+        try:
+            body = await self._read_body(scope, receive)
+            if body is None:
+                await respond(
+                    _error(
+                        413,
+                        "body_too_large",
+                        f"the request body must be at most {self.config.max_body_bytes} bytes",
+                        "body",
+                    )
+                )
+                return
+            replay = _Replay(body, receive)
+            await self.app(scope, replay, send_wrapped)
+        except Exception:
+            log.exception("request %s (%s %s) failed", request_id, scope.get("method"), scope.get("path"))
+            if not status["sent"]:
+                await respond(
+                    _error(500, "internal_error", f"internal server error (request id {request_id})", None)
+                )
+        finally:
+            route = scope.get("route")
+            endpoint = getattr(route, "path", None) or "other"
+            self.metrics.observe(endpoint, int(status["code"]), time.perf_counter() - started)
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None when it is (or is announced to be) over the limit."""
+        limit = self.config.max_body_bytes
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    if int(value) > limit:
+                        return None
+                except ValueError:
+                    pass
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+class _Replay:
+    """An ASGI ``receive`` that hands the buffered body over once, then waits on the real one (disconnects)."""
+
+    def __init__(self, body: bytes, receive: Receive) -> None:
+        self.body, self.receive, self.done = body, receive, False
+
+    async def __call__(self) -> Message:
+        if not self.done:
+            self.done = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        return await self.receive()

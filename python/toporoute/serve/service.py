@@ -1,0 +1,207 @@
+"""The work behind the endpoints, free of HTTP: validated numpy in, JSON-ready dicts out.
+
+One :class:`Service` per app (on ``app.state.service``). It holds the encoder (shared by every Router, so they
+share one embedding cache), one Router per ``(tau, k_in)`` pair seen (each coalesces its own concurrent
+requests; a bounded LRU of them), and the Q-Mix weights when a checkpoint was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import ops
+from ..errors import InvalidArgumentError
+from ..ops.results import Routes
+from .config import ServeConfig
+from .convert import array_in, check_count, routed_episode
+from .schemas import ArrayEpisode, RouteRequest, TextEpisode
+
+__all__ = ["Service"]
+
+# Routers kept for distinct (tau, k_in) pairs; the least recently used one is dropped beyond this.
+_MAX_ROUTERS = 32
+# Array requests with more float elements than this are computed in a worker thread, smaller ones inline.
+_INLINE_ELEMENTS = 1 << 16
+
+
+class Service:
+    """The endpoints' computations (see module docstring).
+
+    Parameters
+    ----------
+    config : ServeConfig
+    on_batch : callable, optional
+        Called with the episode count of every coalesced text batch (the batch-size metric).
+    """
+
+    def __init__(self, config: ServeConfig, on_batch: Callable[[int], None] | None = None) -> None:
+        from ..embed import Encoder
+
+        self.config = config
+        self.encoder = Encoder.default(cache_size=config.encoder_cache_size)
+        self._on_batch = on_batch
+        self._routers: OrderedDict[tuple[float, int], Any] = OrderedDict()
+
+    # -- /v1/route ------------------------------------------------------------------------------------------
+
+    def router(self, tau: float, k_in: int) -> Any:
+        """The shared Router for ``(tau, k_in)`` (created on first use; bad values raise naming the field)."""
+        key = (float(tau), int(k_in))
+        router = self._routers.get(key)
+        if router is None:
+            router = _metered_router(self.encoder, key[0], key[1], self.config, self._on_batch)
+            self._routers[key] = router
+            while len(self._routers) > _MAX_ROUTERS:
+                self._routers.popitem(last=False)
+        else:
+            self._routers.move_to_end(key)
+        return router
+
+    async def route(self, req: RouteRequest) -> dict[str, Any]:
+        """``/v1/route``: text episodes through the Router's coalescing, array episodes through ``ops.route``."""
+        cfg = self.config
+        check_count(req.episodes, cfg.max_episodes, "episodes", "episodes")
+        if not req.episodes:
+            return {"episodes": []}
+        kind = type(req.episodes[0])
+        for b, ep in enumerate(req.episodes):
+            if type(ep) is not kind:
+                raise InvalidArgumentError(
+                    f"episodes must be all texts (needs, offers) or all embeddings (q, k); episode 0 is "
+                    f"{kind.__name__}, episode {b} is {type(ep).__name__}",
+                    f"episodes[{b}]",
+                )
+            if isinstance(ep, TextEpisode):
+                self._check_text_episode(ep, b)
+        if isinstance(req.episodes[0], TextEpisode):
+            texts: list[TextEpisode] = req.episodes  # type: ignore[assignment]
+            router = self.router(req.tau, req.k_in)
+            routes = await router.aroute_texts([e.needs for e in texts], [e.offers for e in texts])
+            sizes = [len(e.needs) for e in texts]
+            return {"episodes": self._episodes(routes, sizes, req.k_in, req.scores, req.binary)}
+        arrays: list[ArrayEpisode] = req.episodes  # type: ignore[assignment]
+        q, k, active, sizes = self._stack(arrays)
+        if q.size > _INLINE_ELEMENTS:
+            return await asyncio.to_thread(self._route_arrays, q, k, active, sizes, req)
+        return self._route_arrays(q, k, active, sizes, req)
+
+    def _check_text_episode(self, ep: TextEpisode, b: int) -> None:
+        cfg = self.config
+        field = f"episodes[{b}]"
+        if len(ep.needs) != len(ep.offers):
+            raise InvalidArgumentError(
+                f"{field}: every agent needs one need and one offer; got {len(ep.needs)} needs and "
+                f"{len(ep.offers)} offers",
+                f"{field}.offers",
+            )
+        if not ep.needs:
+            raise InvalidArgumentError(
+                f"{field}.needs must list at least one agent; got none", f"{field}.needs"
+            )
+        check_count(ep.needs, cfg.max_agents, f"{field}.needs", "agents")
+        for name, texts in (("needs", ep.needs), ("offers", ep.offers)):
+            for i, t in enumerate(texts):
+                if len(t) > cfg.max_text_chars:
+                    raise InvalidArgumentError(
+                        f"{field}.{name}[{i}] must have at most {cfg.max_text_chars} characters; got {len(t)}",
+                        f"{field}.{name}[{i}]",
+                    )
+
+    def _stack(self, episodes: list[ArrayEpisode]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+        """(B, N, D) q and k padded to the largest N, the (B, N) active mask, and each episode's N."""
+        cfg = self.config
+        qs, ks = [], []
+        dim: int | None = None
+        for b, ep in enumerate(episodes):
+            q = array_in(ep.q, f"episodes[{b}].q", 2)
+            k = array_in(ep.k, f"episodes[{b}].k", 2)
+            if q.shape != k.shape:
+                raise InvalidArgumentError(
+                    f"episodes[{b}].k must have the shape of q {list(q.shape)}; got {list(k.shape)}",
+                    f"episodes[{b}].k",
+                )
+            if q.shape[0] < 1:
+                raise InvalidArgumentError(
+                    f"episodes[{b}].q must have at least one agent (row); got 0", f"episodes[{b}].q"
+                )
+            if q.shape[0] > cfg.max_agents:
+                raise InvalidArgumentError(
+                    f"episodes[{b}].q must have at most {cfg.max_agents} agents (rows); got {q.shape[0]}",
+                    f"episodes[{b}].q",
+                )
+            if dim is None:
+                dim = q.shape[1]
+            elif q.shape[1] != dim:
+                raise InvalidArgumentError(
+                    f"episodes[{b}].q must have {dim} columns like episode 0; got {q.shape[1]}",
+                    f"episodes[{b}].q",
+                )
+            qs.append(q)
+            ks.append(k)
+        sizes = [q.shape[0] for q in qs]
+        n = max(sizes)
+        assert dim is not None
+        if all(s == n for s in sizes):
+            return np.stack(qs), np.stack(ks), np.ones((len(qs), n), dtype=bool), sizes
+        q_all = np.zeros((len(qs), n, dim), dtype=np.float32)
+        k_all = np.zeros_like(q_all)
+        active = np.zeros((len(qs), n), dtype=bool)
+        for b, (q, k) in enumerate(zip(qs, ks)):
+            q_all[b, : q.shape[0]], k_all[b, : k.shape[0]], active[b, : q.shape[0]] = q, k, True
+        return q_all, k_all, active, sizes
+
+    def _route_arrays(
+        self, q: np.ndarray, k: np.ndarray, active: np.ndarray, sizes: list[int], req: RouteRequest
+    ) -> dict[str, Any]:
+        if not (-1.0 <= req.tau <= 1.0):
+            raise InvalidArgumentError(f"tau must be in [-1, 1]; got {req.tau}", "tau")
+        padded = any(s != q.shape[1] for s in sizes)
+        routes = ops.route(
+            q, k, tau=req.tau, k_in=req.k_in, active=active if padded else None, backend=self.config.backend
+        )
+        return {"episodes": self._episodes(routes, sizes, req.k_in, req.scores, req.binary)}
+
+    def _episodes(
+        self, routes: Routes, sizes: list[int], k_in: int, scores: bool, binary: bool
+    ) -> list[dict[str, Any]]:
+        """Per-episode results trimmed to each episode's agents; the order is computed per group of equal
+        size on the trimmed graphs (exactly ``ops.toposort`` of each episode's own adjacency)."""
+        adjacency = np.asarray(routes.adjacency)
+        out: list[dict[str, Any] | None] = [None] * len(sizes)
+        for n in sorted(set(sizes)):
+            idx = [b for b, s in enumerate(sizes) if s == n]
+            adj = adjacency[idx, :n, :n]
+            order = ops.toposort(adj, backend=self.config.backend)
+            width = k_in if k_in > 0 else max(n - 1, 0)
+            for j, b in enumerate(idx):
+                out[b] = routed_episode(
+                    adj[j],
+                    np.asarray(routes.inbox)[b, :n, :width],
+                    np.asarray(routes.in_degree)[b, :n],
+                    order.order[j],
+                    order.level[j],
+                    order.removed[j],
+                    np.asarray(routes.scores)[b, :n, :n] if scores else None,
+                    binary,
+                )
+        return [e for e in out if e is not None]
+
+
+def _metered_router(
+    encoder: Any, tau: float, k_in: int, config: ServeConfig, on_batch: Callable[[int], None] | None
+) -> Any:
+    """A Router whose coalesced batches report their episode count to ``on_batch``."""
+    from ..embed import Router
+
+    class _MeteredRouter(Router):
+        def _route(self, episodes: Any) -> Routes:
+            if on_batch is not None:
+                on_batch(len(episodes))
+            return super()._route(episodes)
+
+    return _MeteredRouter(encoder, tau, k_in, max_wait=config.max_wait, backend=config.backend)
