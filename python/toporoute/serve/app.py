@@ -8,6 +8,7 @@ unexpected (logged here with its traceback; the response never carries one).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -17,16 +18,30 @@ from typing import Any
 import numpy as np
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__, backends
 from ..errors import ToporouteError
 from .config import ServeConfig
 from .metrics import Metrics
-from .schemas import ErrorResponse, Health, RouteRequest, RouteResponse
-from .service import Service
+from .schemas import (
+    ConductorRequest,
+    ConductorResponse,
+    EmbedRequest,
+    EmbedResponse,
+    ErrorResponse,
+    Health,
+    QMixRequest,
+    QMixResponse,
+    RouteRequest,
+    RouteResponse,
+    ToposortRequest,
+    ToposortResponse,
+)
+from .service import QMixUnavailable, Service
 
 __all__ = ["create_app"]
 
@@ -111,6 +126,10 @@ def create_app(config: ServeConfig) -> FastAPI:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else {}
         return _error(exc.status_code, "http_error", str(exc.detail), None, **headers)
 
+    @app.exception_handler(QMixUnavailable)
+    async def _no_qmix(request: Request, exc: QMixUnavailable) -> JSONResponse:
+        return _error(503, "qmix_unavailable", str(exc), None)
+
     @app.get("/health", response_model=Health, tags=["service"])
     async def health() -> dict[str, Any]:
         """Liveness and what this server runs; open even when a token is set."""
@@ -119,32 +138,104 @@ def create_app(config: ServeConfig) -> FastAPI:
             "version": __version__,
             "backend": backend_name,
             "encoder": service.encoder.name,
-            "qmix": False,
+            "qmix": service.qmix is not None,
         }
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        dependencies=[Depends(authorize)],
+        tags=["service"],
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+    )
+    async def metrics_text() -> Response:
+        """Prometheus text: requests by endpoint and status, latency and text batch-size histograms, encoder
+        cache hits and misses."""
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     @app.post(
         "/v1/route",
         response_model=None,
         responses={200: {"model": RouteResponse}},
         dependencies=[Depends(authorize)],
-        tags=["routing"],
+        tags=["ops"],
     )
     async def route(req: RouteRequest) -> JSONResponse:
         """Routes episodes of descriptor texts (needs, offers) or of embeddings (q, k): edges, inboxes,
-        in-degrees, the topological order and levels of each episode's graph (optionally the scores)."""
+        in-degrees, the topological order and levels of each episode's graph (optionally the scores). Text
+        episodes of concurrent requests share encoder batches."""
         return JSONResponse(await service.route(req))
 
-    return _Guard(app, config, metrics)  # type: ignore[return-value]
+    @app.post(
+        "/v1/embed",
+        response_model=None,
+        responses={200: {"model": EmbedResponse}},
+        dependencies=[Depends(authorize)],
+        tags=["ops"],
+    )
+    async def embed(req: EmbedRequest) -> JSONResponse:
+        """Texts to unit vectors (the Router's encoder and its cache)."""
+        return JSONResponse(await service.embed(req))
+
+    @app.post(
+        "/v1/toposort",
+        response_model=None,
+        responses={200: {"model": ToposortResponse}},
+        dependencies=[Depends(authorize)],
+        tags=["ops"],
+    )
+    async def toposort(req: ToposortRequest, request: Request) -> JSONResponse:
+        """Topological order with cycle breaking (``ops.toposort``) of one graph or a batch."""
+        return JSONResponse(await _run(service.toposort, req, request))
+
+    @app.post(
+        "/v1/conductor/check",
+        response_model=None,
+        responses={200: {"model": ConductorResponse}},
+        dependencies=[Depends(authorize)],
+        tags=["ops"],
+    )
+    async def conductor_check(req: ConductorRequest, request: Request) -> JSONResponse:
+        """Checks AgentConductor YAML plans: class, message, layers, edges and the density reward."""
+        return JSONResponse(await _run(service.conductor_check, req, request))
+
+    @app.post(
+        "/v1/qmix/act",
+        response_model=None,
+        responses={200: {"model": QMixResponse}, 503: {"model": ErrorResponse}},
+        dependencies=[Depends(authorize)],
+        tags=["ops"],
+    )
+    async def qmix_act(req: QMixRequest, request: Request) -> JSONResponse:
+        """One Agent Q-Mix round with the checkpoint loaded at start: Q-values, greedy actions, next hidden
+        state (the client keeps the hidden state between rounds). 503 without a checkpoint."""
+        return JSONResponse(await _run(service.qmix_act, req, request))
+
+    app.add_middleware(_Guard, config=config, metrics=metrics)
+    return app
+
+
+# Bodies up to this size are computed on the event loop (microseconds of work: a thread hop would cost more);
+# larger ones in a worker thread, so one big request does not stall the others.
+_INLINE_BYTES = 64 * 1024
+
+
+async def _run(fn: Any, req: Any, request: Request) -> Any:
+    """``fn(req)``: inline for a small body, in a worker thread for a large one."""
+    try:
+        size = int(request.headers.get("content-length", "0"))
+    except ValueError:
+        size = _INLINE_BYTES + 1
+    if size > _INLINE_BYTES:
+        return await asyncio.to_thread(fn, req)
+    return fn(req)
 
 
 class _Guard:
     """Outermost ASGI layer: request id, body-size limit (413), metrics, and the 500 for unexpected errors."""
 
-    def __init__(self, app: FastAPI, config: ServeConfig, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, config: ServeConfig, metrics: Metrics) -> None:
         self.app, self.config, self.metrics = app, config, metrics
-
-    def __getattr__(self, name: str) -> Any:  # app.state, app.openapi(), ... reach the FastAPI app
-        return getattr(self.app, name)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

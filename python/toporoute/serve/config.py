@@ -39,8 +39,9 @@ class ServeConfig:
         Bearer token required on ``/v1/*`` and ``/metrics``; never logged (``repr`` hides it).
     allow_remote : bool
         Bind a non-loopback host without a token.
-    max_body_bytes, max_episodes, max_agents, max_text_chars : int
-        Request limits (413 for the body, 422 naming the field for the others).
+    max_body_bytes, max_episodes, max_agents, max_text_chars, max_texts : int
+        Request limits (413 for the body, 422 naming the field for the others): bytes per body, episodes (or
+        graphs, plans) per request, agents per episode, characters per text, texts per ``/v1/embed`` call.
     encoder_cache_size : int
         Texts kept in the encoder's embedding cache.
     max_wait : float
@@ -58,11 +59,19 @@ class ServeConfig:
     max_episodes: int = 1024
     max_agents: int = 256
     max_text_chars: int = 4096
+    max_texts: int = 4096
     encoder_cache_size: int = 8192
     max_wait: float = 0.002
 
     def __post_init__(self) -> None:
-        for name in ("workers", "max_body_bytes", "max_episodes", "max_agents", "max_text_chars"):
+        for name in (
+            "workers",
+            "max_body_bytes",
+            "max_episodes",
+            "max_agents",
+            "max_text_chars",
+            "max_texts",
+        ):
             value = getattr(self, name)
             if int(value) < 1:
                 raise OutOfRangeError(f"{name} must be >= 1; got {value}", name)

@@ -13,11 +13,21 @@ import numpy as np
 from ..errors import InvalidArgumentError, NonFiniteError, ShapeError
 from .schemas import B64Array
 
-__all__ = ["array_in", "array_out", "edge_list", "routed_episode"]
+__all__ = ["array_in", "array_out", "bool_array", "check_count", "edge_list", "routed_episode"]
 
 
-def array_in(value: Any, field: str, ndim: int) -> np.ndarray:
-    """A float32 array of ``ndim`` dimensions from a request field (nested lists or :class:`B64Array`).
+def bool_array(value: Any, field: str) -> np.ndarray:
+    """A boolean array from nested JSON lists (ragged lists raise :class:`ShapeError` naming ``field``)."""
+    try:
+        arr = np.asarray(value, dtype=bool)
+    except ValueError:
+        raise ShapeError(f"{field} must be a rectangular array; its rows differ in length", field) from None
+    return arr
+
+
+def array_in(value: Any, field: str, ndim: int | None) -> np.ndarray:
+    """A float32 array of ``ndim`` dimensions (None: any) from a request field (nested lists or
+    :class:`B64Array`).
 
     Raises
     ------
@@ -34,7 +44,7 @@ def array_in(value: Any, field: str, ndim: int) -> np.ndarray:
                 f"{field}.b64 must be valid base64; it is not", f"{field}.b64"
             ) from None
         shape = tuple(value.shape)
-        if len(shape) != ndim:
+        if ndim is not None and len(shape) != ndim:
             raise ShapeError(
                 f"{field}.shape must have {ndim} dimensions; got {list(shape)}", f"{field}.shape"
             )
@@ -52,7 +62,7 @@ def array_in(value: Any, field: str, ndim: int) -> np.ndarray:
             raise ShapeError(
                 f"{field} must be a rectangular {ndim}-d array; its rows differ in length", field
             ) from None
-        if arr.ndim != ndim:
+        if ndim is not None and arr.ndim != ndim:
             raise ShapeError(f"{field} must be a {ndim}-d array; got {arr.ndim} dimension(s)", field)
     if not np.isfinite(arr).all():
         bad = np.argwhere(~np.isfinite(arr))[0].tolist()

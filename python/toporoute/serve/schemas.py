@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import AliasChoices, BaseModel, ConfigDict, Discriminator, Field, Tag
 
 
 class _Model(BaseModel):
@@ -97,3 +97,109 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
+
+
+class EmbedRequest(_Model):
+    texts: list[str]
+    binary: bool = False
+
+
+class EmbedResponse(BaseModel):
+    dim: int
+    vectors: list[list[float]] | B64Array
+
+
+class ToposortRequest(_Model):
+    """``graphs``: one ``(N, N)`` adjacency or a batch ``(B, N, N)`` (``graphs[b][src][dst]``); optional
+    ``weights`` of the same shape (finite, >= 0) and ``active`` ``(N,)`` / ``(B, N)``."""
+
+    graphs: list[list[bool]] | list[list[list[bool]]]
+    weights: list[list[float]] | list[list[list[float]]] | B64Array | None = None
+    active: list[bool] | list[list[bool]] | None = None
+
+
+class OrderedGraph(BaseModel):
+    order: list[int]
+    levels: list[int]
+    removed: list[list[int]]
+    is_dag: bool
+
+
+class ToposortResponse(BaseModel):
+    graphs: list[OrderedGraph]
+
+
+class ConductorOptions(_Model):
+    """:class:`toporoute.ops.CheckOptions` (omitted fields keep their defaults)."""
+
+    pool: list[str] | None = None
+    lenient: bool | None = None
+    strict_tester: bool | None = None
+    concise: bool | None = None
+    max_bytes: int | None = None
+    max_depth: int | None = None
+    max_agents: int | None = None
+    max_refs: int | None = None
+
+
+class ConductorRequest(_Model):
+    """AgentConductor plans of the first turn; ``n_max`` (alias ``n_agents``) is the density cap, one for all
+    plans or one per plan (the paper's 4 / 7 / 10 by difficulty)."""
+
+    plans: list[str]
+    n_max: Annotated[int | list[int], Field(validation_alias=AliasChoices("n_max", "n_agents"))] = 10
+    options: ConductorOptions | None = None
+
+
+class PlanNode(BaseModel):
+    id: str
+    role: str
+    step: int
+
+
+class DensityOut(BaseModel):
+    s_node: float
+    s_edge: float
+    s_depth: float
+    s_complex: float
+    reward: float
+
+
+class CheckedPlan(BaseModel):
+    """``class``: ``ok``, ``no_yaml``, ``parse``, ``schema`` or ``logic``; ``tag`` the orchestrator's tag
+    (None when valid); ``layers`` the node indices per step; ``edges`` ``[src, dst]`` node indices (declared
+    refs); ``density`` the reward terms of a valid plan."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    class_: str = Field(alias="class")
+    tag: str | None
+    message: str
+    nodes: list[PlanNode]
+    layers: list[list[int]]
+    edges: list[list[int]]
+    density: DensityOut | None
+
+
+class ConductorResponse(BaseModel):
+    plans: list[CheckedPlan]
+
+
+class QMixRequest(_Model):
+    """One round for ``(N, obs_dim)`` / ``(N, N)`` / ``(N, H)`` arrays or a batch of them ``(B, ...)``;
+    ``hidden`` omitted = zeros (round 0)."""
+
+    obs: list[list[float]] | list[list[list[float]]] | B64Array
+    adj: list[list[bool]] | list[list[list[bool]]]
+    hidden: list[list[float]] | list[list[list[float]]] | B64Array | None = None
+    active: list[bool] | list[list[bool]] | None = None
+    binary: bool = False
+
+
+class QMixResponse(BaseModel):
+    """``q`` (…, N, n_actions), ``actions`` (…, N) the greedy action (-1 for inactive agents), ``hidden``
+    (…, N, H) the next GRU state to send back next round."""
+
+    q: list[Any] | B64Array
+    actions: list[Any]
+    hidden: list[Any] | B64Array

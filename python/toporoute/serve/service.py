@@ -15,13 +15,31 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ShapeError
 from ..ops.results import Routes
 from .config import ServeConfig
-from .convert import array_in, check_count, routed_episode
-from .schemas import ArrayEpisode, RouteRequest, TextEpisode
+from .convert import array_in, array_out, bool_array, check_count, edge_list, routed_episode
+from .schemas import (
+    ArrayEpisode,
+    ConductorOptions,
+    ConductorRequest,
+    EmbedRequest,
+    QMixRequest,
+    RouteRequest,
+    TextEpisode,
+    ToposortRequest,
+)
 
-__all__ = ["Service"]
+__all__ = ["QMixUnavailable", "Service"]
+
+_NO_OPTIONS = ConductorOptions()
+_DENSITY_FIELDS = ("s_node", "s_edge", "s_depth", "s_complex", "reward")
+_CLASSES = {0: "ok", 1: "no_yaml", 2: "parse", 3: "schema", 4: "logic"}
+
+
+class QMixUnavailable(Exception):
+    """``/v1/qmix/act`` without a checkpoint: the server answers 503."""
+
 
 # Routers kept for distinct (tau, k_in) pairs; the least recently used one is dropped beyond this.
 _MAX_ROUTERS = 32
@@ -44,8 +62,161 @@ class Service:
 
         self.config = config
         self.encoder = Encoder.default(cache_size=config.encoder_cache_size)
+        self.qmix = ops.QMixParams.load(config.qmix_checkpoint) if config.qmix_checkpoint else None
         self._on_batch = on_batch
         self._routers: OrderedDict[tuple[float, int], Any] = OrderedDict()
+
+    # -- /v1/embed ------------------------------------------------------------------------------------------
+
+    async def embed(self, req: EmbedRequest) -> dict[str, Any]:
+        """``/v1/embed``: unit vectors ``(len(texts), dim)`` from the shared encoder (and its cache)."""
+        check_count(req.texts, self.config.max_texts, "texts", "texts")
+        self._check_lengths(req.texts, "texts")
+        vectors = await asyncio.to_thread(self.encoder.encode, req.texts) if req.texts else None
+        if vectors is None:
+            vectors = np.zeros((0, self.encoder.dim), dtype=np.float32)
+        return {"dim": int(self.encoder.dim), "vectors": array_out(np.asarray(vectors), req.binary)}
+
+    # -- /v1/toposort ---------------------------------------------------------------------------------------
+
+    def toposort(self, req: ToposortRequest) -> dict[str, Any]:
+        """``/v1/toposort``: ``ops.toposort`` of one graph or a batch; always a list of graphs back."""
+        adj = bool_array(req.graphs, "graphs")
+        single = adj.ndim == 2
+        if single:
+            adj = adj[None]
+        if adj.ndim != 3 or adj.shape[1] != adj.shape[2]:
+            raise ShapeError(f"graphs must be (N, N) or (B, N, N); got shape {list(adj.shape)}", "graphs")
+        check_count(adj, self.config.max_episodes, "graphs", "graphs")
+        if adj.shape[1] > self.config.max_agents:
+            raise InvalidArgumentError(
+                f"graphs must have at most {self.config.max_agents} nodes; got {adj.shape[1]}", "graphs"
+            )
+        weights = active = None
+        if req.weights is not None:
+            weights = array_in(req.weights, "weights", None)
+            weights = weights[None] if single and weights.ndim == 2 else weights
+            if weights.shape != adj.shape:
+                raise ShapeError(
+                    f"weights must have the shape of graphs {list(adj.shape[single:])}; got "
+                    f"{list(weights.shape[single:])}",
+                    "weights",
+                )
+        if req.active is not None:
+            active = bool_array(req.active, "active")
+            active = active[None] if single and active.ndim == 1 else active
+            if active.shape != adj.shape[:2]:
+                raise ShapeError(
+                    f"active must have shape {list(adj.shape[single:2])}; got {list(active.shape[single:])}",
+                    "active",
+                )
+        order = ops.toposort(adj, weights=weights, active=active, backend=self.config.backend)
+        return {
+            "graphs": [
+                {
+                    "order": order.order[b].tolist(),
+                    "levels": order.level[b].tolist(),
+                    "removed": edge_list(order.removed[b]),
+                    "is_dag": bool(order.is_dag[b]),
+                }
+                for b in range(adj.shape[0])
+            ]
+        }
+
+    # -- /v1/conductor/check --------------------------------------------------------------------------------
+
+    def conductor_check(self, req: ConductorRequest) -> dict[str, Any]:
+        """``/v1/conductor/check``: ``ops.conductor_check`` (first turn) and ``ops.conductor_density``."""
+        check_count(req.plans, self.config.max_episodes, "plans", "plans")
+        options = ops.CheckOptions(
+            **{
+                k: (tuple(v) if k == "pool" else v)
+                for k, v in (req.options or _NO_OPTIONS).model_dump().items()
+                if v is not None
+            }
+        )
+        n_max = np.asarray(req.n_max, dtype=np.int64)
+        if n_max.ndim == 1 and n_max.shape[0] != len(req.plans):
+            raise ShapeError(
+                f"n_max must be one int or one per plan ({len(req.plans)}); got {n_max.shape[0]}", "n_max"
+            )
+        if (n_max < 1).any():
+            raise InvalidArgumentError(f"n_max must be >= 1; got {n_max.tolist()}", "n_max")
+        if not req.plans:
+            return {"plans": []}
+        batch = ops.conductor_check(req.plans, options=options, backend=self.config.backend)
+        valid = batch.error == 0
+        density = None
+        if valid.any():
+            caps = np.broadcast_to(n_max, batch.nodes.shape)
+            density = ops.conductor_density(
+                batch.nodes[valid],
+                batch.edges[valid],
+                batch.steps[valid],
+                caps[valid],
+                backend=self.config.backend,
+            )
+        out = []
+        row = 0
+        for b in range(len(req.plans)):
+            item = batch.item(b)
+            g = item.graph
+            d = None
+            if g is not None and density is not None:
+                d = {f: float(getattr(density, f)[row]) for f in _DENSITY_FIELDS}
+                row += 1
+            out.append(
+                {
+                    "class": _CLASSES.get(item.error, str(item.error)),
+                    "tag": item.tag,
+                    "message": item.message,
+                    "nodes": [{"id": n.id, "role": n.role, "step": n.step} for n in g.nodes] if g else [],
+                    "layers": [list(layer) for layer in g.layers] if g else [],
+                    "edges": [[src - g.base, dst - g.base] for src, dst, _ in g.edges()] if g else [],
+                    "density": d,
+                }
+            )
+        return {"plans": out}
+
+    # -- /v1/qmix/act ---------------------------------------------------------------------------------------
+
+    def qmix_act(self, req: QMixRequest) -> dict[str, Any]:
+        """``/v1/qmix/act``: one ``ops.qmix_forward`` round with the loaded checkpoint and the greedy actions.
+
+        Raises
+        ------
+        QMixUnavailable
+            No checkpoint was given at start (the endpoint answers 503).
+        """
+        if self.qmix is None:
+            raise QMixUnavailable(
+                "no Q-Mix checkpoint is loaded: start the server with --qmix-checkpoint PATH"
+            )
+        obs = array_in(req.obs, "obs", None)
+        if obs.ndim not in (2, 3):
+            raise ShapeError(
+                f"obs must be (N, obs_dim) or (B, N, obs_dim); got shape {list(obs.shape)}", "obs"
+            )
+        n = obs.shape[-2]
+        if n > self.config.max_agents:
+            raise InvalidArgumentError(
+                f"obs must have at most {self.config.max_agents} agents; got {n}", "obs"
+            )
+        if obs.ndim == 3:
+            check_count(obs, self.config.max_episodes, "obs", "episodes")
+        adj = bool_array(req.adj, "adj")
+        hidden = array_in(req.hidden, "hidden", None) if req.hidden is not None else None
+        active = bool_array(req.active, "active") if req.active is not None else None
+        step = ops.qmix_forward(self.qmix, obs, adj, hidden, active=active, backend=self.config.backend)
+        q = np.asarray(step.q)
+        actions = q.argmax(axis=-1).astype(np.int64)
+        if active is not None:
+            actions = np.where(active, actions, -1)
+        return {
+            "q": array_out(q, req.binary),
+            "actions": actions.tolist(),
+            "hidden": array_out(np.asarray(step.hidden), req.binary),
+        }
 
     # -- /v1/route ------------------------------------------------------------------------------------------
 
@@ -104,13 +275,16 @@ class Service:
                 f"{field}.needs must list at least one agent; got none", f"{field}.needs"
             )
         check_count(ep.needs, cfg.max_agents, f"{field}.needs", "agents")
-        for name, texts in (("needs", ep.needs), ("offers", ep.offers)):
-            for i, t in enumerate(texts):
-                if len(t) > cfg.max_text_chars:
-                    raise InvalidArgumentError(
-                        f"{field}.{name}[{i}] must have at most {cfg.max_text_chars} characters; got {len(t)}",
-                        f"{field}.{name}[{i}]",
-                    )
+        self._check_lengths(ep.needs, f"{field}.needs")
+        self._check_lengths(ep.offers, f"{field}.offers")
+
+    def _check_lengths(self, texts: list[str], field: str) -> None:
+        limit = self.config.max_text_chars
+        for i, t in enumerate(texts):
+            if len(t) > limit:
+                raise InvalidArgumentError(
+                    f"{field}[{i}] must have at most {limit} characters; got {len(t)}", f"{field}[{i}]"
+                )
 
     def _stack(self, episodes: list[ArrayEpisode]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
         """(B, N, D) q and k padded to the largest N, the (B, N) active mask, and each episode's N."""
