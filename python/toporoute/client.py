@@ -219,9 +219,17 @@ def _route_call(
         ns = [needs] if single else list(needs)
         os_ = [offers] if single else list(offers)
         if len(ns) != len(os_):
-            raise InvalidArgumentError(f"offers must have {len(ns)} episodes like needs; got {len(os_)}", "offers")
+            raise InvalidArgumentError(
+                f"offers must have {len(ns)} episodes like needs; got {len(os_)}", "offers"
+            )
         episodes = [{"needs": list(a), "offers": list(c)} for a, c in zip(ns, os_)]
-    body = {"episodes": episodes, "tau": float(tau), "k_in": int(k_in), "scores": bool(scores), "binary": binary}
+    body = {
+        "episodes": episodes,
+        "tau": float(tau),
+        "k_in": int(k_in),
+        "scores": bool(scores),
+        "binary": binary,
+    }
 
     def parse(response: httpx.Response) -> Any:
         out = [_routed(ep) for ep in response.json()["episodes"]]
@@ -241,7 +249,7 @@ def _embed_call(texts: Sequence[str], binary: bool) -> _Call[np.ndarray]:
     return _Call("POST", "/v1/embed", {"texts": list(texts), "binary": binary}, parse)
 
 
-def _toposort_call(graphs: Any) -> _Call[Order]:
+def _toposort_call(graphs: Any, weights: Any, active: Any) -> _Call[Order]:
     adj = np.asarray(graphs, dtype=bool)
     if adj.ndim not in (2, 3) or adj.shape[-1] != adj.shape[-2]:
         raise errors.ShapeError(f"graphs must be (N, N) or (B, N, N); got shape {list(adj.shape)}", "graphs")
@@ -270,14 +278,21 @@ def _toposort_call(graphs: Any) -> _Call[Order]:
             return Order(order.order[0], order.level[0], order.removed[0], order.is_dag[0])
         return order
 
-    return _Call("POST", "/v1/toposort", {"graphs": adj.tolist()}, parse)
+    body: dict[str, Any] = {"graphs": adj.tolist()}
+    if weights is not None:
+        body["weights"] = encode_array(weights, True, "weights")
+    if active is not None:
+        body["active"] = np.asarray(active, dtype=bool).tolist()
+    return _Call("POST", "/v1/toposort", body, parse)
 
 
-def _conductor_call(plans: Any, n_agents: Any, options: dict[str, Any]) -> _Call[Any]:
+def _conductor_call(plans: Any, n_max: Any, options: dict[str, Any]) -> _Call[Any]:
     single = isinstance(plans, str)
-    body: dict[str, Any] = {"plans": [plans] if single else list(plans), **options}
-    if n_agents is not None:
-        body["n_agents"] = n_agents
+    body: dict[str, Any] = {"plans": [plans] if single else list(plans)}
+    if n_max is not None:
+        body["n_max"] = n_max
+    if options:
+        body["options"] = options
 
     def parse(response: httpx.Response) -> Any:
         data = response.json()
@@ -287,7 +302,9 @@ def _conductor_call(plans: Any, n_agents: Any, options: dict[str, Any]) -> _Call
     return _Call("POST", "/v1/conductor/check", body, parse)
 
 
-def _qmix_call(obs: Any, adj: Any, hidden: Any, active: Any, binary: bool) -> _Call[tuple[QMixStep, np.ndarray]]:
+def _qmix_call(
+    obs: Any, adj: Any, hidden: Any, active: Any, binary: bool
+) -> _Call[tuple[QMixStep, np.ndarray]]:
     body: dict[str, Any] = {
         "obs": encode_array(obs, binary, "obs"),
         "adj": np.asarray(adj, dtype=bool).tolist(),
@@ -339,7 +356,9 @@ class Client:
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._http = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout, transport=transport)
+        self._http = httpx.Client(
+            base_url=base_url, headers=_headers(token), timeout=timeout, transport=transport
+        )
 
     def __enter__(self) -> Client:
         return self
@@ -403,15 +422,27 @@ class Client:
         """``POST /v1/embed``: (T, D) float32 unit vectors of ``texts`` (as the in-process Encoder)."""
         return self._do(_embed_call(texts, binary))
 
-    def toposort(self, graphs: Any) -> Order:
-        """``POST /v1/toposort``: ``graphs`` (N, N) or (B, N, N) bool ``adj[src, dst]`` -> :class:`Order` (as
-        :func:`toporoute.ops.toposort`; without the batch axis for one graph)."""
-        return self._do(_toposort_call(graphs))
+    def toposort(self, graphs: Any, *, weights: Any = None, active: Any = None) -> Order:
+        """``POST /v1/toposort``: ``graphs`` (N, N) or (B, N, N) bool ``adj[src, dst]`` (optional ``weights`` of
+        the same shape, ``active`` (N,) / (B, N)) -> :class:`Order` as :func:`toporoute.ops.toposort` (without
+        the batch axis for one graph)."""
+        return self._do(_toposort_call(graphs, weights, active))
 
-    def conductor_check(self, plans: str | Sequence[str], *, n_agents: Any = None, **options: Any) -> Any:
-        """``POST /v1/conductor/check``: per plan ``{"class", "message", "layers", "edges", "density"}`` (a
-        single dict for one plan string); ``options`` are sent as JSON fields."""
-        return self._do(_conductor_call(plans, n_agents, options))
+    def conductor_check(self, plans: str | Sequence[str], *, n_max: Any = None, **options: Any) -> Any:
+        """``POST /v1/conductor/check``: per plan a dict ``{"class", "tag", "message", "nodes", "layers",
+        "edges", "density"}`` (one dict for one plan string), as :func:`toporoute.ops.conductor_check` and
+        :func:`toporoute.ops.conductor_density`.
+
+        Parameters
+        ----------
+        plans : str or list[str]
+            Orchestrator outputs (YAML plans).
+        n_max : int or list[int], optional
+            Density cap, one for all plans or one per plan (the server's default when omitted).
+        **options
+            :class:`toporoute.ops.CheckOptions` fields (``lenient``, ``max_agents``, ...).
+        """
+        return self._do(_conductor_call(plans, n_max, options))
 
     def qmix_act(
         self, obs: Any, adj: Any, hidden: Any = None, active: Any = None, *, binary: bool = True
@@ -482,13 +513,13 @@ class AsyncClient:
         """See :meth:`Client.embed`."""
         return await self._do(_embed_call(texts, binary))
 
-    async def toposort(self, graphs: Any) -> Order:
+    async def toposort(self, graphs: Any, *, weights: Any = None, active: Any = None) -> Order:
         """See :meth:`Client.toposort`."""
-        return await self._do(_toposort_call(graphs))
+        return await self._do(_toposort_call(graphs, weights, active))
 
-    async def conductor_check(self, plans: str | Sequence[str], *, n_agents: Any = None, **options: Any) -> Any:
+    async def conductor_check(self, plans: str | Sequence[str], *, n_max: Any = None, **options: Any) -> Any:
         """See :meth:`Client.conductor_check`."""
-        return await self._do(_conductor_call(plans, n_agents, options))
+        return await self._do(_conductor_call(plans, n_max, options))
 
     async def qmix_act(
         self, obs: Any, adj: Any, hidden: Any = None, active: Any = None, *, binary: bool = True
