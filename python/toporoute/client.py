@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import httpx
 import numpy as np
@@ -360,7 +360,7 @@ class Client:
             base_url=base_url, headers=_headers(token), timeout=timeout, transport=transport
         )
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -471,7 +471,7 @@ class AsyncClient:
             limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=100),
         )
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
