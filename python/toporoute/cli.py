@@ -124,7 +124,42 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write RUN_DIR/report.html and RUN_DIR/figures/*.png")
     rep.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     rep.add_argument("--out", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)")
+    _serve_args(sub)
     return p
+
+
+def _serve_args(sub: Any) -> None:
+    """``toporoute serve``: the HTTP service (extra ``serve``; see toporoute/serve/server.py)."""
+    s = sub.add_parser(
+        "serve",
+        help="serve the routing ops and the text Router over HTTP (FastAPI + uvicorn)",
+        description="Serves /v1/route, /v1/embed, /v1/toposort, /v1/conductor/check, /v1/qmix/act, /health and "
+        "/metrics. SIGTERM shuts down gracefully: new connections are refused, requests in flight finish "
+        "(at most --graceful-timeout seconds), then the command exits 0.",
+    )
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
+    s.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    s.add_argument("--backend", choices=("reference", "cpu", "cuda"), default=None, help="ops backend")
+    s.add_argument("--qmix-checkpoint", type=Path, default=None, help="Q-Mix weights for /v1/qmix/act")
+    s.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="file whose first line is the bearer token (else $TOPOROUTE_TOKEN; none: no auth)",
+    )
+    s.add_argument(
+        "--allow-remote", action="store_true", help="bind a non-loopback host even without a token"
+    )
+    s.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="default 8 MiB")
+    s.add_argument("--max-episodes", type=int, default=1024, help="episodes per request (default 1024)")
+    s.add_argument("--max-agents", type=int, default=256, help="agents per episode (default 256)")
+    s.add_argument("--max-text-chars", type=int, default=4096, help="characters per text (default 4096)")
+    s.add_argument("--encoder-cache-size", type=int, default=8192, help="texts cached (default 8192)")
+    s.add_argument(
+        "--graceful-timeout", type=float, default=30.0, help="seconds in-flight requests get at shutdown"
+    )
+    s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
@@ -179,6 +214,10 @@ def _option_groups(methods: Sequence[str]) -> list[OptionGroup]:
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
     """Parses ``argv``; an option of a method the command does not run is an error that names its method."""
+    if argv and argv[0] == "serve":  # the service needs neither the methods nor the LLM extras: parse alone
+        serve_only = argparse.ArgumentParser(prog="toporoute", description=__doc__.splitlines()[0])
+        _serve_args(serve_only.add_subparsers(dest="command", required=True))
+        return serve_only.parse_args(argv)
     from .methods.registry import REGISTRY
 
     named = [a for a in argv[1:] if a in REGISTRY] if argv and argv[0] == "run" else []
@@ -408,6 +447,27 @@ async def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from .serve.config import ServeConfig
+    from .serve.server import read_token, serve
+
+    config = ServeConfig(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        backend=args.backend,
+        qmix_checkpoint=args.qmix_checkpoint,
+        token=read_token(args.token_file),
+        allow_remote=args.allow_remote,
+        max_body_bytes=args.max_body_bytes,
+        max_episodes=args.max_episodes,
+        max_agents=args.max_agents,
+        max_text_chars=args.max_text_chars,
+        encoder_cache_size=args.encoder_cache_size,
+    )
+    return serve(config, log_level=args.log_level, graceful_timeout=args.graceful_timeout)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``toporoute`` command."""
     args = _parse(sys.argv[1:] if argv is None else argv)
@@ -420,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_run(args))
         if args.command == "train":
             return asyncio.run(_train(args))
+        if args.command == "serve":
+            return _serve(args)
         from .trace.report import write_report
 
         paths = write_report(args.run_dir, args.out)

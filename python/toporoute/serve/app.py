@@ -70,12 +70,14 @@ def _field(loc: tuple[Any, ...]) -> str | None:
     return out or None
 
 
-def create_app(config: ServeConfig) -> FastAPI:
+def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
     """The HTTP app for ``config``; all its state lives on ``app.state`` (``config``, ``service``, ``metrics``).
 
     Parameters
     ----------
     config : ServeConfig
+    encoder : toporoute.embed.Encoder, optional
+        The text encoder (default: all-MiniLM-L6-v2 with ``config.encoder_cache_size`` cached texts).
 
     Returns
     -------
@@ -84,7 +86,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         lets in-flight requests finish.
     """
     metrics = Metrics()
-    service = Service(config, on_batch=metrics.batch_size.observe)
+    service = Service(config, on_batch=metrics.batch_size.observe, encoder=encoder)
     metrics.watch_cache(service.encoder)
     app = FastAPI(
         title="toporoute",

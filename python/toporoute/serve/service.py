@@ -55,13 +55,22 @@ class Service:
     config : ServeConfig
     on_batch : callable, optional
         Called with the episode count of every coalesced text batch (the batch-size metric).
+    encoder : Encoder, optional
+        Default: :meth:`Encoder.default` with ``config.encoder_cache_size`` (tests pass one to share it).
     """
 
-    def __init__(self, config: ServeConfig, on_batch: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: ServeConfig,
+        on_batch: Callable[[int], None] | None = None,
+        encoder: Any = None,
+    ) -> None:
         from ..embed import Encoder
 
         self.config = config
-        self.encoder = Encoder.default(cache_size=config.encoder_cache_size)
+        self.encoder = (
+            encoder if encoder is not None else Encoder.default(cache_size=config.encoder_cache_size)
+        )
         self.qmix = ops.QMixParams.load(config.qmix_checkpoint) if config.qmix_checkpoint else None
         self._on_batch = on_batch
         self._routers: OrderedDict[tuple[float, int], Any] = OrderedDict()
