@@ -37,6 +37,8 @@ __all__ = [
     "RoutedEpisode",
     "ServiceError",
     "ServiceUnavailableError",
+    "decode_array",
+    "encode_array",
 ]
 
 T = TypeVar("T")
