@@ -40,7 +40,7 @@ CLIENTS = 32
 N_AGENTS, DIM = 8, 384
 EMBED_SEQUENTIAL = pick(3000, 200)
 EMBED_CONCURRENT = pick(6000, 320)
-TEXT_REQUESTS = pick(640, 64)
+TEXT_REQUESTS = pick(384, 64)
 MAX_SECONDS = pick(60.0, 15.0)  # per phase: a slow machine stops here with what it measured
 
 WORDS = [

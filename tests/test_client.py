@@ -13,7 +13,14 @@ import pytest
 from tests._conductor_plans import fenced, plan_text
 from tests._serve import live_server
 from toporoute import errors, ops
-from toporoute.client import AsyncClient, AuthenticationError, Client, RoutedEpisode, ServiceUnavailableError
+from toporoute.client import (
+    AsyncClient,
+    AuthenticationError,
+    Client,
+    RoutedEpisode,
+    ServiceUnavailableError,
+    raise_for_error,
+)
 from toporoute.ops.qmix_params import QMixConfig, QMixParams
 from toporoute.serve import ServeConfig
 
@@ -189,9 +196,7 @@ def test_server_side_shape_error_class(url: str) -> None:
     with httpx.Client(base_url=url) as http:
         response = http.post("/v1/route", json=body)
     with pytest.raises(errors.ShapeError) as info:
-        from toporoute.client import _raise_for
-
-        _raise_for(response)
+        raise_for_error(response)
     assert info.value.arg == "episodes[0].q.b64"
 
 

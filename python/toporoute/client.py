@@ -39,6 +39,7 @@ __all__ = [
     "ServiceUnavailableError",
     "decode_array",
     "encode_array",
+    "raise_for_error",
 ]
 
 T = TypeVar("T")
@@ -149,7 +150,11 @@ def _routed(ep: dict[str, Any]) -> RoutedEpisode:
     )
 
 
-def _raise_for(response: httpx.Response) -> None:
+def raise_for_error(response: httpx.Response) -> None:
+    """Raises the error an answer of the service carries (see the module docstring); nothing for a 2xx/3xx.
+
+    For callers that talk to the service with their own httpx client.
+    """
     if response.status_code < 400:
         return
     request_id = response.headers.get("x-request-id")
@@ -374,7 +379,7 @@ class Client:
 
     def _do(self, call: _Call[T]) -> T:
         response = self._http.request(call.method, call.path, json=call.body)
-        _raise_for(response)
+        raise_for_error(response)
         return call.parse(response)
 
     def health(self) -> dict[str, Any]:
@@ -485,7 +490,7 @@ class AsyncClient:
 
     async def _do(self, call: _Call[T]) -> T:
         response = await self._http.request(call.method, call.path, json=call.body)
-        _raise_for(response)
+        raise_for_error(response)
         return call.parse(response)
 
     async def health(self) -> dict[str, Any]:
