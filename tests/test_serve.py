@@ -618,3 +618,22 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(tmp_path: Path
             proc.kill()
             proc.wait()
     assert TOKEN not in "".join(lines)
+
+
+def test_the_server_never_imports_the_methods_or_the_llm_layer(tmp_path: Path) -> None:
+    code = (
+        "import sys, toporoute.serve, toporoute.serve.server; "
+        "print(sorted(m for m in sys.modules if m.startswith(('toporoute.methods', 'toporoute.llm', 'toporoute.runtime'))))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
