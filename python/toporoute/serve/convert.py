@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Sized
 from typing import Any
 
 import numpy as np
@@ -107,7 +107,7 @@ def routed_episode(
     return out
 
 
-def check_count(items: Sequence[Any], limit: int, field: str, what: str) -> None:
+def check_count(items: Sized, limit: int, field: str, what: str) -> None:
     """422 naming ``field`` when ``items`` has more than ``limit`` entries."""
     if len(items) > limit:
         raise InvalidArgumentError(f"{field} must have at most {limit} {what}; got {len(items)}", field)

@@ -137,13 +137,12 @@ class Service:
     def conductor_check(self, req: ConductorRequest) -> dict[str, Any]:
         """``/v1/conductor/check``: ``ops.conductor_check`` (first turn) and ``ops.conductor_density``."""
         check_count(req.plans, self.config.max_episodes, "plans", "plans")
-        options = ops.CheckOptions(
-            **{
-                k: (tuple(v) if k == "pool" else v)
-                for k, v in (req.options or _NO_OPTIONS).model_dump().items()
-                if v is not None
-            }
-        )
+        given: dict[str, Any] = {
+            k: (tuple(v) if k == "pool" else v)
+            for k, v in (req.options or _NO_OPTIONS).model_dump().items()
+            if v is not None
+        }
+        options = ops.CheckOptions(**given)
         n_max = np.asarray(req.n_max, dtype=np.int64)
         if n_max.ndim == 1 and n_max.shape[0] != len(req.plans):
             raise ShapeError(
