@@ -24,7 +24,7 @@ from toporoute.serve import ServeConfig
 
 TOKEN = "fuzz-token"
 # Examples per operation and mode: 7 operations x 2 modes stay well under a minute on one CI core.
-EXAMPLES = 40
+EXAMPLES = 100
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 

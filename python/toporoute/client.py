@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
 import numpy as np
@@ -29,6 +29,9 @@ import numpy as np
 from . import errors
 from .errors import InvalidArgumentError, ToporouteError
 from .ops.results import Order, QMixStep
+
+if TYPE_CHECKING:  # Python 3.10 has no typing.Self; annotations are not evaluated at run time
+    from typing_extensions import Self
 
 __all__ = [
     "AsyncClient",
@@ -173,9 +176,8 @@ def raise_for_error(response: httpx.Response) -> None:
         exc = _VALUE_ERRORS.get(type_, InvalidArgumentError)(message, field)
     else:
         exc = ServiceError(f"HTTP {status}: {message}", field)
-    exc.status = status  # type: ignore[attr-defined]
-    exc.error_type = type_  # type: ignore[attr-defined]
-    exc.request_id = request_id  # type: ignore[attr-defined]
+    # Plain attributes on the raised instance: the ValueError classes are toporoute.errors' own, not subclasses.
+    vars(exc).update(status=status, error_type=type_, request_id=request_id)
     raise exc
 
 
@@ -384,7 +386,7 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         """``GET /health``: ``{"status", "version", "backend", "encoder", "qmix"}``."""
-        return self._do(_Call("GET", "/health", None, _json))  # type: ignore[no-any-return]
+        return self._do(_Call("GET", "/health", None, _json))
 
     def metrics(self) -> str:
         """``GET /metrics``: the Prometheus text exposition."""
@@ -495,7 +497,7 @@ class AsyncClient:
 
     async def health(self) -> dict[str, Any]:
         """See :meth:`Client.health`."""
-        return await self._do(_Call("GET", "/health", None, _json))  # type: ignore[no-any-return]
+        return await self._do(_Call("GET", "/health", None, _json))
 
     async def metrics(self) -> str:
         """See :meth:`Client.metrics`."""
