@@ -89,6 +89,11 @@ def test_route_embeddings_equal_in_process(client: Client, binary: bool) -> None
     one = client.route(q[0], k[0], tau=0.1, k_in=2)
     assert isinstance(one, RoutedEpisode) and one.scores is None
     np.testing.assert_array_equal(one.edges, eps[0].edges)
+    nested = client.route(q[0].tolist(), k[0].tolist(), tau=0.1, k_in=2)  # nested lists: one episode too
+    np.testing.assert_array_equal(nested.edges, eps[0].edges)
+    with pytest.raises(errors.ShapeError) as info:
+        client.route(q[0, 0], k[0, 0])
+    assert info.value.arg == "q"
 
 
 def test_route_ragged_embeddings(client: Client) -> None:

@@ -195,6 +195,21 @@ def _json(response: httpx.Response) -> Any:
     return response.json()
 
 
+def _episode_arrays(value: Any, name: str) -> tuple[list[Any], bool]:
+    """Episodes of ``value``: one (N, D), a (B, N, D) array, or a list of (N_b, D) (ragged); and whether one."""
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except ValueError:  # ragged: a list of episodes of different sizes
+        return list(value), False
+    if arr.ndim == 2:
+        return [arr], True
+    if arr.ndim == 3:
+        return list(arr), False
+    raise errors.ShapeError(
+        f"{name} must be (N, D), (B, N, D) or a list of (N_b, D); got shape {list(arr.shape)}", name
+    )
+
+
 def _route_call(
     q: Any,
     k: Any,
@@ -214,9 +229,8 @@ def _route_call(
         )
     episodes: list[dict[str, Any]]
     if q is not None:
-        single = not isinstance(q, (list, tuple)) and np.ndim(q) == 2
-        qs = [q] if single else list(q)
-        ks = [k] if single else list(k)
+        qs, single = _episode_arrays(q, "q")
+        ks, _ = _episode_arrays(k, "k")
         if len(qs) != len(ks):
             raise InvalidArgumentError(f"k must have {len(qs)} episodes like q; got {len(ks)}", "k")
         episodes = [
