@@ -73,31 +73,28 @@ class _Records(logging.Handler):
 @contextmanager
 def running(app: Any, records: _Records | None = None) -> Iterator[str]:
     """Serves ``app`` with uvicorn in a thread on a free loopback port; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     loggers = [logging.getLogger(n) for n in ("uvicorn", "uvicorn.error", "uvicorn.access", "toporoute")]
     saved = [(lg, lg.level) for lg in loggers]
     if records is not None:
         for lg in loggers:
             lg.addHandler(records)
             lg.setLevel(logging.DEBUG)
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_config=None, log_level="debug", access_log=True, lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_config=None, log_level="debug", access_log=True, lifespan="on"
     )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 30
         while not server.started:
             assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
             time.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(30)
-        sock.close()
         for lg, level in saved:
             lg.setLevel(level)
             if records is not None:

@@ -13,13 +13,15 @@ import hmac
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -46,6 +48,8 @@ from .service import QMixUnavailable, Service
 __all__ = ["create_app"]
 
 log = logging.getLogger("toporoute.serve")
+
+_M = TypeVar("_M", bound=BaseModel)
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500)
@@ -158,63 +162,111 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
     @app.post(
         "/v1/route",
         response_model=None,
+        openapi_extra=_body(RouteRequest),
         responses={200: {"model": RouteResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
     )
-    async def route(req: RouteRequest) -> JSONResponse:
+    async def route(request: Request) -> JSONResponse:
         """Routes episodes of descriptor texts (needs, offers) or of embeddings (q, k): edges, inboxes,
         in-degrees, the topological order and levels of each episode's graph (optionally the scores). Text
         episodes of concurrent requests share encoder batches."""
+        req = await _parse(RouteRequest, request)
         return JSONResponse(await service.route(req))
 
     @app.post(
         "/v1/embed",
         response_model=None,
+        openapi_extra=_body(EmbedRequest),
         responses={200: {"model": EmbedResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
     )
-    async def embed(req: EmbedRequest) -> JSONResponse:
+    async def embed(request: Request) -> JSONResponse:
         """Texts to unit vectors (the Router's encoder and its cache)."""
+        req = await _parse(EmbedRequest, request)
         return JSONResponse(await service.embed(req))
 
     @app.post(
         "/v1/toposort",
         response_model=None,
+        openapi_extra=_body(ToposortRequest),
         responses={200: {"model": ToposortResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
     )
-    async def toposort(req: ToposortRequest, request: Request) -> JSONResponse:
+    async def toposort(request: Request) -> JSONResponse:
         """Topological order with cycle breaking (``ops.toposort``) of one graph or a batch."""
+        req = await _parse(ToposortRequest, request)
         return JSONResponse(await _run(service.toposort, req, request))
 
     @app.post(
         "/v1/conductor/check",
         response_model=None,
+        openapi_extra=_body(ConductorRequest),
         responses={200: {"model": ConductorResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
     )
-    async def conductor_check(req: ConductorRequest, request: Request) -> JSONResponse:
+    async def conductor_check(request: Request) -> JSONResponse:
         """Checks AgentConductor YAML plans: class, message, layers, edges and the density reward."""
+        req = await _parse(ConductorRequest, request)
         return JSONResponse(await _run(service.conductor_check, req, request))
 
     @app.post(
         "/v1/qmix/act",
         response_model=None,
+        openapi_extra=_body(QMixRequest),
         responses={200: {"model": QMixResponse}, 503: {"model": ErrorResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
     )
-    async def qmix_act(req: QMixRequest, request: Request) -> JSONResponse:
+    async def qmix_act(request: Request) -> JSONResponse:
         """One Agent Q-Mix round with the checkpoint loaded at start: Q-values, greedy actions, next hidden
         state (the client keeps the hidden state between rounds). 503 without a checkpoint."""
+        req = await _parse(QMixRequest, request)
         return JSONResponse(await _run(service.qmix_act, req, request))
 
     app.add_middleware(_Guard, config=config, metrics=metrics)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+_BODIES = (RouteRequest, EmbedRequest, ToposortRequest, ConductorRequest, QMixRequest)
+
+
+def _body(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of an endpoint that parses ``model`` itself (see :func:`_parse`)."""
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
+async def _parse(model: type[_M], request: Request) -> _M:
+    """The body as ``model``, parsed by pydantic's own JSON parser (several times faster than ``json.loads``
+    then validation on float arrays); errors become the same 400 / 422 as FastAPI's own validation."""
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False)) from None
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema plus the request models of the endpoints that parse their body themselves."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in _BODIES:
+            own = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, sub in own.pop("$defs", {}).items():
+                components.setdefault(name, sub)
+            components[model.__name__] = own
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 # Bodies up to this size are computed on the event loop (microseconds of work: a thread hop would cost more);
