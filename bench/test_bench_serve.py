@@ -8,7 +8,7 @@ against in-process:
 
 - embeddings, one client in sequence: p50 latency (target under 1 ms on loopback) vs ``ops.route`` +
   ``ops.toposort`` called directly; measured with a minimal keep-alive HTTP/1.1 socket client (what the service
-  adds) and with ``toporoute.client.AsyncClient`` (plus httpx's own per-request cost);
+  adds) and with ``toporoute.client``'s ``Client`` and ``AsyncClient`` (plus httpx's own per-request cost);
 - embeddings, 32 concurrent clients: throughput;
 - texts (8 agents, every request new descriptors so the encoder works), 32 concurrent clients: throughput vs
   the in-process Router's ``aroute_texts`` from 32 concurrent tasks on the same requests (target >= 0.8x).
@@ -34,7 +34,7 @@ import pytest
 
 from bench._scale import pick
 from toporoute import ops
-from toporoute.client import AsyncClient, encode_array
+from toporoute.client import AsyncClient, Client, encode_array
 
 CLIENTS = 32
 N_AGENTS, DIM = 8, 384
@@ -252,6 +252,14 @@ def test_route_embeddings(server: str) -> None:
         for i in range(64)
     ]
     lat_raw, raw_answers = _raw_sequential(server, bodies, EMBED_SEQUENTIAL)
+    with Client(server) as sync_client:
+        for i in range(50):
+            sync_client.route(q[i % 64], k[i % 64], tau=0.0, k_in=3)
+        lat_sync = np.empty(EMBED_SEQUENTIAL)
+        for i in range(EMBED_SEQUENTIAL):
+            t0 = time.perf_counter()
+            sync_client.route(q[i % 64], k[i % 64], tau=0.0, k_in=3)
+            lat_sync[i] = time.perf_counter() - t0
     for i, answer in enumerate(raw_answers):
         edges = json.loads(answer)["episodes"][0]["edges"]
         assert edges == np.argwhere(results[i].adjacency()).tolist()  # type: ignore[attr-defined]
@@ -266,11 +274,13 @@ def test_route_embeddings(server: str) -> None:
         f"[info] {_line('in process, ops.route + ops.toposort, B=1 N=8 D=384', lat_local, lat_local.sum())}"
     )
     print(f"[info] {_line('service, raw HTTP/1.1 keep-alive socket, in sequence', lat_raw, lat_raw.sum())}")
+    print(f"[info] {_line('service, toporoute.client.Client (sync), in sequence', lat_sync, lat_sync.sum())}")
     print(f"[info] {_line('service, toporoute.client.AsyncClient, in sequence', lat_seq, wall_seq)}")
     print(f"[info] {_line(f'service, {CLIENTS} concurrent clients', lat_con, wall_con)}")
     print(
         f"[ratio] /v1/route embeddings B=1 N=8: service p50 {p50_service * 1e3:.3f} ms on loopback (target < 1 ms; "
-        f"{p50_client * 1e3:.3f} ms through the Python AsyncClient) vs in process {p50_local * 1e3:.3f} ms = "
+        f"{np.percentile(lat_sync, 50) * 1e3:.3f} ms through the Python Client, {p50_client * 1e3:.3f} ms through "
+        f"AsyncClient) vs in process {p50_local * 1e3:.3f} ms = "
         f"{p50_service / p50_local:.0f}x the in-process latency; {CLIENTS} clients {len(lat_con) / wall_con:.0f} req/s"
     )
 
