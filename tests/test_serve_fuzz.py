@@ -89,3 +89,19 @@ def test_no_server_error_and_schema_conformance(
         case.call_and_validate(base_url=base_url, headers=headers, checks=CHECKS)
 
     fuzz()
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def test_without_token_every_protected_operation_answers_401(
+    api: schemathesis.BaseSchema, base_url: str, method: str, path: str
+) -> None:
+    operation = api[path][method]
+    expected = 200 if path == "/health" else 401
+
+    @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+    @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    def fuzz(case: schemathesis.Case) -> None:
+        response = case.call_and_validate(base_url=base_url, checks=CHECKS)
+        assert response.status_code == expected, response.text[:300]
+
+    fuzz()
