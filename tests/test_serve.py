@@ -428,6 +428,13 @@ def test_limits_name_the_field(limited: str) -> None:
     _error(c.post("/v1/route", json={"episodes": [{"q": [[1.0], [0.0, 1.0]], "k": q}]}), 422, "episodes[0].q")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "tau": 1.5}), 422, "tau")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "k_in": -1}), 422, "k_in")
+    _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "k_in": 2**40}), 422, "k_in")
+    _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "k_in": 4}), 422, "k_in")  # > max_agents
+    huge = {"b64": "", "shape": [2**40, 2**40]}
+    _error(c.post("/v1/route", json={"episodes": [{"q": huge, "k": q}]}), 422, "episodes[0].q.shape[0]")
+    opts = {"plans": ["x"], "options": {"pool": ["coder"]}}
+    _error(c.post("/v1/conductor/check", json=opts), 422, "options.pool")
+    _error(c.post("/v1/conductor/check", json={"plans": ["x"], "n_max": 10**30}), 422, "n_max")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}, ep]}), 422, "episodes[1]")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "bogus": 1}), 422, "bogus")
     _error(c.post("/v1/toposort", json={"graphs": [[True, False]]}), 422, "graphs")
