@@ -572,10 +572,10 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(tmp_path: Path
         results: list[httpx.Response | BaseException] = []
 
         def slow_request(i: int) -> None:
-            def body() -> Iterator[bytes]:  # the upload takes about 2 s: the request is in flight meanwhile
+            def body() -> Iterator[bytes]:  # the upload takes about 3 s: the request is in flight meanwhile
                 yield b'{"graphs": '
                 started.wait()
-                for _ in range(10):
+                for _ in range(15):
                     time.sleep(0.2)
                     yield b" "
                 yield json.dumps([[False, True], [False, False]]).encode() + b"}"
@@ -596,7 +596,7 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(tmp_path: Path
         for t in clients:
             t.start()
         started.wait()
-        time.sleep(0.3)  # the three requests' headers have reached the server
+        time.sleep(1.0)  # the server has accepted the three connections and read their headers
         proc.send_signal(signal.SIGTERM)
         refused = False
         deadline = time.monotonic() + 10
