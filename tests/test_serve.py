@@ -428,6 +428,13 @@ def test_limits_name_the_field(limited: str) -> None:
     _error(c.post("/v1/route", json={"episodes": [{"q": [[1.0], [0.0, 1.0]], "k": q}]}), 422, "episodes[0].q")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "tau": 1.5}), 422, "tau")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "k_in": -1}), 422, "k_in")
+    _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "k_in": 2**40}), 422, "k_in")
+    _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "k_in": 4}), 422, "k_in")  # > max_agents
+    huge = {"b64": "", "shape": [2**40, 2**40]}
+    _error(c.post("/v1/route", json={"episodes": [{"q": huge, "k": q}]}), 422, "episodes[0].q.shape[0]")
+    opts = {"plans": ["x"], "options": {"pool": ["coder"]}}
+    _error(c.post("/v1/conductor/check", json=opts), 422, "options.pool")
+    _error(c.post("/v1/conductor/check", json={"plans": ["x"], "n_max": 10**30}), 422, "n_max")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}, ep]}), 422, "episodes[1]")
     _error(c.post("/v1/route", json={"episodes": [{"q": q, "k": q}], "bogus": 1}), 422, "bogus")
     _error(c.post("/v1/toposort", json={"graphs": [[True, False]]}), 422, "graphs")
@@ -565,10 +572,10 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(tmp_path: Path
         results: list[httpx.Response | BaseException] = []
 
         def slow_request(i: int) -> None:
-            def body() -> Iterator[bytes]:  # the upload takes about 2 s: the request is in flight meanwhile
+            def body() -> Iterator[bytes]:  # the upload takes about 3 s: the request is in flight meanwhile
                 yield b'{"graphs": '
                 started.wait()
-                for _ in range(10):
+                for _ in range(15):
                     time.sleep(0.2)
                     yield b" "
                 yield json.dumps([[False, True], [False, False]]).encode() + b"}"
@@ -589,7 +596,7 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(tmp_path: Path
         for t in clients:
             t.start()
         started.wait()
-        time.sleep(0.3)  # the three requests' headers have reached the server
+        time.sleep(1.0)  # the server has accepted the three connections and read their headers
         proc.send_signal(signal.SIGTERM)
         refused = False
         deadline = time.monotonic() + 10

@@ -1,7 +1,29 @@
 """``toporoute serve``: the ops and the text Router behind an HTTP API (FastAPI + uvicorn, extra ``serve``).
 
-:func:`create_app` builds the ASGI app from a :class:`ServeConfig`; every piece of state (the Router, the encoder,
-the Q-Mix weights, the metrics registry) lives on ``app.state``, so several apps can live in one process.
+:func:`create_app` builds the ASGI app from a :class:`ServeConfig`; every piece of state (the Router per
+``(tau, k_in)``, the encoder and its cache, the Q-Mix weights, the metrics registry) lives on ``app.state``, so
+several apps can live in one process. This layer knows :mod:`toporoute.ops` and :mod:`toporoute.embed`, never
+the methods or the LLM engines.
+
+Endpoints (JSON; a float array field may be ``{"b64": base64 of little-endian float32, "shape": [...]}``, and
+responses use that form when the request sets ``"binary": true``):
+
+- ``POST /v1/route``: ``episodes`` of texts ``{"needs", "offers"}`` (through ``Router.aroute_texts``: concurrent
+  requests share encoder batches) or of embeddings ``{"q", "k"}`` (``ops.route``), ``tau``, ``k_in``,
+  ``scores`` -> per episode ``edges``, ``inboxes``, ``in_degree``, ``order``, ``levels``, ``removed`` (the
+  ``ops.toposort`` of its graph) and optionally ``scores``.
+- ``POST /v1/embed``: ``texts`` -> ``{"dim", "vectors"}``.
+- ``POST /v1/toposort``: ``graphs`` ``(N, N)`` or ``(B, N, N)`` (optional ``weights``, ``active``) ->
+  ``{"graphs": [{"order", "levels", "removed", "is_dag"}, ...]}`` (a list even for one graph).
+- ``POST /v1/conductor/check``: ``plans``, ``n_max`` (alias ``n_agents``; one or one per plan), ``options`` ->
+  ``{"plans": [{"class", "tag", "message", "nodes", "layers", "edges", "density"}, ...]}``.
+- ``POST /v1/qmix/act``: ``obs``, ``adj``, ``hidden``, ``active`` -> ``{"q", "actions", "hidden"}`` (503 without
+  ``--qmix-checkpoint``).
+- ``GET /health`` (open), ``GET /metrics`` (Prometheus text), ``GET /openapi.json``, ``GET /docs``.
+
+Errors are ``{"error": {"type", "message", "field"}}``: 400 (not JSON), 401 (token), 413 (body size), 422 (shape,
+type, non-finite number, limit, or any toporoute ``ValueError``; ``field`` names the request field), 503 (no
+Q-Mix checkpoint), 500 (unexpected: a generic message with the request id, the traceback in the server log only).
 """
 
 from __future__ import annotations

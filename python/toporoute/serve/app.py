@@ -228,7 +228,7 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         return JSONResponse(await _run(service.qmix_act, req, request))
 
     app.add_middleware(_Guard, config=config, metrics=metrics)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign, unused-ignore]
     return app
 
 

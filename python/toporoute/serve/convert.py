@@ -48,7 +48,9 @@ def array_in(value: Any, field: str, ndim: int | None) -> np.ndarray:
             raise ShapeError(
                 f"{field}.shape must have {ndim} dimensions; got {list(shape)}", f"{field}.shape"
             )
-        expected = 4 * int(np.prod(shape, dtype=np.int64))
+        expected = 4
+        for n in shape:  # Python ints: no overflow
+            expected *= int(n)
         if len(raw) != expected:
             raise ShapeError(
                 f"{field}.b64 must hold {expected} bytes (float32 of shape {list(shape)}); got {len(raw)}",
@@ -57,7 +59,8 @@ def array_in(value: Any, field: str, ndim: int | None) -> np.ndarray:
         arr = np.frombuffer(raw, dtype="<f4").reshape(shape)
     else:
         try:
-            arr = np.asarray(value, dtype=np.float32)
+            with np.errstate(over="ignore"):  # a finite float64 beyond float32 becomes inf: refused below
+                arr = np.asarray(value, dtype=np.float32)
         except ValueError:
             raise ShapeError(
                 f"{field} must be a rectangular {ndim}-d array; its rows differ in length", field

@@ -11,6 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Discriminator, Field, Tag
 
+# Integers the compiled core takes as C ints: larger ones are refused here (422), never overflow there.
+Int32 = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Positive32 = Annotated[int, Field(ge=1, le=2**31 - 1)]
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -20,7 +24,7 @@ class B64Array(_Model):
     """A float32 array: ``b64`` is the base64 of its little-endian bytes in C order, ``shape`` its shape."""
 
     b64: str
-    shape: list[Annotated[int, Field(ge=0)]]
+    shape: list[Int32]
 
 
 def _matrix_kind(value: Any) -> str:
@@ -62,7 +66,7 @@ Episode = Annotated[
 class RouteRequest(_Model):
     episodes: list[Episode]
     tau: float = 0.3
-    k_in: Annotated[int, Field(ge=0)] = 3
+    k_in: Int32 = 3
     scores: bool = False
     binary: bool = False
 
@@ -136,10 +140,10 @@ class ConductorOptions(_Model):
     lenient: bool | None = None
     strict_tester: bool | None = None
     concise: bool | None = None
-    max_bytes: int | None = None
-    max_depth: int | None = None
-    max_agents: int | None = None
-    max_refs: int | None = None
+    max_bytes: Positive32 | None = None
+    max_depth: Positive32 | None = None
+    max_agents: Positive32 | None = None
+    max_refs: Positive32 | None = None
 
 
 class ConductorRequest(_Model):
@@ -147,7 +151,9 @@ class ConductorRequest(_Model):
     plans or one per plan (the paper's 4 / 7 / 10 by difficulty)."""
 
     plans: list[str]
-    n_max: Annotated[int | list[int], Field(validation_alias=AliasChoices("n_max", "n_agents"))] = 10
+    n_max: Annotated[
+        Positive32 | list[Positive32], Field(validation_alias=AliasChoices("n_max", "n_agents"))
+    ] = 10
     options: ConductorOptions | None = None
 
 

@@ -142,7 +142,10 @@ class Service:
             for k, v in (req.options or _NO_OPTIONS).model_dump().items()
             if v is not None
         }
-        options = ops.CheckOptions(**given)
+        try:
+            options = ops.CheckOptions(**given)
+        except InvalidArgumentError as exc:
+            raise type(exc)(str(exc), f"options.{exc.arg}") from None
         n_max = np.asarray(req.n_max, dtype=np.int64)
         if n_max.ndim == 1 and n_max.shape[0] != len(req.plans):
             raise ShapeError(
@@ -245,6 +248,10 @@ class Service:
         """``/v1/route``: text episodes through the Router's coalescing, array episodes through ``ops.route``."""
         cfg = self.config
         check_count(req.episodes, cfg.max_episodes, "episodes", "episodes")
+        if req.k_in > cfg.max_agents:  # beyond the agents of any episode it only widens the padding
+            raise InvalidArgumentError(
+                f"k_in must be <= {cfg.max_agents} (max_agents); got {req.k_in}", "k_in"
+            )
         if not req.episodes:
             return {"episodes": []}
         kind = type(req.episodes[0])
