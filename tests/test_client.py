@@ -240,3 +240,15 @@ def test_async_client_concurrent_texts(url: str, encoder) -> None:
     for i, ep in enumerate(eps):
         want = router.route_texts(NEEDS[i % 2], OFFERS[i % 2])
         np.testing.assert_array_equal(ep.adjacency(), np.asarray(want.adjacency))
+
+
+def test_async_client_raises_the_same_errors(url: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(url) as c:
+            with pytest.raises(errors.InvalidArgumentError) as info:
+                await c.route(needs=["a", "b"], offers=["c"])
+            assert info.value.arg == "episodes[0].offers" and info.value.status == 422  # type: ignore[attr-defined]
+            order = await c.toposort(np.eye(3, k=1, dtype=bool))
+            np.testing.assert_array_equal(order.order, [0, 1, 2])
+
+    asyncio.run(main())
