@@ -19,7 +19,7 @@ import numpy as np
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -149,7 +149,8 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
 
     @app.get(
         "/metrics",
-        response_class=PlainTextResponse,
+        # no text response_class: the route's errors (a 401 without the token) are JSON and documented as JSON;
+        # the 200 is documented as Prometheus text below
         dependencies=[Depends(authorize)],
         tags=["service"],
         responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
