@@ -227,3 +227,18 @@ def graph_cases(
             w = np.floor(w * 4) / np.float32(4)  # coarse: many equal sums, zeros
     act = rng.random((B, N)) < 0.8 if draw(st.booleans()) else None
     return adj, w, act
+
+
+# one team's need and offer descriptors, where a test routes texts (the Router, the service)
+NEEDS = [
+    "I need the problem statement and constraints",
+    "I need a draft implementation to test",
+    "I need a list of failing test cases",
+    "I need a review of the interface design",
+]
+OFFERS = [
+    "I provide an analysis of the problem statement and constraints",
+    "I provide a draft implementation of the function",
+    "I provide failing test cases and their outputs",
+    "I provide a design of the interface",
+]

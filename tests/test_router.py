@@ -7,24 +7,14 @@ import asyncio
 import threading
 from pathlib import Path
 
+import _inputs as inp
 import numpy as np
 import pytest
 
 from toporoute import errors, ops
 from toporoute.embed import Encoder, Router
 
-NEEDS = [
-    "I need the problem statement and constraints",
-    "I need a draft implementation to test",
-    "I need a list of failing test cases",
-    "I need a review of the interface design",
-]
-OFFERS = [
-    "I provide an analysis of the problem statement and constraints",
-    "I provide a draft implementation of the function",
-    "I provide failing test cases and their outputs",
-    "I provide a design of the interface",
-]
+NEEDS, OFFERS = inp.NEEDS, inp.OFFERS
 
 
 def _episodes(n: int, seed: int = 0) -> tuple[list[list[str]], list[list[str]]]:

@@ -28,6 +28,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
 pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
+import _inputs as inp
 import httpx
 import uvicorn
 from _conductor_plans import SIMPLE, fenced
@@ -41,18 +42,7 @@ TOKEN = "tr-test-7f3c9a1e5b2d4c68"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 ROOT = Path(__file__).resolve().parents[1]
 
-NEEDS = [
-    "I need the problem statement and constraints",
-    "I need a draft implementation to test",
-    "I need a list of failing test cases",
-    "I need a review of the interface design",
-]
-OFFERS = [
-    "I provide an analysis of the problem statement and constraints",
-    "I provide a draft implementation of the function",
-    "I provide failing test cases and their outputs",
-    "I provide a design of the interface",
-]
+NEEDS, OFFERS = inp.NEEDS, inp.OFFERS
 
 
 class _Records(logging.Handler):
