@@ -226,6 +226,26 @@ def test_the_meta_schema_admits_only_the_team_ids_and_placeholders() -> None:
     open_schema = parsing.meta_schema(2, 4)  # no ids: any string, for the core to judge
     jsonschema.validate(reply("1.0", "coder", "x"), open_schema)
 
+    # the feedback's keys are bounded too: the team's ids (escaped: "#" and "." are not patterns) or a placeholder
+    def feedback(*keys: str) -> dict[str, Any]:
+        return {
+            **reply(None, "planner", "verifier"),
+            "agent_feedback": {k: {"prompt_delta": "x"} for k in keys},
+        }
+
+    jsonschema.validate(feedback("planner", "researcher#2", "new_researcher"), schema)
+    for bad_keys in (
+        ("nobody",),
+        ("researcher#22",),
+        ("new_" + "r" * 40,),
+        ("planner", "new_a", "new_b", "new_c", "new_d"),
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(feedback(*bad_keys), schema)
+    jsonschema.validate(feedback("nobody"), open_schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(feedback("k" * 41), open_schema)
+
 
 def test_the_meta_prompt_carries_the_graph_summaries_and_scores(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]

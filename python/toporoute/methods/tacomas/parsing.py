@@ -81,7 +81,10 @@ def meta_schema(budget_pairs: int, budget_edges: int, ids: Sequence[str] = ()) -
     schema, rejects an over-budget proposal with its reason, while a guided reply still closes within the meta
     call's 1024 tokens (a small model under a grammar otherwise repeats edits until it runs out of tokens); an
     engine that does not validate can send longer lists, cut at the settings' ``max_meta_ops``
-    (``over_row_limit``). Objects are closed and strings bounded for the same reason.
+    (``over_row_limit``). Objects are closed and strings bounded for the same reason, the feedback's keys
+    included: they must name an agent of the team or a placeholder (without ``ids``, at most 40 characters), and
+    are given as ``patternProperties``, which llguidance and xgrammar both enforce (llguidance ignores
+    ``propertyNames``); a 135M model under an unbounded key otherwise writes one key until the token floor.
     """
     v_new = _closed(
         {
@@ -93,7 +96,9 @@ def meta_schema(budget_pairs: int, budget_edges: int, ids: Sequence[str] = ()) -
     )
     end: dict[str, Any] = {"type": "string", "maxLength": 40}
     dead: dict[str, Any] = _ID
+    keys = "^.{1,40}$"
     if ids:
+        keys = "^(?:" + "|".join(re.escape(i) for i in ids) + "|" + _PLACEHOLDER[1:-1] + ")$"
         known = {"type": "string", "enum": list(ids)}
         end = {"anyOf": [known, {"type": "string", "pattern": _PLACEHOLDER}]}
         dead = {"anyOf": [known, {"type": "null"}]}
@@ -113,7 +118,8 @@ def meta_schema(budget_pairs: int, budget_edges: int, ids: Sequence[str] = ()) -
             ),
             "agent_feedback": {
                 "type": "object",
-                "additionalProperties": _closed({"prompt_delta": _TEXT, "memory_seed": _TEXT}, []),
+                "patternProperties": {keys: _closed({"prompt_delta": _TEXT, "memory_seed": _TEXT}, [])},
+                "additionalProperties": False,
                 "maxProperties": 4,
             },
             "global_rationale": {"type": "string", "maxLength": 200},
