@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
+from toporoute.benchmark.inputs import conductor_texts
 from toporoute.ops.conductor_topology import OK, CheckOptions, TopologyBatch
 
 from ._compare import report, seconds
@@ -39,50 +40,9 @@ _PLUGIN = importlib.util.find_spec("pytest_benchmark") is not None
 _ARRAYS = TopologyBatch.ARRAYS
 
 
-def _plan(rng: np.random.Generator) -> str:
-    """One orchestrator output: a valid plan, or (one time in five) one with a schema or logic error."""
-    n_steps = int(rng.integers(2, 6))
-    steps: list[list[tuple[str, list[str]]]] = [
-        [("planner", [])] + ([("searcher", [])] if rng.random() < 0.5 else [])
-    ]
-    for s in range(1, n_steps - 1):
-        prev = [a for a, _ in steps[-1]]
-        agents = [("coder" if s == 1 else "coder_2" if rng.random() < 0.5 else "debugger", prev)]
-        if rng.random() < 0.4:
-            agents.append(("algorithmer", prev))
-        steps.append(agents)
-    if n_steps == 2:
-        steps[0].append(("coder", []))
-    last_coder = next(
-        a for agents in reversed(steps) for a, _ in agents if a.startswith(("coder", "debugger"))
-    )
-    steps.append([("tester", [last_coder])])
-    defect = int(rng.integers(0, 5)) if rng.random() < 0.2 else -1
-    lines = []
-    for s, agents in enumerate(steps):
-        lines.append(f"- step: {'two' if defect == 0 and s == 1 else s + 1}")
-        lines.append("  agents:")
-        for a, refs in agents:
-            tok = "reviewer" if defect == 1 and s == 0 else a
-            if defect == 2 and s == len(steps) - 1:
-                tok = "coder_3"
-            lines.append(f"    - agent: <{tok}>")
-            refs = refs + ["planner_9"] if defect == 3 and s == len(steps) - 1 else refs
-            lines.append(f"      ref: [{', '.join(f'<{r}>' for r in refs)}]")
-    if defect == 4:
-        lines.insert(2, "    # the first agents")
-    body = "\n".join(lines)
-    return (
-        "I split the task into planning, coding and testing.\n```yaml\n"
-        + body
-        + "\n```\nEach step only reads earlier steps."
-    )
-
-
 @functools.cache
 def _texts(B: int) -> list[str]:
-    rng = np.random.default_rng(B)
-    return [_plan(rng) for _ in range(B)]
+    return conductor_texts(B)
 
 
 def _assert_same(got: TopologyBatch, want: TopologyBatch) -> None:

@@ -25,6 +25,8 @@ import numpy as np
 import pytest
 
 from toporoute import ops
+from toporoute.benchmark.inputs import descriptors as episode_descriptors
+from toporoute.benchmark.inputs import mixed_descriptors, numpy_route
 from toporoute.embed import Encoder, Router, _model_files
 
 from ._compare import seconds
@@ -33,45 +35,10 @@ from ._scale import mode, pick
 EPISODES, AGENTS, TAU, K_IN = pick(64, 2), 5, 0.3, 3
 MIXED = pick(512, 32)
 
-_ROLES = ["developer", "researcher", "tester", "designer", "manager"]
-_THINGS = [
-    "the problem statement and its constraints",
-    "a draft implementation of the function",
-    "unit tests for the edge cases",
-    "a review of the interface design",
-    "the list of failing test cases",
-    "an analysis of the time complexity",
-    "the expected input and output format",
-    "a step-by-step plan for the algorithm",
-]
-
 
 def descriptors(seed: int = 0) -> tuple[list[list[str]], list[list[str]]]:
-    """DyTopo-style one-sentence needs and offers, distinct across agents and episodes."""
-    rng = np.random.default_rng(seed)
-    needs, offers = [], []
-    for e in range(EPISODES):
-        needs.append(
-            [
-                f"I need {_THINGS[rng.integers(8)]} from the {_ROLES[rng.integers(5)]} for task {e}"
-                for _ in range(AGENTS)
-            ]
-        )
-        offers.append(
-            [f"I provide {_THINGS[rng.integers(8)]} as the {_ROLES[a]} (case {e}.{a})" for a in range(AGENTS)]
-        )
-    return needs, offers
-
-
-def numpy_route(q: np.ndarray, k: np.ndarray, tau: float, k_in: int) -> np.ndarray:
-    """Research-code routing of one episode: similarity matrix, threshold, top-k providers per recipient."""
-    s = k @ q.T  # s[j, i]: provider j's offer against recipient i's need (rows are unit vectors)
-    np.fill_diagonal(s, -np.inf)
-    adj = np.zeros(s.shape, dtype=bool)
-    for i in range(s.shape[1]):
-        best = np.argsort(-s[:, i], kind="stable")[:k_in]
-        adj[best[s[best, i] > tau], i] = True
-    return adj
+    """DyTopo-style one-sentence needs and offers of EPISODES episodes of AGENTS agents."""
+    return episode_descriptors(EPISODES, AGENTS, seed)
 
 
 @pytest.fixture(scope="module")
@@ -84,21 +51,6 @@ def st_model():
 @pytest.fixture(scope="module")
 def bench_encoder(tmp_path_factory: pytest.TempPathFactory) -> Encoder:
     return Encoder.default(cache_dir=tmp_path_factory.mktemp("bench-cache"))
-
-
-def mixed_descriptors(n: int, seed: int = 0) -> list[str]:
-    """``n`` distinct descriptors of one to four sentences (about 10 to 70 word pieces), shuffled: the mixed
-    lengths agents write, which length bucketing has to pad well."""
-    rng = np.random.default_rng(seed)
-    texts = []
-    for i in range(n):
-        sentences = [
-            f"I {('need', 'provide')[rng.integers(2)]} {_THINGS[rng.integers(8)]} "
-            f"from the {_ROLES[rng.integers(5)]}"
-            for _ in range(int(rng.integers(1, 5)))
-        ]
-        texts.append(". ".join(sentences) + f" (item {i}).")
-    return texts
 
 
 def _cpu() -> str:

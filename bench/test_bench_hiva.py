@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
+from toporoute.benchmark.inputs import bandit_inputs
 
 from ._compare import report, seconds
 from ._scale import pick
@@ -26,18 +27,6 @@ TARGETS = {1: 10.0, 4096: 20.0}  # issue 18
 needs_core = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
 
 
-def _inputs(B: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """B random DAGs of N nodes (edge probability 0.3 in a random topological order) and Beta parameters as a
-    HiVA run holds them: prior 1 plus accumulated rewards."""
-    rng = np.random.default_rng(seed)
-    adj = np.triu(rng.random((B, N, N)) < 0.3, 1)
-    perm = rng.permutation(N)
-    adj = np.ascontiguousarray(adj[:, perm][:, :, perm])
-    alpha = rng.uniform(1.0, 12.0, (B, N)).astype(np.float32)
-    beta = rng.uniform(1.0, 12.0, (B, N)).astype(np.float32)
-    return adj, alpha, beta
-
-
 def _machine() -> str:
     from toporoute.llm.cpu import cpu_info
 
@@ -48,7 +37,7 @@ def _machine() -> str:
 @needs_core
 @pytest.mark.parametrize("B", BATCHES)
 def test_bandit_select_cpu_vs_reference(B: int) -> None:
-    adj, alpha, beta = _inputs(B)
+    adj, alpha, beta = bandit_inputs(B, N)
 
     def run(backend: str) -> ops.BanditSelection:
         return ops.bandit_select(adj, alpha, beta, K, seed=2026, step=3, backend=backend)
@@ -74,7 +63,7 @@ def test_bandit_select_cpu_vs_reference(B: int) -> None:
 @pytest.mark.parametrize("B", BATCHES)
 def test_bandit_select(benchmark, backend: str, B: int) -> None:
     benchmark.group = f"bandit_select N={N} k={K} B={B}"
-    adj, alpha, beta = _inputs(B)
+    adj, alpha, beta = bandit_inputs(B, N)
     got = benchmark(ops.bandit_select, adj, alpha, beta, K, seed=2026, backend=backend)
     assert got.chosen.sum(axis=2).max() <= K
 
@@ -85,7 +74,7 @@ def test_bandit_and_synergy_updates(benchmark, backend: str) -> None:
     B = pick(4096, 64)
     benchmark.group = f"bandit_update + synergy_update N={N} B={B}"
     rng = np.random.default_rng(1)
-    adj, alpha, beta = _inputs(B)
+    adj, alpha, beta = bandit_inputs(B, N)
     selected = rng.random((B, N)) < 0.5
     reward = rng.random((B, N)).astype(np.float32)
     routed = adj.astype(np.float32)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
+from toporoute.benchmark.inputs import dag_inputs
 
 from ._compare import seconds
 from ._scale import pick
@@ -22,29 +23,6 @@ from ._scale import pick
 pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
 
 N, E = 32, 8
-
-
-def _inputs(B: int, seed: int = 0) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(seed)
-    alive = rng.random((B, N)) < 0.5
-    alive[:, :2] = True
-    rank = np.arange(N)
-    rank[1] = N  # node order 0, 2, 3, ..., N - 1, 1: the source first, the sink last
-    dense = rng.random((B, N, N)) < 0.25
-    dense[:, 0, :] = rng.random((B, N)) < 0.3  # the source fans out to a few agents
-    adj = dense & (rank[:, None] < rank[None, :]) & alive[:, :, None] & alive[:, None, :]
-    # edge Betas after a few iterations: most edges succeed, some fail often enough to be pruned
-    ea = rng.uniform(1.0, 8.0, (B, N, N)).astype(np.float32)
-    eb = rng.uniform(1.0, 4.0, (B, N, N)).astype(np.float32)
-    eb[rng.random((B, N, N)) < 0.05] = 20.0
-    start = ops.dag_repair(adj, alive, ea, eb, backend="cpu")
-    live = [np.flatnonzero(a) for a in start.alive]
-    edits = np.empty((B, E, 3), np.int32)
-    for b in range(B):
-        edits[b, :, 0] = rng.choice([-1, 0, 1, 1, 2, 3, 3, 4, 7], E)
-        edits[b, :, 1] = rng.choice(live[b], E)
-        edits[b, :, 2] = np.where(rng.random(E) < 0.3, -1, rng.choice(live[b], E))
-    return start.adj, start.alive, edits, ea, eb
 
 
 def _pair(what: str, slow: float, fast: float) -> None:
@@ -56,7 +34,7 @@ def _pair(what: str, slow: float, fast: float) -> None:
 
 @pytest.mark.parametrize("B", [1, pick(4096, 64)])
 def test_dag_ops_vs_reference(B: int) -> None:
-    adj, alive, edits, ea, eb = _inputs(B)
+    adj, alive, edits, ea, eb = dag_inputs(B, N, E)
     want = ops.dag_edit(adj, alive, edits, backend="reference")
     got = ops.dag_edit(adj, alive, edits, backend="cpu")
     for f, w in vars(want).items():

@@ -11,32 +11,18 @@ import pytest
 
 from toporoute import backends, ops
 from toporoute.backends import reference
+from toporoute.benchmark.inputs import random_dags, route_inputs
 
 from ._scale import pick
 
 HOST_BACKENDS = [b for b in ("reference", "cpu") if backends.available()[b][0]]
 
 
-def _route_inputs(B: int, N: int, D: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return (
-        rng.standard_normal((B, N, D), dtype=np.float32),
-        rng.standard_normal((B, N, D), dtype=np.float32),
-    )
-
-
-def _dags(B: int, N: int, p: float = 0.3, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    adj = np.triu(rng.random((B, N, N)) < p, 1)
-    perm = rng.permutation(N)
-    return np.ascontiguousarray(adj[:, perm][:, :, perm])
-
-
 @pytest.mark.parametrize("backend", HOST_BACKENDS)
 @pytest.mark.parametrize("B", pick([1, 64, 4096], [1, 64]))
 def test_route(benchmark, backend: str, B: int) -> None:
     benchmark.group = f"route N=8 D=384 B={B}"
-    q, k = _route_inputs(B, 8, 384)
+    q, k = route_inputs(B, 8, 384)
     want = reference.route(q, k, tau=0.0, k_in=3, active=None)
     got = benchmark(ops.route, q, k, tau=0.0, k_in=3, backend=backend)
     np.testing.assert_array_equal(got.adjacency, want.adjacency)
@@ -51,7 +37,7 @@ def test_toposort(benchmark, backend: str, B: int, N: int) -> None:
     if backend == "reference" and B * N > 4096 * 16:
         pytest.skip("reference toposort at this size takes seconds per call; compared at B=4096, N=16 only")
     benchmark.group = f"toposort N={N} B={B}"
-    adj = _dags(B, N)
+    adj = random_dags(B, N)
     got = benchmark(ops.toposort, adj, backend=backend)
     assert got.is_dag.all()
     pos = np.argsort(got.order, axis=1)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
+from toporoute.benchmark.inputs import team_project_inputs
 from toporoute.ops import team_codes as c
 
 from ._compare import report, seconds
@@ -27,52 +28,6 @@ from ._scale import pick
 pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
 
 N, P = 32, 8
-SINK = 0
-
-
-def _node(rng: np.random.Generator, others: np.ndarray) -> int:
-    """A live agent other than the sink, or now and then an id the meta-LLM made up."""
-    return int(rng.choice(others)) if rng.random() < 0.9 else int(rng.integers(-1, N + 2))
-
-
-def _inputs(B: int, seed: int = 0) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(seed)
-    alive = np.zeros((B, N), dtype=bool)
-    edits = np.full((B, P, 4), c.TEAM_PADDING, dtype=np.int32)
-    for b in range(B):
-        size = int(rng.integers(5, 13))
-        alive[b, SINK] = True
-        alive[b, rng.choice(np.arange(1, N), size - 1, replace=False)] = True
-        live = np.flatnonzero(alive[b])
-        others = live[live != SINK]
-
-        rows = [
-            (c.TEAM_REPLACE, _node(rng, others), 0, int(rng.integers(0, 8))),
-            (c.TEAM_BIRTH, -1 if rng.random() < 0.5 else _node(rng, others), 0, int(rng.integers(0, 8))),
-            (c.TEAM_DEATH, _node(rng, others) if rng.random() < 0.8 else SINK, 0, 0),
-            (c.TEAM_EDGE_REMOVE, _node(rng, others), _node(rng, others), 0),
-            (c.TEAM_EDGE_ADD, c.placeholder(0), _node(rng, others), 0),
-            (c.TEAM_EDGE_ADD, _node(rng, others), c.placeholder(1), 0),
-            (c.TEAM_EDGE_ADD, _node(rng, others), _node(rng, others), 0),
-            (
-                int(rng.choice([c.TEAM_PADDING, c.TEAM_EDGE_ADD, c.TEAM_REPLACE])),
-                _node(rng, others),
-                _node(rng, others),
-                1,
-            ),
-        ]
-        edits[b] = np.array(rows, dtype=np.int32)[rng.permutation(P)] if rng.random() < 0.3 else rows
-    adj = rng.random((B, N, N)) < 0.3
-    adj &= alive[:, :, None] & alive[:, None, :] & ~np.eye(N, dtype=bool)[None]
-    roles = np.where(alive, rng.integers(0, 5, (B, N)), -1).astype(np.int32)
-    sink = np.full(B, SINK, dtype=np.int32)
-    protected = np.zeros((B, N), dtype=bool)
-    protected[:, SINK] = True
-    critical = np.zeros((B, 5), dtype=bool)
-    critical[:, 2] = True  # e.g. the verifier
-    scores = rng.random((B, N)).astype(np.float32)
-    generation = np.zeros((B, N), dtype=np.int32)
-    return adj, alive, roles, sink, edits, protected, critical, scores, generation
 
 
 def _machine() -> str:
@@ -86,7 +41,7 @@ def _machine() -> str:
 
 @pytest.mark.parametrize(("B", "target"), [(1, 10.0), (pick(4096, 64), 20.0)])
 def test_team_project_vs_reference(B: int, target: float) -> None:
-    adj, alive, roles, sink, edits, protected, critical, scores, generation = _inputs(B)
+    adj, alive, roles, sink, edits, protected, critical, scores, generation = team_project_inputs(B, N, P)
     kw = {"protected": protected, "critical": critical, "scores": scores, "generation": generation}
     want = ops.team_project(adj, alive, roles, sink, edits, backend="reference", **kw)
     got = ops.team_project(adj, alive, roles, sink, edits, backend="cpu", **kw)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
+from toporoute.benchmark.inputs import team_graph_inputs
 
 from ._compare import report, seconds
 from ._scale import pick
@@ -40,32 +41,9 @@ def _cpu() -> str:
     return f"{cpu.model} ({cores} cores usable); {flags}"
 
 
-def _graphs(B: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    alive = rng.random((B, N)) < 20 / N
-    adj = rng.random((B, N, N)) < 2.5 / 20
-    adj &= alive[:, :, None] & alive[:, None, :] & ~np.eye(N, dtype=bool)[None]
-    return adj, alive
-
-
-def _inputs(B: int, seed: int = 0) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(seed)
-    adj, alive = _graphs(B, rng)
-    # the next round: a few edge flips among live agents, one replacement (a new generation) in some graphs
-    flips = (rng.random((B, N, N)) < 0.01) & alive[:, :, None] & alive[:, None, :]
-    adj_next = adj ^ (flips & ~np.eye(N, dtype=bool)[None])
-    gen = np.zeros((B, N), np.int32)
-    gen_next = gen + ((rng.random((B, N)) < 0.03) & alive).astype(np.int32)
-    # judged scores on the judge's anchors, agents present from a random birth round on
-    history = (rng.integers(0, 11, (B, T, N)) / 10).astype(np.float32)
-    born = rng.integers(0, T, (B, 1, N)) * (rng.random((B, 1, N)) < 0.2)
-    present = (np.arange(T)[None, :, None] >= born) & alive[:, None, :]
-    history[~present] = np.nan
-    return adj, alive, adj_next, gen, gen_next, history, present
-
-
 @pytest.mark.parametrize("B", [1, pick(4096, 64)])
 def test_team_ops_vs_reference(B: int) -> None:
-    adj, alive, adj_next, gen, gen_next, history, present = _inputs(B)
+    adj, alive, adj_next, gen, gen_next, history, present = team_graph_inputs(B, N, T)
     want = ops.team_schedule(adj, alive, backend="reference")
     got = ops.team_schedule(adj, alive, backend="cpu")
     for f, w in vars(want).items():

