@@ -86,10 +86,17 @@ def _openmp_library() -> ctypes.CDLL | None:
     return None
 
 
+def _import_torch() -> Any:
+    import importlib
+    import importlib.util
+
+    return importlib.import_module("torch") if importlib.util.find_spec("torch") is not None else None
+
+
 @contextmanager
 def threads(n: int | None) -> Iterator[None]:
     """Runs the block with ``n`` OpenMP threads in the compiled core (and ``n`` PyTorch threads when torch is
-    imported), restoring both afterwards; None changes nothing.
+    installed, which imports it), restoring both afterwards; None changes nothing.
 
     ``OMP_NUM_THREADS`` is read once, when the OpenMP runtime loads with the core, so the count is set through
     the runtime's ``omp_set_num_threads`` (for the calling thread, which runs the benchmarks) and checked through
@@ -99,27 +106,28 @@ def threads(n: int | None) -> Iterator[None]:
         return
     if n < 1:
         raise OutOfRangeError(f"threads must be >= 1; got {n}", "threads")
+    # PyTorch (an alternative's engine) may share the core's OpenMP runtime: both counts are read before
+    # either is set, and restored in the opposite order
+    torch = _import_torch()
+    torch_before = torch.get_num_threads() if torch is not None else None
     before = core_threads()
     lib = _openmp_library() if before is not None else None
+    if torch is not None:
+        torch.set_num_threads(n)
     if before is not None and lib is not None:
         lib.omp_set_num_threads(ctypes.c_int(n))
-        if core_threads() != n:
-            lib.omp_set_num_threads(ctypes.c_int(before))
+    try:
+        if before is not None and lib is not None and core_threads() != n:
             raise BackendUnavailableError(
                 f"threads: the core's OpenMP runtime kept {core_threads()} threads after asking for {n}",
                 "threads",
             )
-    torch = sys.modules.get("torch")
-    torch_before = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
-        torch.set_num_threads(n)
-    try:
         yield
     finally:
-        if before is not None and lib is not None:
-            lib.omp_set_num_threads(ctypes.c_int(before))
         if torch is not None and torch_before is not None:
             torch.set_num_threads(torch_before)
+        if before is not None and lib is not None:
+            lib.omp_set_num_threads(ctypes.c_int(before))
 
 
 def _source_version() -> str:

@@ -123,6 +123,7 @@ def plot_run(run: BenchRun, path: Path) -> None:
     """Median latency against size, log-log, one panel per op and one line per side; written atomically."""
     import io
     import math
+    import textwrap
 
     check_plotting()
     import matplotlib
@@ -155,7 +156,7 @@ def plot_run(run: BenchRun, path: Path) -> None:
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(ops) :]:
         ax.set_visible(False)
-    fig.suptitle(format_machine(run.machine), fontsize=8)
+    fig.suptitle("\n".join(textwrap.wrap(format_machine(run.machine), 40 * cols)), fontsize=8)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)

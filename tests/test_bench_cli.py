@@ -1,0 +1,245 @@
+"""``toporoute bench`` and ``toporoute info``: the table's format (one row per op, size and side), the JSON result
+file and ``--compare`` (a synthetic regression flagged, exit status with ``--fail-on-regression``), ``--plot``,
+``--threads``, usage errors (unknown ops, sizes, backends: exit status 2 naming the bad value and the choices),
+missing alternatives reported per row, and the noise rule. Tiny sizes and one short round: no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toporoute import backends
+from toporoute.benchmark import OPS, SCHEMA, SCHEMA_VERSION, BenchRun, Row, Timing, compare_runs, measure
+from toporoute.benchmark import cases as bench_cases
+from toporoute.benchmark.machine import core_threads
+from toporoute.cli import main
+
+FAST = ["--repeats", "1", "--round-time", "0.001", "--max-time", "0.05"]
+AVAILABLE = [b for b in ("reference", "cpu", "cuda") if backends.available()[b][0]]
+
+
+def _bench(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["bench", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _table(out: str, op: str) -> list[list[str]]:
+    """The rows (split on runs of 2+ spaces) of ``op``'s table, header first."""
+    import re
+
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"{op} ("))
+    rows = []
+    for ln in lines[start + 1 :]:
+        if not ln.strip():
+            break
+        rows.append(re.split(r"\s{2,}", ln.strip()))
+    return rows
+
+
+def test_table_has_one_row_per_op_size_and_side(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _bench(capsys, "route", "toposort", "--sizes", "1,3", *FAST)
+    assert code == 0
+    assert out.startswith("machine: ")
+    assert "[1/4] route B=1 reference" in err  # progress on stderr, not in the table
+    for op, alternative in (("route", None), ("toposort", "networkx")):
+        rows = _table(out, op)
+        assert rows[0] == ["size", "side", "median", "min", "IQR", "rounds", "vs ref", "vs alt", "note"]
+        sides = AVAILABLE + ([alternative] if alternative else [])
+        assert [(r[0], r[1]) for r in rows[1:]] == [(s, side) for s in ("1", "3") for side in sides]
+        for r in rows[1:]:
+            if r[1] == "reference":
+                assert r[6] == "1.00x"
+            if r[1] != "networkx" or bench_cases.importlib.util.find_spec("networkx"):
+                assert r[2].endswith(("ns", "us", "ms", " s")), r
+    assert "vs" in _table(out, "toposort")[0][7]
+
+
+def test_missing_alternatives_and_models_are_reported_per_row(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_cases, "_missing", lambda *modules: list(modules))
+    code, out, _ = _bench(capsys, "toposort", "encoder", "--sizes", "2", *FAST)
+    assert code == 0
+    topo = _table(out, "toposort")
+    assert topo[-1][:2] == ["2", "networkx"] and "skipped: networkx not installed" in topo[-1][-1]
+    enc = _table(out, "encoder")
+    assert [r[1] for r in enc[1:]] == (["cpu"] if "cpu" in AVAILABLE else []) + ["sentence-transformers"]
+    assert all("skipped: not installed: onnxruntime" in r[-1] for r in enc[1:])
+
+
+def test_json_and_compare_round_trip(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    code, _, _ = _bench(capsys, "route", "--sizes", "1", *FAST, "--json", str(path))
+    assert code == 0
+    data = json.loads(path.read_text())
+    assert data["schema"] == SCHEMA and data["schema_version"] == SCHEMA_VERSION
+    machine = data["machine"]
+    assert machine["cpu"]["model"] and set(machine["cpu"]["flags"]) >= {
+        "avx2",
+        "avx512f",
+        "avx512_bf16",
+        "amx_tile",
+    }
+    assert machine["build_info"]["backends"]["reference"]["available"]
+    assert {"python", "numpy", "torch", "onnxruntime", "toporoute"} <= set(machine["versions"])
+    assert "core_openmp" in machine["threads"]
+    assert [(r["op"], r["size"], r["side"]) for r in data["results"]] == [("route", 1, b) for b in AVAILABLE]
+    assert BenchRun.from_dict(data).to_dict() == data  # lossless
+
+    # an older run 1000x faster on every case: all regress; with --fail-on-regression the exit status is 1
+    def scaled(factor: float, model: str | None = None) -> Path:
+        old = json.loads(path.read_text())
+        for r in old["results"]:
+            r["timing"] = {
+                k: v * factor if k in ("median", "min", "q1", "q3", "iqr") else v
+                for k, v in r["timing"].items()
+            }
+        if model:
+            old["machine"]["cpu"]["model"] = model
+        out = tmp_path / f"old-{factor}.json"
+        out.write_text(json.dumps(old))
+        return out
+
+    faster = scaled(1e-3, model="Some Other CPU")
+    code, out, _ = _bench(capsys, "route", "--sizes", "1", *FAST, "--compare", str(faster))
+    assert code == 0  # regressions are reported; the status changes only when asked
+    assert "warning: the machines differ: CPU model differs: old 'Some Other CPU'" in out
+    assert out.count("REGRESSION") == len(AVAILABLE)
+    assert f"{len(AVAILABLE)} regression(s) beyond noise of {len(AVAILABLE)} case(s) compared" in out
+    code, _, _ = _bench(
+        capsys, "route", "--sizes", "1", *FAST, "--compare", str(faster), "--fail-on-regression"
+    )
+    assert code == 1
+    slower = scaled(1e3)
+    code, out, _ = _bench(
+        capsys, "route", "--sizes", "1", *FAST, "--compare", str(slower), "--fail-on-regression"
+    )
+    assert code == 0 and "REGRESSION" not in out and out.count("improvement") == len(AVAILABLE)
+    assert "machines differ" not in out
+
+
+def _case(median: float, rel_iqr: float, side: str = "cpu") -> Row:
+    half = median * rel_iqr / 2
+    return Row(
+        "route", 1, side, "backend", "ok", "", Timing(median, median, median - half, median + half, 5, 10)
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verdict"),
+    [
+        (_case(1.0, 0.0), _case(1.15, 0.0), "regression"),  # beyond the 10% floor
+        (_case(1.0, 0.0), _case(1.05, 0.0), "same"),
+        (_case(1.0, 0.1), _case(1.25, 0.0), "same"),  # within 3x the old run's relative IQR (30%)
+        (_case(1.0, 0.0), _case(1.25, 0.1), "same"),  # or the new run's
+        (_case(1.0, 0.1), _case(1.35, 0.0), "regression"),
+        (_case(1.0, 0.0), _case(0.5, 0.0), "improvement"),
+    ],
+)
+def test_noise_rule(old: Row, new: Row, verdict: str) -> None:
+    cmp = compare_runs(BenchRun({}, {}, (old, _case(1.0, 0.0, "gone"))), BenchRun({}, {}, (new,)))
+    assert [c.verdict for c in cmp.changes] == [verdict]
+    assert cmp.only_old == (("route", 1, "gone"),) and cmp.only_new == ()
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["nope"], ["'nope'", "route", "toposort", "router"]),
+        (["route", "--sizes", "0"], ["'0'", "[1, 65536]"]),
+        (["route", "--sizes", "1,abc"], ["'abc'", "positive integers"]),
+        (["route", "--sizes", "nope=4"], ["'nope'", "choose from"]),
+        (["route", "--backend", "gpu"], ["'gpu'", "all, reference, cpu, cuda"]),
+        (["route", "--repeats", "0"], ["--repeats", "positive integer"]),
+    ],
+)
+def test_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], names: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: toporoute bench" in err
+    for name in names:
+        assert name in err
+
+
+@pytest.mark.skipif(backends.available()["cuda"][0], reason="CUDA is available here")
+def test_unavailable_backend_named_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "route", "--backend", "cuda"])
+    assert exc.value.code == 2
+    assert f"--backend cuda: not available here: {backends.available()['cuda'][1]}" in capsys.readouterr().err
+
+
+def test_compare_with_a_bad_file_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "other"}')
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "route", "--compare", str(bad)])
+    assert exc.value.code == 2 and "not a toporoute-bench result file" in capsys.readouterr().err
+
+
+def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="--plot draws with matplotlib (extra 'report')")
+    png = tmp_path / "plot.png"
+    code, out, _ = _bench(capsys, "route", "graph_stats", "--sizes", "1,2", *FAST, "--plot", str(png))
+    assert code == 0 and f"plot: {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
+def test_threads_sets_and_restores_the_core_threads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    before = core_threads()
+    path = tmp_path / "run.json"
+    code, out, _ = _bench(
+        capsys, "route", "--sizes", "1", "--backend", "cpu", *FAST, "--threads", "1", "--json", str(path)
+    )
+    assert code == 0 and "core threads 1," in out
+    threads = json.loads(path.read_text())["machine"]["threads"]
+    assert threads["requested"] == 1 and threads["core_openmp"] == 1
+    assert core_threads() == before
+
+
+def test_measure_budget_cuts_slow_calls_short() -> None:
+    import time
+
+    t = measure(lambda: time.sleep(0.01), repeats=5, round_time=0.0, max_time=0.02)
+    assert t.capped and 1 <= t.rounds <= 2 and t.number == 1
+    t = measure(lambda: None, repeats=4, round_time=0.0)
+    assert (t.rounds, t.number, t.capped) == (4, 1, False) and t.min <= t.median
+
+
+def test_every_op_documents_its_size() -> None:
+    for name, spec in OPS.items():
+        assert spec.meaning.startswith("B "), name
+        assert spec.defaults and spec.quick and max(spec.defaults) <= spec.max_size
+
+
+def test_info_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    for part in (
+        "backends:",
+        "  reference: available",
+        "optional packages",
+        "bench alternatives:",
+        "model and data files:",
+        "cache: ",
+    ):
+        assert part in out, part
+    assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert set(info) == {"build_info", "extras", "models", "cache"}
+    assert info["extras"]["report"]["matplotlib"]["found"] == (
+        bench_cases.importlib.util.find_spec("matplotlib") is not None
+    )
+    assert set(info["models"]) == {"encoder", "llm", "humaneval"}
+    for m in info["models"].values():
+        assert (m["path"] is None) == ("note" in m)
