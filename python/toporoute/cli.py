@@ -1,5 +1,7 @@
-"""The ``toporoute`` command: ``run`` methods on a task set, ``train`` a Q-Mix policy, ``report`` a run directory,
-``serve`` the ops over HTTP, ``bench`` the ops and ``info`` on the installation.
+"""The ``toporoute`` command: run, train, report, serve, bench and info.
+
+``run`` methods on a task set, ``train`` a Q-Mix policy, ``report`` a run directory, ``serve`` the ops over HTTP,
+``bench`` the ops, ``info`` on the installation.
 
 Credentials are read here only (``--api-key-env``), never from code or logs.
 """

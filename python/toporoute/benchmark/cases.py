@@ -386,7 +386,7 @@ OPS: dict[str, OpSpec] = {
         OpSpec(
             "encoder",
             "B mixed-length descriptors (1-4 sentences), all-MiniLM-L6-v2 on ONNX Runtime, cache off",
-            (16, 256),
+            (16, 64),
             (16,),
             _encoder,
             "sentence-transformers",
@@ -396,8 +396,8 @@ OPS: dict[str, OpSpec] = {
         OpSpec(
             "router",
             "B episodes of 5 agents' need/offer texts, Router.route_texts, cold cache",
-            (1, 16, 64),
-            (1, 16),
+            (1, 8),
+            (1,),
             _router,
             "sentence-transformers + numpy",
             max_size=1 << 12,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .cases import OPS
+from .results import BUSY
 from .runner import BACKEND_CHOICES, BenchOptions, check_ops, parse_sizes, resolve_backends, run_bench
 
 __all__ = ["add_arguments", "run_command"]
@@ -142,6 +143,14 @@ def run_command(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     run = run_bench(opts, _progress, notes)
+    other = run.machine["during_run"]["other_cpu_share"]
+    if other is not None and other > BUSY:
+        print(
+            f"warning: other processes used {other:.0%} of the CPUs during the run: the parallel (OpenMP) paths "
+            "wait for descheduled threads, so their timings are unreliable; rerun on a quiet machine or with "
+            "--threads 1",
+            file=sys.stderr,
+        )
     print(format_run(run))
     if args.json is not None:
         run.write(args.json)

@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -128,6 +129,41 @@ def threads(n: int | None) -> Iterator[None]:
             torch.set_num_threads(torch_before)
         if before is not None and lib is not None:
             lib.omp_set_num_threads(ctypes.c_int(before))
+
+
+class CpuUsage:
+    """How much of the machine other processes used between :meth:`start` and :meth:`share`: the busy time of all
+    CPUs (``/proc/stat``) less this process's own CPU time, over the wall time and the usable CPUs. A shared
+    machine's other jobs slow down whatever waits on all its threads (OpenMP's parallel regions first)."""
+
+    def __init__(self) -> None:
+        self._t0 = time.perf_counter()
+        self._busy0 = self._busy()
+        self._self0 = self._own()
+
+    @staticmethod
+    def _busy() -> float | None:
+        try:
+            fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        except (OSError, IndexError):
+            return None
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own() -> float:
+        t = os.times()
+        return t.user + t.system
+
+    def share(self) -> float | None:
+        """Other processes' share of the machine's CPUs since the start, in [0, 1]; None without /proc/stat."""
+        busy = self._busy()
+        if busy is None or self._busy0 is None:
+            return None
+        wall = time.perf_counter() - self._t0
+        cpus = os.cpu_count() or 1
+        other = (busy - self._busy0) - (self._own() - self._self0)
+        return min(1.0, max(0.0, other / (wall * cpus))) if wall > 0 else None
 
 
 def _source_version() -> str:

@@ -61,9 +61,12 @@ def format_machine(machine: dict[str, Any]) -> str:
     simd = machine.get("build_info", {}).get("simd", {}).get("active", "-")
     vm = ", VM" if cpu.get("hypervisor") else ""
     load = cpu.get("load_average_1m")
+    other = machine.get("during_run", {}).get("other_cpu_share")
+    busy = "" if other is None else f"; other processes used {other:.0%} of the CPUs during the run"
     return (
         f"machine: {cpu.get('model', '?')} ({cpu.get('usable_cpus', '?')} usable CPUs{vm}; {flags}); core "
-        f"threads {th.get('core_openmp', '-')}, SIMD {simd}; load {'-' if load is None else f'{load:.2f}'}"
+        f"threads {th.get('core_openmp', '-')}, SIMD {simd}; load {'-' if load is None else f'{load:.2f}'} at "
+        f"start{busy}"
     )
 
 
@@ -84,7 +87,7 @@ def format_run(run: BenchRun) -> str:
 def format_comparison(cmp: Comparison, old_name: str) -> str:
     """The comparison with the older run: per case both medians, new / old and the verdict."""
     lines = [f"compared with {old_name}:"]
-    lines += [f"warning: the machines differ: {w}" for w in cmp.machine_warnings]
+    lines += [f"warning: {w}" for w in cmp.machine_warnings]
     rows = [["op", "size", "side", "old", "new", "new/old", "noise", "verdict"]]
     for c in cmp.changes:
         rows.append(

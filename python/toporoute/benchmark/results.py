@@ -9,7 +9,6 @@ symmetrically. One-round timings have no IQR, so only ``min_change`` guards them
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from ..errors import InvalidArgumentError
 from .timing import Timing
 
 __all__ = [
+    "BUSY",
     "SCHEMA",
     "SCHEMA_VERSION",
     "BenchRun",
@@ -31,6 +31,8 @@ __all__ = [
 
 SCHEMA = "toporoute-bench"
 SCHEMA_VERSION = 1
+BUSY = 0.2
+"""Above this share of the CPUs used by other processes during a run, its timings are flagged as disturbed."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ class CaseChange:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Changes per case, cases in only one run, and warnings that the two machines differ."""
+    """Changes per case, cases in only one run, and warnings that the two machines differ (or that one of the
+    runs shared its machine with busy processes)."""
 
     changes: tuple[CaseChange, ...]
     only_old: tuple[tuple[str, int, str], ...]
@@ -174,6 +177,10 @@ def _machine_warnings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         a, b = get(old, *path), get(new, *path)
         if a != b:
             out.append(f"{what} differs: old {a!r}, new {b!r}")
+    for which, m in (("old", old), ("new", new)):
+        share = get(m, "during_run", "other_cpu_share")
+        if share is not None and share > BUSY:
+            out.append(f"other processes used {share:.0%} of the CPUs during the {which} run")
     return out
 
 
@@ -197,7 +204,3 @@ def compare_runs(old: BenchRun, new: BenchRun, *, min_change: float = 0.10) -> C
         tuple(k for k in new_rows if k not in old_rows),
         tuple(_machine_warnings(old.machine, new.machine)),
     )
-
-
-def rows_of(rows: Sequence[Row], op: str) -> list[Row]:
-    return [r for r in rows if r.op == op]

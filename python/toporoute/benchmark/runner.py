@@ -4,6 +4,8 @@ turn (same run, same inputs), each backend's results checked against the referen
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +15,7 @@ import numpy as np
 from .. import backends as _backends
 from ..errors import BackendUnavailableError, InvalidArgumentError, OutOfRangeError, ToporouteError
 from .cases import OPS, Context, OpCase, Unsupported
-from .machine import machine_record, threads
+from .machine import CpuUsage, machine_record, threads
 from .results import BenchRun, Row
 from .timing import measure
 
@@ -141,9 +143,17 @@ def _differs(got: Any, want: Any) -> str:
     return ""
 
 
-def _row(op: str, size: int, side: str, kind: str, fn: Callable[[], object], opts: BenchOptions) -> Row:
+def _row(
+    op: str,
+    size: int,
+    side: str,
+    kind: str,
+    fn: Callable[[], object],
+    opts: BenchOptions,
+    once: float | None = None,
+) -> Row:
     try:
-        t = measure(fn, repeats=opts.repeats, round_time=opts.round_time, max_time=opts.max_time)
+        t = measure(fn, repeats=opts.repeats, round_time=opts.round_time, max_time=opts.max_time, once=once)
     except (Unsupported, BackendUnavailableError) as exc:
         return Row(op, size, side, kind, "skipped", str(exc))
     except _FAILURES as exc:  # a failing side is reported in its row; the others still run
@@ -162,7 +172,9 @@ def _case_rows(op: str, size: int, case: OpCase, opts: BenchOptions, say: Callab
         say(f"{op} B={size} {backend}")
         try:
             fn = case.call(backend)
-            result = fn()
+            t0 = time.perf_counter()
+            result = fn()  # the warm-up call too
+            once = time.perf_counter() - t0
         except (Unsupported, BackendUnavailableError) as exc:
             rows.append(Row(op, size, backend, "backend", "skipped", str(exc)))
             continue
@@ -175,7 +187,7 @@ def _case_rows(op: str, size: int, case: OpCase, opts: BenchOptions, say: Callab
         elif want is not None:
             field_name = _differs(result, want)
             mismatch = f"results differ from the reference ({field_name})" if field_name else ""
-        row = _row(op, size, backend, "backend", fn, opts)
+        row = _row(op, size, backend, "backend", fn, opts, once)
         if mismatch:
             row = Row(
                 row.op,
@@ -236,15 +248,17 @@ def run_bench(
     ``progress`` gets a line before each side is timed (``"[3/40] route B=64 cpu"``); ``notes`` are recorded
     with the run (e.g. the backends ``all`` left out)."""
     cases = [(op, size) for op in opts.ops for size in opts.sizes_of(op)]
+    start = time.perf_counter()
     ctx = Context(threads=opts.threads)
     rows: list[Row] = []
+    usage = CpuUsage()
     with threads(opts.threads):
         machine = machine_record(opts.threads)
         for i, (op, size) in enumerate(cases, 1):
 
             def say(what: str, i: int = i) -> None:
                 if progress is not None:
-                    progress(f"[{i}/{len(cases)}] {what}")
+                    progress(f"[{i}/{len(cases)} {time.perf_counter() - start:.0f} s] {what}")
 
             try:
                 case = OPS[op].prepare(size, ctx)
@@ -257,6 +271,11 @@ def run_bench(
                 continue
             rows.extend(_case_rows(op, size, case, opts, say))
             del case
+    machine["during_run"] = {
+        "seconds": round(time.perf_counter() - start, 1),
+        "other_cpu_share": usage.share(),
+        "load_average_1m_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     options = {
         "ops": list(opts.ops),

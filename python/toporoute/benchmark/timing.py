@@ -49,6 +49,7 @@ def measure(
     repeats: int = 5,
     round_time: float = 0.02,
     max_time: float | None = None,
+    once: float | None = None,
 ) -> Timing:
     """Times ``fn()``.
 
@@ -63,6 +64,8 @@ def measure(
         the warm-up call's time.
     max_time : float, optional
         Budget in seconds for the timed rounds: a slow call gets fewer rounds (at least one) of one call each.
+    once : float, optional
+        Seconds of a call the caller has just made (e.g. to check its result): it stands for the warm-up.
     """
     if repeats < 1:
         raise OutOfRangeError(f"repeats must be >= 1; got {repeats}", "repeats")
@@ -73,16 +76,20 @@ def measure(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _measure(fn, repeats, round_time, max_time)
+        return _measure(fn, repeats, round_time, max_time, once)
     finally:
         if enabled:
             gc.enable()
 
 
-def _measure(fn: Callable[[], object], repeats: int, round_time: float, max_time: float | None) -> Timing:
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
+def _measure(
+    fn: Callable[[], object], repeats: int, round_time: float, max_time: float | None, once: float | None
+) -> Timing:
+    if once is None:
+        t0 = time.perf_counter()
+        fn()
+        once = time.perf_counter() - t0
+    once = max(once, 1e-7)
     number = max(1, int(round_time / once))
     capped = False
     if max_time is not None and once * number * repeats > max_time:
