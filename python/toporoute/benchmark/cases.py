@@ -261,20 +261,14 @@ def _dag_repair(B: int, ctx: Context) -> OpCase:
 
 def _team_project(B: int, ctx: Context) -> OpCase:
     adj, alive, roles, sink, edits, protected, critical, scores, generation = inputs.team_project_inputs(B)
+    kw: dict[str, Any] = {
+        "protected": protected,
+        "critical": critical,
+        "scores": scores,
+        "generation": generation,
+    }
     return OpCase(
-        lambda b: functools.partial(
-            ops.team_project,
-            adj,
-            alive,
-            roles,
-            sink,
-            edits,
-            protected=protected,
-            critical=critical,
-            scores=scores,
-            generation=generation,
-            backend=b,
-        )
+        lambda b: functools.partial(ops.team_project, adj, alive, roles, sink, edits, backend=b, **kw)
     )
 
 
