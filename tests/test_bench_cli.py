@@ -208,6 +208,26 @@ def test_threads_sets_and_restores_the_core_threads(
     assert core_threads() == before
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "arg"),
+    [
+        ({"ops": ("route", "nope")}, "ops"),
+        ({"sizes": {"nope": (1,)}}, "ops"),
+        ({"backends": ("gpu",)}, "backends"),
+        ({"repeats": 0}, "repeats"),
+        ({"threads": 0}, "threads"),
+        ({"max_time": 0.0}, "max_time"),
+    ],
+)
+def test_bench_options_are_checked(kwargs: dict, arg: str) -> None:
+    from toporoute.benchmark import BenchOptions
+    from toporoute.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as exc:
+        BenchOptions(**kwargs)
+    assert exc.value.arg == arg
+
+
 def test_measure_budget_cuts_slow_calls_short() -> None:
     import time
 

@@ -19,7 +19,7 @@ from .machine import CpuUsage, machine_record, threads
 from .results import BenchRun, Row
 from .timing import measure
 
-__all__ = ["BACKEND_CHOICES", "BenchOptions", "parse_sizes", "resolve_backends", "run_bench"]
+__all__ = ["BACKEND_CHOICES", "BenchOptions", "check_ops", "parse_sizes", "resolve_backends", "run_bench"]
 
 BACKEND_CHOICES = ("all", "reference", "cpu", "cuda")
 _FAILURES = (ToporouteError, ValueError, RuntimeError, MemoryError, OSError, ImportError)
@@ -43,6 +43,23 @@ class BenchOptions:
     max_time: float = 1.0
     threads: int | None = None
     alternatives: bool = True
+
+    def __post_init__(self) -> None:
+        check_ops(list(self.ops) + list(self.sizes))
+        bad = [b for b in self.backends if b not in BACKEND_CHOICES[1:]]
+        if bad or not self.backends:
+            raise InvalidArgumentError(
+                f"backends must be some of {', '.join(BACKEND_CHOICES[1:])}; got {list(self.backends)}",
+                "backends",
+            )
+        for name, value, low in (("repeats", self.repeats, 1), ("threads", self.threads, 1)):
+            if value is not None and value < low:
+                raise OutOfRangeError(f"{name} must be >= {low}; got {value}", name)
+        if self.round_time < 0 or self.max_time <= 0:
+            raise OutOfRangeError(
+                f"round_time must be >= 0 and max_time > 0; got {self.round_time} and {self.max_time}",
+                "max_time",
+            )
 
     def sizes_of(self, op: str) -> tuple[int, ...]:
         spec = OPS[op]
