@@ -86,6 +86,11 @@ def parse_sizes(specs: Sequence[str], ops: Sequence[str]) -> dict[str, tuple[int
             raise InvalidArgumentError(
                 f"--sizes {spec!r}: unknown op {target!r}; choose from {', '.join(OPS)}", "sizes"
             )
+        if target and target not in ops:
+            raise InvalidArgumentError(
+                f"--sizes {spec!r}: names {target}, which this run does not time (ops: {', '.join(ops)})",
+                "sizes",
+            )
         sizes = []
         for v in values.split(","):
             try:
