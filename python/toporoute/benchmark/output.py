@@ -13,6 +13,7 @@ from .results import BenchRun, Comparison, Row
 
 __all__ = ["format_comparison", "format_machine", "format_run", "format_seconds", "plot_run"]
 
+_COLORS = {"reference": "C0", "cpu": "C1", "cuda": "C2"}  # the alternatives: C3, dashed
 HEADERS = ("size", "side", "median", "min", "IQR", "rounds", "vs ref", "vs alt", "note")
 
 
@@ -145,12 +146,13 @@ def plot_run(run: BenchRun, path: Path) -> None:
     nrows = math.ceil(len(ops) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3.2 * nrows), squeeze=False)
     for ax, op in zip(axes.flat, ops):
-        sides = dict.fromkeys(r.side for r in run.rows if r.op == op and r.timing is not None)
-        for side in sides:
+        sides = {r.side: r.kind for r in run.rows if r.op == op and r.timing is not None}
+        for side, kind in sides.items():
             pts = sorted(
                 (r.size, r.timing.median) for r in run.rows if r.op == op and r.side == side and r.timing
             )
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=side)
+            style = {"color": _COLORS.get(side, "C3"), "linestyle": "--" if kind == "alternative" else "-"}
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=side, **style)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(op, fontsize=10)
