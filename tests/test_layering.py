@@ -34,7 +34,18 @@ INSTALLED = Path(toporoute.__file__).resolve().parent
 # the core layer: every module of these packages (by glob, so a new module is covered) and these files
 CORE_PACKAGES = ("ops", "backends")
 CORE_FILES = ["errors.py", "_atomic.py"]
-UPPER_LAYERS = ("embed", "llm", "methods", "runtime", "tasks", "trace", "cli", "serve")
+UPPER_LAYERS = (
+    "embed",
+    "llm",
+    "methods",
+    "runtime",
+    "tasks",
+    "trace",
+    "cli",
+    "serve",
+    "benchmark",
+    "_installation",
+)
 
 
 def run_python(code: str, tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess:
