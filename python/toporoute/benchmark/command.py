@@ -73,7 +73,7 @@ def add_arguments(sub: Any) -> None:
         metavar="SPEC",
         help="sizes for every op named (1,64,4096) or for one op (toposort=16,256); default: each op's own",
     )
-    b.add_argument("--quick", action="store_true", help="small sizes, 3 short rounds: about 15 s")
+    b.add_argument("--quick", action="store_true", help="small sizes, 3 short rounds: under 15 s")
     b.add_argument("--repeats", type=_positive_int, default=None, help="timed rounds per side (default 5)")
     b.add_argument(
         "--round-time", type=_positive_float, default=None, help="least seconds per round (default 0.02)"
