@@ -137,17 +137,24 @@ inline void gru_gates(const float* w, std::int64_t K, const float* const (&in)[M
   }
 }
 
-// The cell from its pre-activations: r, z = sigmoid, n = tanh(nx + r nh), out = z h + (1 - z) n.
-template <class T, bool HasH>
-inline typename T::V gru_cell(typename T::V ar, typename T::V az, typename T::V an, typename T::V ah,
-                              const float* h) {
-  const auto rg = vsigmoid<T>(ar);
-  const auto zg = vsigmoid<T>(az);
-  const auto n = vtanh<T>(T::fma(rg, ah, an));
-  if constexpr (HasH) {
-    return T::fma(zg, T::sub(T::load(h), n), n);  // n + z (h - n)
-  } else {
-    return T::sub(n, T::mul(zg, n));
+// The cells of MR rows from their pre-activations, into r: r, z = sigmoid, n = tanh(nx + r nh), h' = z h +
+// (1 - z) n. Stage by stage over the rows, unrolled, so the rows' independent exp chains interleave.
+template <class T, int MR, bool HasH>
+inline void gru_cells(typename T::V (&r)[MR], typename T::V (&z)[MR], typename T::V (&nx)[MR],
+                      typename T::V (&nh)[MR], const float* const (&h)[MR], std::int64_t col) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) r[i] = vsigmoid<T>(r[i]);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) z[i] = vsigmoid<T>(z[i]);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) nx[i] = vtanh<T>(T::fma(r[i], nh[i], nx[i]));
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (HasH) {
+      r[i] = T::fma(z[i], T::sub(T::load(h[i] + col), nx[i]), nx[i]);  // n + z (h - n)
+    } else {
+      r[i] = T::sub(nx[i], T::mul(z[i], nx[i]));
+    }
   }
 }
 
@@ -177,11 +184,12 @@ inline void gru_x_block(const GruCall& c, std::int64_t r0, std::int64_t p, int o
       T::store(wk + 2 * T::W, an[r]);
     }
   } else {
-    const V bh = T::load(bias + 3 * kPanel);
+    V ah[MR];
+    for (int r = 0; r < MR; ++r) ah[r] = T::load(bias + 3 * kPanel);
+    const float* none[MR] = {};
+    gru_cells<T, MR, false>(ar, az, an, ah, none, 0);
     const std::int64_t col = p * kPanel + off * T::W;
-    for (int r = 0; r < MR; ++r) {
-      T::store(c.out + (r0 + r) * c.ldo + col, gru_cell<T, false>(ar[r], az[r], an[r], bh, nullptr));
-    }
+    for (int r = 0; r < MR; ++r) T::store(c.out + (r0 + r) * c.ldo + col, ar[r]);
   }
 }
 
@@ -202,10 +210,10 @@ inline void gru_h_block(const GruCall& c, std::int64_t r0, std::int64_t p, int o
   const float* hr[MR];
   for (int r = 0; r < MR; ++r) hr[r] = c.h + (r0 + r) * c.ldh;
   gru_gates<T, MR>(c.wh + p * c.H * G + off * T::W, c.H, hr, ar, az, ah);
-  for (int r = 0; r < MR; ++r) {
-    const V an = T::load(work + (r0 + r) * 3 * T::W + 2 * T::W);
-    T::store(c.out + (r0 + r) * c.ldo + col, gru_cell<T, true>(ar[r], az[r], an, ah[r], hr[r] + col));
-  }
+  V an[MR];
+  for (int r = 0; r < MR; ++r) an[r] = T::load(work + (r0 + r) * 3 * T::W + 2 * T::W);
+  gru_cells<T, MR, true>(ar, az, an, ah, hr, col);
+  for (int r = 0; r < MR; ++r) T::store(c.out + (r0 + r) * c.ldo + col, ar[r]);
 }
 
 template <class T, int MR, bool HasH>
