@@ -259,8 +259,8 @@ simd::DenseCall dense_call(const float* wd, const detail::DenseLayer& d, const f
 
 simd::GruCall gru_call(const float* wd, const detail::GruLayer& g, const float* x, std::int64_t ldx, const float* h,
                        std::int64_t ldh, std::int64_t rows, float* out, std::int64_t ldo, float* work) {
-  return {x,         ldx,      g.Kx, h,   ldh, g.H, rows, wd + g.wx, h != nullptr ? wd + g.wh : nullptr,
-          wd + g.b,  g.panels, out,  ldo, work};
+  const float* wh = h != nullptr ? wd + g.wh : nullptr;
+  return {x, ldx, g.Kx, h, ldh, g.H, rows, wd + g.wx, wh, wd + g.b, g.panels, out, ldo, work};
 }
 
 // ------------------------------------------------------------------------------------------ agent network
