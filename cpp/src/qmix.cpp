@@ -258,9 +258,9 @@ simd::DenseCall dense_call(const float* wd, const detail::DenseLayer& d, const f
 }
 
 simd::GruCall gru_call(const float* wd, const detail::GruLayer& g, const float* x, std::int64_t ldx, const float* h,
-                       std::int64_t ldh, std::int64_t rows, float* out, std::int64_t ldo) {
-  return {x, ldx, g.Kx, h, ldh, g.H, rows, wd + g.wx, h != nullptr ? wd + g.wh : nullptr, wd + g.b, g.panels, out,
-          ldo};
+                       std::int64_t ldh, std::int64_t rows, float* out, std::int64_t ldo, float* work) {
+  const float* wh = h != nullptr ? wd + g.wh : nullptr;
+  return {x, ldx, g.Kx, h, ldh, g.H, rows, wd + g.wx, wh, wd + g.b, g.panels, out, ldo, work};
 }
 
 // ------------------------------------------------------------------------------------------ agent network
@@ -295,7 +295,7 @@ void neighbours(const QMixConfig& c, const QMixForwardArgs& a, std::int64_t b, s
 /// Scratch of one forward tile (offsets in floats).
 struct ForwardPlan {
   std::int64_t rows = 0, ldx = 0, ldh = 0, ldq1 = 0, ldq2 = 0;
-  std::size_t x = 0, h = 0, m = 0, agg = 0, hn = 0, z = 0, q1 = 0, q2 = 0, nbr = 0, cnt = 0, floats = 0;
+  std::size_t x = 0, h = 0, m = 0, agg = 0, hn = 0, z = 0, q1 = 0, q2 = 0, gru = 0, nbr = 0, cnt = 0, floats = 0;
 };
 
 ForwardPlan forward_plan(const QMixConfig& c, std::int64_t per_tile, std::int64_t N) {
@@ -314,6 +314,7 @@ ForwardPlan forward_plan(const QMixConfig& c, std::int64_t per_tile, std::int64_
   p.z = l.take(p.rows * p.ldh);
   p.q1 = l.take(p.rows * p.ldq1);
   p.q2 = l.take(p.rows * p.ldq2);
+  p.gru = l.take(p.rows * 3 * kPanel);
   p.nbr = l.take(per_tile * N * N);  // int32, same size as float
   p.cnt = l.take(per_tile * N);
   p.floats = l.size();
@@ -327,7 +328,7 @@ bool forward_tile(const QMixWeights& w, const simd::QmixKernels& k, const QMixFo
   const float* wd = w.data();
   const std::int64_t N = a.N, R = nb * N, H = c.hidden, ld = p.ldh;
   float *x = s + p.x, *h = s + p.h, *m = s + p.m, *agg = s + p.agg, *hn = s + p.hn, *z = s + p.z;
-  float *q1 = s + p.q1, *q2 = s + p.q2;
+  float *q1 = s + p.q1, *q2 = s + p.q2, *gw = s + p.gru;
   auto* nbr = reinterpret_cast<std::int32_t*>(s + p.nbr);
   auto* cnt = reinterpret_cast<std::int32_t*>(s + p.cnt);
 
@@ -350,11 +351,11 @@ bool forward_tile(const QMixWeights& w, const simd::QmixKernels& k, const QMixFo
     for (std::int64_t e = 0; e < nb; ++e) {
       k.aggregate({m + e * N * ld, ld, N, ld, nbr + e * N * N, cnt + e * N, agg + e * N * ld, ld});
     }
-    k.gru(gru_call(wd, L.update[l], agg, ld, h, ld, R, hn, ld));
+    k.gru(gru_call(wd, L.update[l], agg, ld, h, ld, R, hn, ld, gw));
     k.layer_norm({hn, ld, R, H, wd + L.gamma, wd + L.beta, c.ln_eps});
     std::swap(h, hn);
   }
-  k.gru(gru_call(wd, L.rnn, h, ld, a.hidden != nullptr ? z : nullptr, ld, R, m, ld));
+  k.gru(gru_call(wd, L.rnn, h, ld, a.hidden != nullptr ? z : nullptr, ld, R, m, ld, gw));
   k.dense(dense_call(wd, L.head0, m, ld, R, q1, p.ldq1));
   k.dense(dense_call(wd, L.head2, q1, p.ldq1, R, q2, p.ldq2));
 

@@ -1,6 +1,6 @@
 // AVX2 + FMA qmix kernels (compiled with -mavx2 -mfma): 8-float registers, a panel is two of them. Linear blocks
 // of 6 rows x 1 panel (12 accumulators + 2 weight registers + 1 broadcast within the 16 ymm registers), GRU
-// blocks of 3 rows x 4 gates.
+// passes of 4 rows x 3 gates (12 accumulators + 3 weight registers + 1 broadcast).
 #include <immintrin.h>
 
 #include "simd/qmix_kernels.hpp"
@@ -11,7 +11,7 @@ namespace {
 struct Avx2 {
   using V = __m256;
   static constexpr int W = 8;
-  static constexpr int kDenseMR = 6, kDenseNP = 1, kGruMR = 3;
+  static constexpr int kDenseMR = 6, kDenseNP = 1, kGruMR = 4;
 
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }

@@ -1,6 +1,7 @@
 // AVX-512 qmix kernels (compiled with -mavx512f -mavx512dq -mavx512vl): a panel is one 16-float register.
-// Linear blocks of 6 rows x 2 panels (12 accumulators; broadcasts fold into the FMA's memory operand), GRU
-// blocks of 6 rows x 4 gates (24 accumulators + 3 weight registers of the 32).
+// Linear blocks of 6 rows x 4 panels (24 accumulators + 4 weight registers; broadcasts fold into a load), GRU
+// passes of 8 rows x 3 gates (24 accumulators + 3 weight registers of the 32). Measured on a Sapphire Rapids
+// core: both reach about 80 GMAC/s, against about 94 for an 8 x 3 block whose data never leaves L1.
 // GCC 12 flags its own _mm512_max_ps, _mm512_roundscale_ps, ... (an intentionally undefined register in
 // avx512fintrin.h) as (maybe-)uninitialized once inlined; the warnings are about the header, not this code.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -17,7 +18,7 @@ namespace {
 struct Avx512 {
   using V = __m512;
   static constexpr int W = 16;
-  static constexpr int kDenseMR = 6, kDenseNP = 2, kGruMR = 6;
+  static constexpr int kDenseMR = 6, kDenseNP = 4, kGruMR = 8;
 
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }

@@ -45,6 +45,7 @@ struct GruCall {
   std::int64_t panels;
   float* out;
   std::int64_t ldo;
+  float* work;  ///< rows x 3 kPanel floats of scratch (the input side's sums), used when h is not null
 };
 
 /// In-place LayerNorm over the first H columns of each row: (x - mean) / sqrt(var + eps) gamma + beta.

@@ -10,8 +10,12 @@
 // Register blocking: a Linear block keeps kDenseMR x kDenseNP x (kPanel / W) accumulators, loads each weight
 // vector once per k for all its rows and broadcasts each input once per k for all its columns; panels are the
 // outer loop so a block's weights (K x kDenseNP x 64 bytes) stay in L1 while every row block of the tile
-// passes. A GRU block keeps four accumulators (r, z, x-side n, h-side n) per row for one register of columns
-// and finishes the cell in registers, so gate pre-activations never reach memory.
+// passes. A GRU runs in two passes per register of columns: the input side over all rows (r, z and x-side n
+// sums, three accumulators per row, parked in the caller's work rows), then the hidden side over all rows,
+// which finishes the cell in registers. Each pass keeps only its own K x 3 registers of weights hot in L1
+// (about 24 KB at H = 128, where both sides at once would fill the 48 KB L1 and spill to L2) and its three
+// accumulators per row leave room for kGruMR = 8 rows on AVX-512. Every output's sum runs in one fixed order
+// (bias, input side by k, hidden side by k) whatever the row count or thread.
 #include <cmath>
 #include <cstdint>
 
@@ -133,50 +137,105 @@ inline void gru_gates(const float* w, std::int64_t K, const float* const (&in)[M
   }
 }
 
+// The cells of MR rows from their pre-activations, into r: r, z = sigmoid, n = tanh(nx + r nh), h' = z h +
+// (1 - z) n. Stage by stage over the rows, unrolled, so the rows' independent exp chains interleave.
 template <class T, int MR, bool HasH>
-inline void gru_block(const GruCall& c, std::int64_t r0, std::int64_t p, int off) {
+inline void gru_cells(typename T::V (&r)[MR], typename T::V (&z)[MR], typename T::V (&nx)[MR],
+                      typename T::V (&nh)[MR], const float* const (&h)[MR], std::int64_t col) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) r[i] = vsigmoid<T>(r[i]);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) z[i] = vsigmoid<T>(z[i]);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) nx[i] = vtanh<T>(T::fma(r[i], nh[i], nx[i]));
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (HasH) {
+      r[i] = T::fma(z[i], T::sub(T::load(h[i] + col), nx[i]), nx[i]);  // n + z (h - n)
+    } else {
+      r[i] = T::sub(nx[i], T::mul(z[i], nx[i]));
+    }
+  }
+}
+
+// Input side of one register of columns for MR rows. With a hidden state the r, z and x-side n sums go to
+// work (3 registers per row) for the hidden-side pass; without one the cell finishes here (its h products
+// are zero: the hidden-side n is its bias).
+template <class T, int MR, bool HasH>
+inline void gru_x_block(const GruCall& c, std::int64_t r0, std::int64_t p, int off, float* work) {
   using V = typename T::V;
   constexpr std::int64_t G = 3 * kPanel;
-  const std::int64_t col = p * kPanel + off * T::W;
-  const float* wx = c.wx + p * c.Kx * G + off * T::W;
   const float* bias = c.bias + p * 4 * kPanel + off * T::W;
-  V ar[MR], az[MR], an[MR], ah[MR];
+  V ar[MR], az[MR], an[MR];
+  const V br = T::load(bias), bz = T::load(bias + kPanel), bn = T::load(bias + 2 * kPanel);
   for (int r = 0; r < MR; ++r) {
-    ar[r] = T::load(bias);
-    az[r] = T::load(bias + kPanel);
-    an[r] = T::load(bias + 2 * kPanel);
-    ah[r] = T::load(bias + 3 * kPanel);
+    ar[r] = br;
+    az[r] = bz;
+    an[r] = bn;
   }
   const float* xr[MR];
   for (int r = 0; r < MR; ++r) xr[r] = c.x + (r0 + r) * c.ldx;
-  gru_gates<T, MR>(wx, c.Kx, xr, ar, az, an);
-  const float* hr[MR];
+  gru_gates<T, MR>(c.wx + p * c.Kx * G + off * T::W, c.Kx, xr, ar, az, an);
   if constexpr (HasH) {
-    for (int r = 0; r < MR; ++r) hr[r] = c.h + (r0 + r) * c.ldh;
-    gru_gates<T, MR>(c.wh + p * c.H * G + off * T::W, c.H, hr, ar, az, ah);
-  }
-  for (int r = 0; r < MR; ++r) {
-    const V rg = vsigmoid<T>(ar[r]);
-    const V zg = vsigmoid<T>(az[r]);
-    const V n = vtanh<T>(T::fma(rg, ah[r], an[r]));
-    V h;  // z h + (1 - z) n = n + z (h - n)
-    if constexpr (HasH) {
-      h = T::fma(zg, T::sub(T::load(hr[r] + col), n), n);
-    } else {
-      h = T::sub(n, T::mul(zg, n));
+    for (int r = 0; r < MR; ++r) {
+      float* wk = work + (r0 + r) * 3 * T::W;
+      T::store(wk, ar[r]);
+      T::store(wk + T::W, az[r]);
+      T::store(wk + 2 * T::W, an[r]);
     }
-    T::store(c.out + (r0 + r) * c.ldo + col, h);
+  } else {
+    V ah[MR];
+    for (int r = 0; r < MR; ++r) ah[r] = T::load(bias + 3 * kPanel);
+    const float* none[MR] = {};
+    gru_cells<T, MR, false>(ar, az, an, ah, none, 0);
+    const std::int64_t col = p * kPanel + off * T::W;
+    for (int r = 0; r < MR; ++r) T::store(c.out + (r0 + r) * c.ldo + col, ar[r]);
   }
+}
+
+// Hidden side of one register of columns for MR rows, starting from the input side's sums in work.
+template <class T, int MR>
+inline void gru_h_block(const GruCall& c, std::int64_t r0, std::int64_t p, int off, const float* work) {
+  using V = typename T::V;
+  constexpr std::int64_t G = 3 * kPanel;
+  const std::int64_t col = p * kPanel + off * T::W;
+  V ar[MR], az[MR], ah[MR];
+  const V bh = T::load(c.bias + p * 4 * kPanel + 3 * kPanel + off * T::W);
+  for (int r = 0; r < MR; ++r) {
+    const float* wk = work + (r0 + r) * 3 * T::W;
+    ar[r] = T::load(wk);
+    az[r] = T::load(wk + T::W);
+    ah[r] = bh;
+  }
+  const float* hr[MR];
+  for (int r = 0; r < MR; ++r) hr[r] = c.h + (r0 + r) * c.ldh;
+  gru_gates<T, MR>(c.wh + p * c.H * G + off * T::W, c.H, hr, ar, az, ah);
+  V an[MR];
+  for (int r = 0; r < MR; ++r) an[r] = T::load(work + (r0 + r) * 3 * T::W + 2 * T::W);
+  gru_cells<T, MR, true>(ar, az, an, ah, hr, col);
+  for (int r = 0; r < MR; ++r) T::store(c.out + (r0 + r) * c.ldo + col, ar[r]);
 }
 
 template <class T, int MR, bool HasH>
-inline void gru_rows(const GruCall& c, std::int64_t r0, std::int64_t p, int off, std::int64_t mr) {
+inline void gru_x_rows(const GruCall& c, std::int64_t r0, std::int64_t p, int off, std::int64_t mr, float* work) {
   if constexpr (MR > 1) {
-    if (mr < MR) return gru_rows<T, MR - 1, HasH>(c, r0, p, off, mr);
+    if (mr < MR) return gru_x_rows<T, MR - 1, HasH>(c, r0, p, off, mr, work);
   }
-  gru_block<T, MR, HasH>(c, r0, p, off);
+  gru_x_block<T, MR, HasH>(c, r0, p, off, work);
 }
 
+template <class T, int MR>
+inline void gru_h_rows(const GruCall& c, std::int64_t r0, std::int64_t p, int off, std::int64_t mr,
+                       const float* work) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return gru_h_rows<T, MR - 1>(c, r0, p, off, mr, work);
+  }
+  gru_h_block<T, MR>(c, r0, p, off, work);
+}
+
+// Per register of columns, the input side over all rows, then the hidden side over all rows: each pass keeps
+// only its own K x 3 registers of weights hot in L1 (both sides together, K = 2 x 128, would not fit) and
+// three accumulators per row, so a block covers kGruMR rows. Each output's sum runs in one fixed order.
 template <class T, bool HasH>
 void gru_all(const GruCall& c) {
   constexpr int RPP = static_cast<int>(kPanel) / T::W;
@@ -184,7 +243,13 @@ void gru_all(const GruCall& c) {
     for (int off = 0; off < RPP; ++off) {
       for (std::int64_t r0 = 0; r0 < c.rows; r0 += T::kGruMR) {
         const std::int64_t mr = c.rows - r0 < T::kGruMR ? c.rows - r0 : T::kGruMR;
-        gru_rows<T, T::kGruMR, HasH>(c, r0, p, off, mr);
+        gru_x_rows<T, T::kGruMR, HasH>(c, r0, p, off, mr, c.work);
+      }
+      if constexpr (HasH) {
+        for (std::int64_t r0 = 0; r0 < c.rows; r0 += T::kGruMR) {
+          const std::int64_t mr = c.rows - r0 < T::kGruMR ? c.rows - r0 : T::kGruMR;
+          gru_h_rows<T, T::kGruMR>(c, r0, p, off, mr, c.work);
+        }
       }
     }
   }
