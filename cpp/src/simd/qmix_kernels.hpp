@@ -114,8 +114,8 @@ const QmixKernels& qmix_kernels_avx2();
 const QmixKernels& qmix_kernels_avx512();
 #endif
 #if defined(TOPOROUTE_HAVE_AMX)
-/// The AVX-512 kernels with the Linear and GRUCell products on AMX tiles (bf16x3) from kAmxMinRows rows
-/// when the call carries AMX weights.
+/// The AVX-512 kernels with the Linear and GRUCell products on AMX tiles (bf16x3) when the call carries AMX
+/// weights (qmix_amx.cpp).
 const QmixKernels& qmix_kernels_amx();
 #endif
 
