@@ -17,9 +17,10 @@
 //
 // In the whole forward the gain is smaller than per kernel: the AMX copy of the weights (6 bytes a weight,
 // about 2 MB at the default shapes) no longer stays in a 2 MB L2 between tiles, and the rest of the pass
-// (LayerNorm, neighbour means, copies) is unchanged. Measured (one process, levels alternating, 2 threads):
-// qmix_forward 1.2 to 1.3x the avx512 level from B = 64, qmix_mix 1.4x; at B = 1 both are slower (the
-// padded tile and the cold weights: forward 0.65x, mix 0.4x).
+// (LayerNorm, neighbour means, copies) is unchanged. Measured (bench/test_bench_qmix.py, 2 threads, N = 3):
+// qmix_forward 1.15x the avx512 level at B = 8, 1.2 to 1.3x at B = 64 and 1024, qmix_mix 1.3x at B = 64 and
+// 1.45x at B = 1024; at B = 1 both are slower (the padded tile and the cold weights: forward 0.55 to 0.65x,
+// mix 0.4x).
 //
 // Every output element is a fixed sequence of products over K (the hardware computes each element of a tile
 // on its own), so a row's result does not depend on which other rows share its tile, nor on the thread.
