@@ -4,7 +4,7 @@ comparison of results.
 A :class:`Backend` is one way to run the ops, named by its pytest id:
 
 - ``reference``: numpy, the oracle;
-- ``cpu-<isa>``: the compiled core at one SIMD level (``generic``, ``avx2``, ``avx512``), for the ops whose CPU
+- ``cpu-<isa>``: the compiled core at one SIMD level (``generic``, ``avx2``, ``avx512``, ``amx``), for the ops whose CPU
   kernels take a level per call (:data:`SIMD_OPS`); the process's own level runs through :mod:`toporoute.ops`,
   the others call :mod:`toporoute.backends.cpu` with ``isa=``;
 - ``cpu``: the compiled core for the other ops (one dispatch per process);

@@ -299,12 +299,12 @@ def test_env_simd_generic(tmp_path: Path) -> None:
 
 def test_env_simd_default_is_best_supported(tmp_path: Path) -> None:
     info, res = run_json(_SIMD, tmp_path)
-    best = next(isa for isa in ("avx512", "avx2", "generic") if isa in info["supported"])
+    best = next(isa for isa in ("amx", "avx512", "avx2", "generic") if isa in info["supported"])
     assert info["active"] == best
     assert res == ["ok", [[2, 2, 2]]]
 
 
-@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("isa", ["avx2", "avx512", "amx"])
 def test_env_simd_each_supported_level(isa: str, tmp_path: Path) -> None:
     import toporoute._core as core
 

@@ -1,12 +1,20 @@
 #include "toporoute/dispatch.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
+
+#if defined(TOPOROUTE_HAVE_AMX)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace toporoute {
 
 const char* isa_name(Isa isa) noexcept {
   switch (isa) {
+    case Isa::amx: return "amx";
     case Isa::avx512: return "avx512";
     case Isa::avx2: return "avx2";
     case Isa::generic: break;
@@ -15,7 +23,7 @@ const char* isa_name(Isa isa) noexcept {
 }
 
 bool parse_isa(const std::string& name, Isa* out) noexcept {
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::amx}) {
     if (name == isa_name(isa)) {
       *out = isa;
       return true;
@@ -26,12 +34,41 @@ bool parse_isa(const std::string& name, Isa* out) noexcept {
 
 bool isa_compiled(Isa isa) noexcept {
 #if defined(TOPOROUTE_HAVE_X86_SIMD)
+#if defined(TOPOROUTE_HAVE_AMX)
   (void)isa;
   return true;
+#else
+  return isa != Isa::amx;
+#endif
 #else
   return isa == Isa::generic;
 #endif
 }
+
+#if defined(TOPOROUTE_HAVE_AMX)
+namespace {
+
+// CPUID.(7,0):EDX AMX-BF16 (bit 22) and AMX-TILE (bit 24); XCR0 with the tile state (bits 17, 18) enabled by
+// the OS; then Linux's per-process permission for the tile data (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
+// without which the first tile instruction faults. Asked once per process; the answer never changes.
+bool amx_usable() noexcept {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  if ((d & (1u << 22)) == 0 || (d & (1u << 24)) == 0) return false;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & (1u << 27)) == 0) return false;  // OSXSAVE
+  std::uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+#endif
 
 bool isa_supported(Isa isa) noexcept {
   if (!isa_compiled(isa)) return false;
@@ -44,6 +81,14 @@ bool isa_supported(Isa isa) noexcept {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
              __builtin_cpu_supports("fma");
+    case Isa::amx: {
+#if defined(TOPOROUTE_HAVE_AMX)
+      static const bool usable = isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bw") && amx_usable();
+      return usable;
+#else
+      return false;
+#endif
+    }
   }
 #endif
   return isa == Isa::generic;
@@ -51,7 +96,7 @@ bool isa_supported(Isa isa) noexcept {
 
 std::vector<Isa> compiled_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::amx}) {
     if (isa_compiled(isa)) out.push_back(isa);
   }
   return out;
@@ -61,7 +106,7 @@ namespace {
 
 std::string supported_list() {
   std::string s;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::amx}) {
     if (isa_supported(isa)) s += (s.empty() ? "" : ", ") + std::string(isa_name(isa));
   }
   return s;
@@ -71,7 +116,7 @@ Status check_request(const std::string& requested, const char* arg, Isa* out) {
   Isa isa;
   if (!parse_isa(requested, &isa)) {
     return Status::error(StatusCode::invalid_argument, arg,
-                         std::string(arg) + " must be one of generic, avx2, avx512; got '" + requested + "'");
+                         std::string(arg) + " must be one of generic, avx2, avx512, amx; got '" + requested + "'");
   }
   if (!isa_supported(isa)) {
     return Status::error(StatusCode::unsupported, arg,
@@ -90,7 +135,7 @@ std::pair<Status, Isa> choose_default() {
     Status s = check_request(env, "TOPOROUTE_SIMD", &isa);
     return {s, isa};
   }
-  for (Isa cand : {Isa::avx512, Isa::avx2}) {
+  for (Isa cand : {Isa::amx, Isa::avx512, Isa::avx2}) {
     if (isa_supported(cand)) return {Status::success(), cand};
   }
   return {Status::success(), Isa::generic};

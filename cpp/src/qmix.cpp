@@ -25,15 +25,20 @@ using simd::kPanel;
 inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 inline std::int64_t panels_of(std::int64_t n) { return (n + kPanel - 1) / kPanel; }
 
-/// A packed Linear: `panels` panels of K x kPanel floats at w, panels * kPanel bias floats at b.
+/// No copy of a layer's weights in the AMX layout (the CPU has no AMX).
+constexpr std::size_t kNoAmx = static_cast<std::size_t>(-1);
+
+/// A packed Linear: `panels` panels of K x kPanel floats at w, panels * kPanel bias floats at b; the same
+/// weights in the AMX layout (simd::amx_pack, bf16 values) at amx unless kNoAmx.
 struct DenseLayer {
-  std::size_t w = 0, b = 0;
+  std::size_t w = 0, b = 0, amx = kNoAmx;
   std::int64_t K = 0, panels = 0, relu_panels = 0;
 };
 
-/// A packed GRUCell: panels of Kx x 3 kPanel (input side) and H x 3 kPanel (hidden side), 4 kPanel biases each.
+/// A packed GRUCell: panels of Kx x 3 kPanel (input side) and H x 3 kPanel (hidden side), 4 kPanel biases each;
+/// both sides in the AMX layout at amx_x and amx_h unless kNoAmx.
 struct GruLayer {
-  std::size_t wx = 0, wh = 0, b = 0;
+  std::size_t wx = 0, wh = 0, b = 0, amx_x = kNoAmx, amx_h = kNoAmx;
   std::int64_t Kx = 0, H = 0, panels = 0;
 };
 
@@ -64,9 +69,16 @@ class Layout {
     g.b = take(g.panels * 4 * kPanel);
     return g;
   }
+  /// Room for the AMX copies of d's (g's) weights.
+  void amx(DenseLayer& d) { d.amx = take_bf16(simd::amx_pack_size(d.K, d.panels)); }
+  void amx(GruLayer& g) {
+    g.amx_x = take_bf16(simd::amx_pack_size(g.Kx, 3 * g.panels));
+    g.amx_h = take_bf16(simd::amx_pack_size(g.H, 3 * g.panels));
+  }
   std::size_t size() const { return size_; }
 
  private:
+  std::size_t take_bf16(std::int64_t values) { return take((values + 1) / 2); }
   std::size_t size_ = 0;
 };
 
@@ -80,6 +92,18 @@ void fill_dense_mapped(float* base, const DenseLayer& d, const float* weight, co
     for (std::int64_t k = 0; k < d.K; ++k) w[(p * d.K + k) * kPanel + cc] = weight[o * d.K + k];
     base[d.b + static_cast<std::size_t>(c)] = bias[o];
   }
+}
+
+// The AMX copies from the float32 panels (after fill_dense / fill_gru).
+void pack_amx(float* base, const DenseLayer& d) {
+  if (d.amx == kNoAmx) return;
+  simd::amx_pack(base + d.w, d.K, d.panels, 1, reinterpret_cast<std::uint16_t*>(base + d.amx));
+}
+
+void pack_amx(float* base, const GruLayer& g) {
+  if (g.amx_x == kNoAmx) return;
+  simd::amx_pack(base + g.wx, g.Kx, 3 * g.panels, 3, reinterpret_cast<std::uint16_t*>(base + g.amx_x));
+  simd::amx_pack(base + g.wh, g.H, 3 * g.panels, 3, reinterpret_cast<std::uint16_t*>(base + g.amx_h));
 }
 
 void fill_dense(float* base, const DenseLayer& d, const float* weight, const float* bias, std::int64_t out,
@@ -254,13 +278,17 @@ bool row_finite(const float* src, std::int64_t stride, std::int64_t n) {
 
 simd::DenseCall dense_call(const float* wd, const detail::DenseLayer& d, const float* x, std::int64_t ldx,
                            std::int64_t rows, float* y, std::int64_t ldy) {
-  return {x, ldx, rows, d.K, wd + d.w, wd + d.b, d.panels, d.relu_panels, y, ldy};
+  const auto* amx = d.amx != detail::kNoAmx ? reinterpret_cast<const std::uint16_t*>(wd + d.amx) : nullptr;
+  return {x, ldx, rows, d.K, wd + d.w, wd + d.b, d.panels, d.relu_panels, y, ldy, amx};
 }
 
 simd::GruCall gru_call(const float* wd, const detail::GruLayer& g, const float* x, std::int64_t ldx, const float* h,
                        std::int64_t ldh, std::int64_t rows, float* out, std::int64_t ldo, float* work) {
   const float* wh = h != nullptr ? wd + g.wh : nullptr;
-  return {x, ldx, g.Kx, h, ldh, g.H, rows, wd + g.wx, wh, wd + g.b, g.panels, out, ldo, work};
+  const bool amx = g.amx_x != detail::kNoAmx;
+  const auto* ax = amx ? reinterpret_cast<const std::uint16_t*>(wd + g.amx_x) : nullptr;
+  const auto* ah = amx && h != nullptr ? reinterpret_cast<const std::uint16_t*>(wd + g.amx_h) : nullptr;
+  return {x, ldx, g.Kx, h, ldh, g.H, rows, wd + g.wx, wh, wd + g.b, g.panels, out, ldo, work, ax, ah};
 }
 
 // ------------------------------------------------------------------------------------------ agent network
@@ -603,6 +631,19 @@ Status QMixWeights::create(const QMixConfig& c, const std::vector<const float*>&
     if (c.b1_hidden) L.b1 = layout.dense(c.hyper_hidden, c.mix_hidden, false);
   }
 
+  // The AMX copies (bf16x3 of every weight: 1.5 times the float32 bytes) only where the tiles can run.
+  if (isa_supported(Isa::amx)) {
+    layout.amx(L.input);
+    for (auto& d : L.message) layout.amx(d);
+    for (auto& g : L.update) layout.amx(g);
+    layout.amx(L.rnn);
+    layout.amx(L.head0);
+    layout.amx(L.head2);
+    if (w->has_mixer_) {
+      for (detail::DenseLayer* d : {&L.hyper, &L.w1, &L.w2, &L.b2}) layout.amx(*d);
+      if (c.b1_hidden) layout.amx(L.b1);
+    }
+  }
   w->floats_ = layout.size();
   w->data_.reset(static_cast<float*>(
       ::operator new(std::max<std::size_t>(w->floats_, 1) * sizeof(float), std::align_val_t{64}, std::nothrow)));
@@ -661,6 +702,16 @@ Status QMixWeights::create(const QMixConfig& c, const std::vector<const float*>&
     const float *wba = m(), *bba = m(), *wbb = m(), *bbb = m();
     detail::fill_dense(base, L.hyper, wba, bba, Hh, 2 * Hhp);
     detail::fill_dense(base, L.b2, wbb, bbb, 1);
+  }
+  detail::pack_amx(base, L.input);
+  for (const auto& d : L.message) detail::pack_amx(base, d);
+  for (const auto& g : L.update) detail::pack_amx(base, g);
+  detail::pack_amx(base, L.rnn);
+  detail::pack_amx(base, L.head0);
+  detail::pack_amx(base, L.head2);
+  if (w->has_mixer_) {
+    for (const detail::DenseLayer* d : {&L.hyper, &L.w1, &L.w2, &L.b2}) detail::pack_amx(base, *d);
+    if (c.b1_hidden) detail::pack_amx(base, L.b1);
   }
   *out = std::move(w);
   return Status::success();

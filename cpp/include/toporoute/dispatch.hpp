@@ -3,7 +3,8 @@
 /// Runtime selection of the SIMD kernels. Each ISA lives in its own translation unit with its own compiler
 /// flags; shared code is compiled at baseline flags. The choice is made once per process: the best ISA both
 /// compiled and supported by this CPU, or the one named by the TOPOROUTE_SIMD environment variable
-/// (generic | avx2 | avx512). Tests may pass an explicit ISA per call.
+/// (generic | avx2 | avx512 | amx). Tests may pass an explicit ISA per call. amx is avx512 with the qmix
+/// Linear and GRUCell products on AMX tiles (bf16x3); every other op runs its avx512 kernels at that level.
 #include <string>
 #include <vector>
 
@@ -11,14 +12,15 @@
 
 namespace toporoute {
 
-enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2 };
+enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
 const char* isa_name(Isa isa) noexcept;
-/// Parses "generic" | "avx2" | "avx512".
+/// Parses "generic" | "avx2" | "avx512" | "amx".
 bool parse_isa(const std::string& name, Isa* out) noexcept;
 /// Compiled into this build.
 bool isa_compiled(Isa isa) noexcept;
-/// Compiled and usable on this CPU (including OS support for the register state).
+/// Compiled and usable on this CPU (including OS support for the register state; for amx also the
+/// process's permission to use the tile data, requested from Linux once).
 bool isa_supported(Isa isa) noexcept;
 std::vector<Isa> compiled_isas();
 /// The process-wide choice (computed once; honours TOPOROUTE_SIMD). Error if the override is unknown or

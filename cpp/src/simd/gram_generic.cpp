@@ -34,7 +34,7 @@ void gram_generic(const GramArgs& a) {
 
 GramFn gram_for(Isa isa) {
 #if defined(TOPOROUTE_HAVE_X86_SIMD)
-  if (isa == Isa::avx512) return gram_avx512;
+  if (isa == Isa::avx512 || isa == Isa::amx) return gram_avx512;
   if (isa == Isa::avx2) return gram_avx2;
 #else
   (void)isa;

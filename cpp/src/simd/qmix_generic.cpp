@@ -1,6 +1,7 @@
 // Baseline qmix kernels: portable C++ compiled without ISA flags. The "register" is four floats handled by
 // plain loops, which compilers turn into baseline vector code (SSE2 on x86-64, NEON on arm64).
 #include <cmath>
+#include <cstring>
 
 #include "simd/qmix_kernels.hpp"
 
@@ -51,9 +52,45 @@ const QmixKernels& qmix_kernels_generic() {
   return kernels;
 }
 
+namespace {
+
+// The bf16 truncation of x (its top 16 bits) and x minus it (exact in float32).
+std::uint16_t bf16_trunc(float x, float* rest) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  const std::uint32_t hi = bits & 0xffff0000u;
+  float h;
+  std::memcpy(&h, &hi, sizeof(h));
+  *rest = x - h;
+  return static_cast<std::uint16_t>(hi >> 16);
+}
+
+}  // namespace
+
+void amx_pack(const float* src, std::int64_t K, std::int64_t tiles, std::int64_t G, std::uint16_t* dst) {
+  const std::int64_t KB = (K + kAmxK - 1) / kAmxK, tile_vals = 16 * 2 * kPanel;
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    const float* col0 = src + (t / G) * K * G * kPanel + (t % G) * kPanel;
+    for (std::int64_t kb = 0; kb < KB; ++kb) {
+      std::uint16_t* block = dst + (t * KB + kb) * 3 * tile_vals;
+      for (std::int64_t i = 0; i < kAmxK; ++i) {
+        const std::int64_t k = kb * kAmxK + i;
+        for (std::int64_t c = 0; c < kPanel; ++c) {
+          float x = k < K ? col0[k * G * kPanel + c] : 0.0f;
+          const std::int64_t at = (i / 2) * 2 * kPanel + c * 2 + i % 2;
+          for (std::int64_t part = 0; part < 3; ++part) block[part * tile_vals + at] = bf16_trunc(x, &x);
+        }
+      }
+    }
+  }
+}
+
 const QmixKernels& qmix_kernels_for(Isa isa) {
+#if defined(TOPOROUTE_HAVE_AMX)
+  if (isa == Isa::amx) return qmix_kernels_amx();
+#endif
 #if defined(TOPOROUTE_HAVE_X86_SIMD)
-  if (isa == Isa::avx512) return qmix_kernels_avx512();
+  if (isa == Isa::avx512 || isa == Isa::amx) return qmix_kernels_avx512();
   if (isa == Isa::avx2) return qmix_kernels_avx2();
 #else
   (void)isa;

@@ -27,6 +27,7 @@ struct DenseCall {
   std::int64_t panels, relu_panels;
   float* y;
   std::int64_t ldy;
+  const std::uint16_t* wamx = nullptr;  ///< the same weights in the AMX layout (amx_pack), or null
 };
 
 /// PyTorch GRUCell on whole panels: out = (1 - z) n + z h with r, z = sigmoid(x W_x{r,z} + h W_h{r,z} + b),
@@ -46,6 +47,8 @@ struct GruCall {
   float* out;
   std::int64_t ldo;
   float* work;  ///< rows x 3 kPanel floats of scratch (the input side's sums), used when h is not null
+  const std::uint16_t* wxamx = nullptr;  ///< wx in the AMX layout (amx_pack), or null
+  const std::uint16_t* whamx = nullptr;  ///< wh in the AMX layout, or null (also when h is null)
 };
 
 /// In-place LayerNorm over the first H columns of each row: (x - mean) / sqrt(var + eps) gamma + beta.
@@ -93,10 +96,27 @@ struct QmixKernels {
   void (*mix_combine)(const MixCombineCall&);
 };
 
+/// AMX weight layout (bf16x3): a matrix of K rows and T column tiles of kPanel columns, K zero-padded to
+/// whole blocks of kAmxK, stored per tile t, per K block, per part (hi, mid, lo: x = hi + mid + lo exactly,
+/// each a bf16 truncation of what is left) as 16 rows of pairs (k = 2 i, 2 i + 1) x kPanel columns:
+/// amx_pack_size(K, T) uint16 values.
+constexpr std::int64_t kAmxK = 32;
+inline std::int64_t amx_pack_size(std::int64_t K, std::int64_t tiles) {
+  return tiles * ((K + kAmxK - 1) / kAmxK) * 3 * 16 * 2 * kPanel;
+}
+/// Packs src into the AMX layout: column tile t, element (k, c) at src[(t / G) K G kPanel + k G kPanel +
+/// (t % G) kPanel + c] (G = 1: a Linear's panels; G = 3: a GRUCell's gate panels).
+void amx_pack(const float* src, std::int64_t K, std::int64_t tiles, std::int64_t G, std::uint16_t* dst);
+
 const QmixKernels& qmix_kernels_generic();
 #if defined(TOPOROUTE_HAVE_X86_SIMD)
 const QmixKernels& qmix_kernels_avx2();
 const QmixKernels& qmix_kernels_avx512();
+#endif
+#if defined(TOPOROUTE_HAVE_AMX)
+/// The AVX-512 kernels with the Linear and GRUCell products on AMX tiles (bf16x3) when the call carries AMX
+/// weights (qmix_amx.cpp).
+const QmixKernels& qmix_kernels_amx();
 #endif
 
 /// The kernels for an ISA the dispatcher has validated.
