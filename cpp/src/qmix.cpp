@@ -14,6 +14,7 @@
 
 #include "parallel.hpp"
 #include "simd/qmix_kernels.hpp"
+#include "thread_scratch.hpp"
 #include "toporoute/build_info.hpp"
 
 namespace toporoute {
@@ -164,35 +165,7 @@ Status invalid(const char* arg, const std::string& message) {
 
 // -------------------------------------------------------------------------------------------- scratch
 
-// 64-byte aligned floats, grown on demand, kept for the life of the thread (never shrunk).
-class ThreadScratch {
- public:
-  ThreadScratch() = default;
-  ThreadScratch(const ThreadScratch&) = delete;
-  ThreadScratch& operator=(const ThreadScratch&) = delete;
-  ~ThreadScratch() { release(); }
-
-  /// Null when the allocation fails.
-  float* get(std::size_t floats) {
-    if (floats > capacity_) {
-      release();
-      data_ = static_cast<float*>(::operator new(floats * sizeof(float), std::align_val_t{64}, std::nothrow));
-      capacity_ = data_ != nullptr ? floats : 0;
-    }
-    return data_;
-  }
-
- private:
-  void release() {
-    if (data_ != nullptr) ::operator delete(data_, std::align_val_t{64});
-    data_ = nullptr;
-    capacity_ = 0;
-  }
-  float* data_ = nullptr;
-  std::size_t capacity_ = 0;
-};
-
-thread_local ThreadScratch tls_scratch;
+thread_local detail::ThreadScratch tls_scratch;
 
 // ----------------------------------------------------------------------------------------- tile schedule
 
@@ -226,7 +199,7 @@ Status run_tiles(const char* op, std::int64_t B, const Schedule& s, std::size_t 
                  NonFinite non_finite) {
   detail::FirstError bad(B);
   auto tile = [&](std::int64_t t) {
-    float* scratch = tls_scratch.get(scratch_floats);
+    auto* scratch = static_cast<float*>(tls_scratch.get(scratch_floats * sizeof(float)));
     if (scratch == nullptr) return false;
     const std::int64_t b0 = t * s.per_tile;
     if (!body(b0, std::min(s.per_tile, B - b0), scratch)) bad.record(b0);

@@ -34,6 +34,7 @@
 #include "simd/qmix_kernels.hpp"
 
 #include "simd/qmix_avx512_traits.hpp"
+#include "thread_scratch.hpp"
 
 #include "simd/qmix_kernels.inl"
 
@@ -70,33 +71,7 @@ class TileScope {
   TileScope& operator=(const TileScope&) = delete;
 };
 
-// 64-byte aligned bytes, grown on demand, kept for the life of the thread.
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { release(); }
-  void* get(std::size_t bytes) {
-    if (bytes > capacity_) {
-      release();
-      data_ = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
-      capacity_ = data_ != nullptr ? bytes : 0;
-    }
-    return data_;
-  }
-
- private:
-  void release() {
-    if (data_ != nullptr) ::operator delete(data_, std::align_val_t{64});
-    data_ = nullptr;
-    capacity_ = 0;
-  }
-  void* data_ = nullptr;
-  std::size_t capacity_ = 0;
-};
-
-thread_local Scratch tls_amx;
+thread_local toporoute::detail::ThreadScratch tls_amx;
 
 std::int64_t k_blocks(std::int64_t K) { return (K + kAmxK - 1) / kAmxK; }
 
