@@ -1,4 +1,4 @@
-"""Timing one call: a warm-up, then rounds of back-to-back calls, each round long enough for the clock; the
+"""Timing one call: warm-up calls, then rounds of back-to-back calls, each round long enough for the clock; the
 statistics are over the rounds' mean call times.
 
 The garbage collector is off while timing (as in ``timeit``): otherwise a collection triggered by one side scans
@@ -20,7 +20,7 @@ __all__ = ["Timing", "measure"]
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call, over ``rounds`` rounds of ``number`` calls each (after one warm-up call).
+    """Seconds per call, over ``rounds`` rounds of ``number`` calls each (after the warm-up calls).
 
     ``q1`` and ``q3`` are the quartiles of the round means (both equal the median with one round), so
     ``iqr / median`` is the run's relative noise; ``capped`` says the time budget cut the rounds short."""
@@ -61,11 +61,12 @@ def measure(
         Rounds timed.
     round_time : float >= 0
         Least seconds per round: a round repeats the call ``max(1, round_time / once)`` times, where ``once`` is
-        the warm-up call's time.
+        the faster warm-up call's time.
     max_time : float, optional
         Budget in seconds for the timed rounds: a slow call gets fewer rounds (at least one) of one call each.
     once : float, optional
-        Seconds of a call the caller has just made (e.g. to check its result): it stands for the warm-up.
+        Seconds of a call the caller has just made (e.g. to check its result). One more call is timed either
+        way, and the faster of the two sets the round length.
     """
     if repeats < 1:
         raise OutOfRangeError(f"repeats must be >= 1; got {repeats}", "repeats")
@@ -85,11 +86,12 @@ def measure(
 def _measure(
     fn: Callable[[], object], repeats: int, round_time: float, max_time: float | None, once: float | None
 ) -> Timing:
-    if once is None:
-        t0 = time.perf_counter()
-        fn()
-        once = time.perf_counter() - t0
-    once = max(once, 1e-7)
+    # the round length comes from the faster of the caller's call and one more: a single cold call (threads
+    # woken, caches filled) can take a hundred times a warm one, and would leave rounds of one call each
+    t0 = time.perf_counter()
+    fn()
+    again = time.perf_counter() - t0
+    once = max(again if once is None else min(once, again), 1e-7)
     number = max(1, int(round_time / once))
     capped = False
     if max_time is not None and once * number * repeats > max_time:
