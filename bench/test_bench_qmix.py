@@ -2,7 +2,8 @@
 (DESIGN.md's table: ``qmix_forward`` at B = 1..64 targets >= 5x), N = 3 agents, the default config, fixed random
 weights. PyTorch runs ``QMixNets(cfg).agent`` / ``.mixer`` in ``eval()`` under ``torch.inference_mode()`` with
 its default thread count, on the same weights and inputs (tensors prepared beforehand); the forward passes the
-GRU memory (a round after the first).
+GRU memory (a round after the first). Networks and inputs are ``toporoute bench``'s cases
+(``toporoute.benchmark.cases``), so both time the same thing.
 
 - ``test_*_vs_torch``: same-run medians (bench/_compare.py) and the ratio torch / core per B, printed (not
   asserted: machines are noisy); the core's results are asserted against PyTorch within 1e-5. A second line
@@ -26,8 +27,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toporoute import backends, ops
-from toporoute.ops.qmix_params import QMixConfig
+from toporoute import backends
+from toporoute.benchmark.cases import OPS, Context
 
 from ._compare import report, seconds
 from ._scale import pick
@@ -42,33 +43,17 @@ _PLUGIN = importlib.util.find_spec("pytest_benchmark") is not None
 
 
 @functools.cache
-def _nets() -> tuple[Any, Any]:
-    from toporoute.methods.qmix.model import QMixNets
-
-    torch.manual_seed(0)
-    nets = QMixNets(QMixConfig()).eval()
-    return nets, nets.to_params()
+def _ctx() -> Context:
+    """The run's shared Q-Mix networks (``toporoute bench``'s: default config, torch seed 0)."""
+    return Context()
 
 
 @functools.cache
 def _case(op: str, B: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """(core call, torch call) of one op at batch B, inputs built once."""
-    nets, params = _nets()
-    c = params.config
-    rng = np.random.default_rng(B)
-    if op == "forward":
-        obs = rng.standard_normal((B, N, c.obs_dim), dtype=np.float32)
-        adj = rng.random((B, N, N)) < 0.5
-        hidden = rng.standard_normal((B, N, c.hidden), dtype=np.float32)
-        t_obs, t_adj, t_hidden = (torch.from_numpy(x) for x in (obs, adj, hidden))
-        return (
-            lambda: ops.qmix_forward(params, obs, adj, hidden, backend="cpu"),
-            lambda: nets.agent(t_obs, t_adj, t_hidden),
-        )
-    q_taken = rng.standard_normal((B, c.n_agents), dtype=np.float32)
-    state = rng.standard_normal((B, c.state_dim), dtype=np.float32)
-    t_q, t_state = torch.from_numpy(q_taken), torch.from_numpy(state)
-    return lambda: ops.qmix_mix(params, q_taken, state, backend="cpu"), lambda: nets.mixer(t_q, t_state)
+    """(core call, torch call) of one op at batch B, inputs built once: ``toporoute bench``'s case."""
+    case = OPS[f"qmix_{op}"].prepare(B, _ctx())
+    assert case.alternative is not None, case.alternative_note
+    return case.call("cpu"), case.alternative
 
 
 def _check(op: str, B: int) -> None:
@@ -84,7 +69,7 @@ def _check(op: str, B: int) -> None:
 
 def _macs(op: str, B: int) -> int:
     """Multiply-adds of the dense products in one call (biases, activations and the neighbour mean left out)."""
-    c = _nets()[1].config
+    c = _ctx().qmix()[1].config
     H, S, Hh, M = c.hidden, c.state_dim, c.hyper_hidden, c.mix_hidden
     if op == "forward":
         gru = 6 * H * H  # input and hidden side, three gates each
