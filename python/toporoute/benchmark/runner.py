@@ -7,7 +7,7 @@ import datetime as _dt
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -211,15 +211,7 @@ def _case_rows(op: str, size: int, case: OpCase, opts: BenchOptions, say: Callab
             mismatch = f"results differ from the reference ({field_name})" if field_name else ""
         row = _row(op, size, backend, "backend", fn, opts, once)
         if mismatch:
-            row = Row(
-                row.op,
-                row.size,
-                row.side,
-                row.kind,
-                row.status,
-                "; ".join(filter(None, (mismatch, row.note))),
-                row.timing,
-            )
+            row = replace(row, note="; ".join(filter(None, (mismatch, row.note))))
         rows.append(row)
     if spec.alternative is not None and opts.alternatives:
         if case.alternative is None:
@@ -240,26 +232,16 @@ def _median(rows: list[Row], kind: str, side: str | None = None) -> float | None
 def _with_ratios(rows: list[Row]) -> list[Row]:
     ref = _median(rows, "backend", "reference")
     alt = _median(rows, "alternative")
-    out = []
-    for r in rows:
-        if r.timing is None:
-            out.append(r)
-            continue
-        m = r.timing.median
-        out.append(
-            Row(
-                r.op,
-                r.size,
-                r.side,
-                r.kind,
-                r.status,
-                r.note,
-                r.timing,
-                None if ref is None else ref / m,
-                None if alt is None else alt / m,
-            )
+    return [
+        r
+        if r.timing is None
+        else replace(
+            r,
+            vs_reference=None if ref is None else ref / r.timing.median,
+            vs_alternative=None if alt is None else alt / r.timing.median,
         )
-    return out
+        for r in rows
+    ]
 
 
 def run_bench(
