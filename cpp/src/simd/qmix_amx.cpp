@@ -238,32 +238,54 @@ void dense_amx(const DenseCall& c) {
 }
 
 // The cells from the two sides' products: gx holds x Wx + (b_r, b_z, b_in), gh h Wh (no bias), per panel the
-// r, z and n columns side by side (row stride ld); with gh null the hidden side is zero.
+// r, z and n columns side by side (row stride ld); with gh null the hidden side is zero. kCellBlock panels of a
+// row go through each step together: a cell is one long chain of dependent operations (exp, reciprocal, then
+// tanh of a value that needs r), and independent chains side by side keep both vector ports busy.
+constexpr std::int64_t kCellBlock = 4;
+
+template <int NP>
+inline void gru_cells_block(const GruCall& c, std::int64_t row, std::int64_t p0, const float* x, const float* h) {
+  using T = Avx512;
+  __m512 rr[NP], zz[NP], nh[NP], nx[NP];
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) {
+    const std::int64_t g = (p0 + j) * 3 * kPanel;
+    const __m512 bh = T::load(c.bias + (p0 + j) * 4 * kPanel + 3 * kPanel);
+    rr[j] = T::load(x + g);
+    zz[j] = T::load(x + g + kPanel);
+    nx[j] = T::load(x + g + 2 * kPanel);
+    nh[j] = bh;
+    if (h != nullptr) {
+      rr[j] = T::add(rr[j], T::load(h + g));
+      zz[j] = T::add(zz[j], T::load(h + g + kPanel));
+      nh[j] = T::add(T::load(h + g + 2 * kPanel), bh);
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) rr[j] = vsigmoid<T>(rr[j]);
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) zz[j] = vsigmoid<T>(zz[j]);
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) nx[j] = vtanh<T>(T::fma(rr[j], nh[j], nx[j]));
+#pragma GCC unroll 4
+  for (int j = 0; j < NP; ++j) {
+    float* out = c.out + row * c.ldo + (p0 + j) * kPanel;
+    if (h != nullptr) {
+      T::store(out, T::fma(zz[j], T::sub(T::load(c.h + row * c.ldh + (p0 + j) * kPanel), nx[j]), nx[j]));
+    } else {
+      T::store(out, T::sub(nx[j], T::mul(zz[j], nx[j])));
+    }
+  }
+}
+
 void gru_cells_amx(const GruCall& c, std::int64_t r0, std::int64_t n, const float* gx, const float* gh,
                    std::int64_t ld) {
-  using T = Avx512;
   for (std::int64_t r = 0; r < n; ++r) {
     const float* x = gx + r * ld;
     const float* h = gh != nullptr ? gh + r * ld : nullptr;
-    for (std::int64_t p = 0; p < c.panels; ++p) {
-      const std::int64_t g = p * 3 * kPanel;
-      const __m512 bh = T::load(c.bias + p * 4 * kPanel + 3 * kPanel);
-      __m512 rr = T::load(x + g), zz = T::load(x + g + kPanel), nh = bh;
-      if (h != nullptr) {
-        rr = T::add(rr, T::load(h + g));
-        zz = T::add(zz, T::load(h + g + kPanel));
-        nh = T::add(T::load(h + g + 2 * kPanel), bh);
-      }
-      rr = vsigmoid<T>(rr);
-      zz = vsigmoid<T>(zz);
-      const __m512 nn = vtanh<T>(T::fma(rr, nh, T::load(x + g + 2 * kPanel)));
-      float* out = c.out + (r0 + r) * c.ldo + p * kPanel;
-      if (h != nullptr) {
-        T::store(out, T::fma(zz, T::sub(T::load(c.h + (r0 + r) * c.ldh + p * kPanel), nn), nn));
-      } else {
-        T::store(out, T::sub(nn, T::mul(zz, nn)));
-      }
-    }
+    std::int64_t p = 0;
+    for (; p + kCellBlock <= c.panels; p += kCellBlock) gru_cells_block<kCellBlock>(c, r0 + r, p, x, h);
+    for (; p < c.panels; ++p) gru_cells_block<1>(c, r0 + r, p, x, h);
   }
 }
 

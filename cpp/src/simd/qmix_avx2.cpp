@@ -30,6 +30,11 @@ struct Avx2 {
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
   }
+  static V ldexp(V y, V n) { return _mm256_mul_ps(y, pow2i(n)); }
+  static V recip(V d) {  // 12-bit estimate, one Newton step: r + r (1 - d r)
+    const V r = _mm256_rcp_ps(d);
+    return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(1.0f)), r);
+  }
   static float hsum(V a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

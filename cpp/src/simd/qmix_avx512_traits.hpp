@@ -28,6 +28,11 @@ struct Avx512 {
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
   }
+  static V ldexp(V y, V n) { return _mm512_scalef_ps(y, n); }
+  static V recip(V d) {  // 14-bit estimate, one Newton step: r + r (1 - d r)
+    const V r = _mm512_rcp14_ps(d);
+    return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
+  }
   static float hsum(V a) { return _mm512_reduce_add_ps(a); }
 };
 

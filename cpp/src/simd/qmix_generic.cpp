@@ -37,6 +37,8 @@ struct Generic {
   static V abs(V a) { return map([&](int i) { return std::fabs(a.v[i]); }); }
   static V floor(V a) { return map([&](int i) { return std::floor(a.v[i]); }); }
   static V pow2i(V n) { return map([&](int i) { return std::ldexp(1.0f, static_cast<int>(n.v[i])); }); }
+  static V ldexp(V y, V n) { return mul(y, pow2i(n)); }
+  static V recip(V d) { return div(set1(1.0f), d); }
   static float hsum(V a) { return (a.v[0] + a.v[1]) + (a.v[2] + a.v[3]); }
 };
 

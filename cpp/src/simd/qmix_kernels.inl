@@ -5,7 +5,9 @@
 //
 // T provides: V (register type), W (floats per register), kDenseMR / kDenseNP (rows x panels of a Linear
 // register block), kGruMR (rows of a GRU register block), and zero, load, store, set1, fma (a b + c), add, sub,
-// mul, div, max, min, abs, floor, pow2i (2^n for integral n in [-126, 127]) and hsum.
+// mul, div, max, min, abs, floor, pow2i (2^n for integral n in [-126, 127]), ldexp (y 2^n for such n), recip
+// (1 / d for d >= 1, within 2 float32 ulps: AVX-512's 14-bit estimate and one Newton step instead of a
+// division, which costs as much as the rest of a GRU cell) and hsum.
 //
 // Register blocking: a Linear block keeps kDenseMR x kDenseNP x (kPanel / W) accumulators, loads each weight
 // vector once per k for all its rows and broadcasts each input once per k for all its columns; panels are the
@@ -40,13 +42,13 @@ inline typename T::V vexp(typename T::V x) {
   y = T::fma(y, x, T::set1(1.6666665459e-1f));
   y = T::fma(y, x, T::set1(5.0000001201e-1f));
   y = T::add(T::fma(y, xx, x), T::set1(1.0f));
-  return T::mul(y, T::pow2i(n));
+  return T::ldexp(y, n);
 }
 
 template <class T>
 inline typename T::V vsigmoid(typename T::V x) {
   const auto one = T::set1(1.0f);
-  return T::div(one, T::add(one, vexp<T>(T::sub(T::zero(), x))));
+  return T::recip(T::add(one, vexp<T>(T::sub(T::zero(), x))));
 }
 
 // tanh(x) = 2 sigmoid(2x) - 1: absolute error ~1e-7, all the float32 forward needs.
@@ -54,7 +56,7 @@ template <class T>
 inline typename T::V vtanh(typename T::V x) {
   const auto one = T::set1(1.0f);
   const auto e = vexp<T>(T::mul(x, T::set1(-2.0f)));
-  return T::sub(T::div(T::set1(2.0f), T::add(one, e)), one);
+  return T::fma(T::set1(2.0f), T::recip(T::add(one, e)), T::set1(-1.0f));
 }
 
 // ------------------------------------------------------------------------------------------------- Linear
