@@ -90,7 +90,8 @@ def _compare(op: str, B: int) -> None:
 
     slow = seconds(torch_call)
     fast = seconds(core)
-    target = 5.0 if op == "forward" and B <= 64 else 1.0  # DESIGN.md states a target for the forward, B <= 64
+    # DESIGN.md's target for the forward at B <= 64; issue 23's for both networks at B = 1024
+    target = 5.0 if op == "forward" and B <= 64 else 2.0 if B >= 1024 else 1.0
     report(
         f"qmix_{op} B={B} N={N} (torch threads {torch.get_num_threads()})", "torch", slow, "cpu", fast, target
     )

@@ -22,6 +22,11 @@ from .timing import measure
 __all__ = ["BACKEND_CHOICES", "BenchOptions", "check_ops", "parse_sizes", "resolve_backends", "run_bench"]
 
 BACKEND_CHOICES = ("all", "reference", "cpu", "cuda")
+# Seconds to wait after the reference side before the next side's first call. The reference runs numpy, whose
+# OpenBLAS worker threads keep spinning on the CPUs for tens of milliseconds after a matrix product; a side that
+# starts meanwhile shares its CPUs with them, and the core's OpenMP team waits for a worker the kernel has not
+# scheduled yet (measured: qmix_mix at B = 1024, median 7.98 ms against 301 us after the pause, 2 CPUs).
+SETTLE_AFTER_REFERENCE = 0.15
 _FAILURES = (ToporouteError, ValueError, RuntimeError, MemoryError, OSError, ImportError)
 
 
@@ -192,6 +197,8 @@ def _case_rows(op: str, size: int, case: OpCase, opts: BenchOptions, say: Callab
         if backend not in spec.backends:
             continue
         say(f"{op} B={size} {backend}")
+        if rows and rows[-1].side == "reference":
+            time.sleep(SETTLE_AFTER_REFERENCE)
         try:
             fn = case.call(backend)
             t0 = time.perf_counter()
