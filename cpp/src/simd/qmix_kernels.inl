@@ -6,7 +6,7 @@
 // T provides: V (register type), W (floats per register), kDenseMR / kDenseNP (rows x panels of a Linear
 // register block), kGruMR (rows of a GRU register block), and zero, load, store, set1, fma (a b + c), add, sub,
 // mul, div, max, min, abs, floor, pow2i (2^n for integral n in [-126, 127]), ldexp (y 2^n for such n), recip
-// (1 / d for d >= 1, within 2 float32 ulps: AVX-512's 14-bit estimate and one Newton step instead of a
+// (1 / d for d >= 1 within a few float32 ulps: the hardware estimate and one Newton step instead of a
 // division, which costs as much as the rest of a GRU cell) and hsum.
 //
 // Register blocking: a Linear block keeps kDenseMR x kDenseNP x (kPanel / W) accumulators, loads each weight

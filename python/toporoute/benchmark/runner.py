@@ -25,7 +25,7 @@ BACKEND_CHOICES = ("all", "reference", "cpu", "cuda")
 # Seconds to wait after the reference side before the next side's first call. The reference runs numpy, whose
 # OpenBLAS worker threads keep spinning on the CPUs for tens of milliseconds after a matrix product; a side that
 # starts meanwhile shares its CPUs with them, and the core's OpenMP team waits for a worker the kernel has not
-# scheduled yet (measured: qmix_mix at B = 1024, median 7.98 ms against 301 us after the pause, 2 CPUs).
+# scheduled yet (measured: qmix_mix at B = 1024, median 7.98 ms against 304 us after the pause, 2 CPUs).
 SETTLE_AFTER_REFERENCE = 0.15
 _FAILURES = (ToporouteError, ValueError, RuntimeError, MemoryError, OSError, ImportError)
 
