@@ -247,6 +247,75 @@ def test_the_meta_schema_admits_only_the_team_ids_and_placeholders() -> None:
         jsonschema.validate(feedback("k" * 41), open_schema)
 
 
+def _unbounded(schema: Any, path: str = "$") -> list[str]:
+    """Where a guided reply could grow without end: an object that admits other keys with an unbounded value,
+    a string without maxLength, an array without maxItems."""
+    if isinstance(schema, list):
+        return [p for i, s in enumerate(schema) for p in _unbounded(s, f"{path}[{i}]")]
+    if not isinstance(schema, dict):
+        return []
+    found: list[str] = []
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "object" in kinds and schema.get("additionalProperties", True) is True:
+        found.append(f"{path}: an open object")
+    if "string" in kinds and "maxLength" not in schema and "enum" not in schema and "pattern" not in schema:
+        found.append(f"{path}: a string without maxLength")
+    if "array" in kinds and "maxItems" not in schema:
+        found.append(f"{path}: an array without maxItems")
+    for key, sub in schema.items():
+        if isinstance(sub, dict) and key in ("properties", "patternProperties"):
+            found += [p for name, s in sub.items() for p in _unbounded(s, f"{path}.{name}")]
+        elif key in ("items", "additionalProperties", "anyOf", "oneOf"):
+            found += _unbounded(sub, f"{path}.{key}")
+    return found
+
+
+@pytest.mark.parametrize("name", ["judge", "coach", "meta", "meta with ids"])
+def test_every_guided_schema_is_closed_and_bounded(name: str) -> None:
+    # an open judge or coach object let the embedded model add a key whose string ran to max_tokens, and
+    # every such reply cost three attempts
+    schema = {
+        "judge": parsing.JUDGE_SCHEMA,
+        "coach": parsing.COACH_SCHEMA,
+        "meta": parsing.meta_schema(2, 4),
+        "meta with ids": parsing.meta_schema(2, 4, ["planner", "verifier"]),
+    }[name]
+    assert _unbounded(schema) == []
+
+
+def _longest(schema: dict[str, Any]) -> str:
+    """The longest compact JSON a flat object schema admits, its strings at maxLength (a score of six digits)."""
+    fill = {"string": lambda p: "x" * p["maxLength"], "number": lambda p: 0.12345}
+    value = {k: fill[p["type"]](p) for k, p in schema["properties"].items()}
+    return json.dumps(value, separators=(",", ":"))
+
+
+def test_json_calls_get_the_tokens_of_their_longest_reply() -> None:
+    # at one token per character (the embedded model writes "1.1.1." up to a string's bound) the longest valid
+    # verdict, coaching and regex verdict still close; before, 160 and 320 tokens cut them off, and each cut
+    # reply cost three attempts
+    import re
+
+    import jsonschema
+
+    from toporoute.methods.tacomas.settings import CALL_KINDS
+
+    s = TacoMASSettings(max_tokens=48)
+    longest_regex = '{"score": 0.000, "reason": "' + "x" * 200 + '"}'
+    assert re.fullmatch(parsing.JUDGE_REGEX, longest_regex)
+    for kind, schema, extra in (
+        ("judge", parsing.JUDGE_SCHEMA, longest_regex),
+        ("verifier", parsing.JUDGE_SCHEMA, longest_regex),
+        ("coach", parsing.COACH_SCHEMA, ""),
+    ):
+        reply = _longest(schema)
+        jsonschema.validate(json.loads(reply), schema)
+        tokens = s.call(kind, "e", 0, "j").max_tokens
+        assert tokens == CALL_KINDS[kind][1]
+        assert tokens >= max(len(reply), len(extra)), (kind, tokens, len(reply), len(extra))
+
+
 def test_the_meta_prompt_carries_the_graph_summaries_and_scores(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
@@ -666,7 +735,7 @@ def test_parse_verdict(value: Any, score: float | None, error: str | None) -> No
 def test_settings_validate_and_cap_the_call_kinds() -> None:
     s = TacoMASSettings(max_tokens=48)
     assert s.call("agent", "e", 0, "planner").max_tokens == 48
-    assert s.call("judge", "e", 0, "j").max_tokens == 96  # a JSON verdict keeps room to close
+    assert s.call("judge", "e", 0, "j").max_tokens == 240  # a JSON verdict keeps room to close
     assert s.call("meta", "e", 0, "m").max_tokens == 1024 and s.call("meta", "e", 0, "m").temperature == 0.3
     assert TacoMASSettings().call("meta", "e", 0, "m").max_tokens == 1024
     for bad in ({"scorer": "gold"}, {"k": 0}, {"tau": 1.5}, {"max_agents": 63}, {"final": "first"}):

@@ -39,34 +39,31 @@ __all__ = [
 
 TIME_CONTROLS = ("continue", "slow_again", "stop")
 
-JUDGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"score": {"type": "number"}, "reason": {"type": "string", "maxLength": 160}},
-    "required": ["score", "reason"],
-}
+
+def _closed(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """An object schema without other keys: under a guided engine the model cannot add a key whose unbounded
+    string runs to ``max_tokens`` (the embedded model did, on open judge and coach schemas)."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+JUDGE_SCHEMA: dict[str, Any] = _closed(
+    {"score": {"type": "number"}, "reason": {"type": "string", "maxLength": 160}}, ["score", "reason"]
+)
 """The contribution judge's and the verifier's output (spec §5.7). No numeric bounds: an out-of-range score is
 clamped by :func:`parse_verdict` (and recorded), not re-prompted."""
 
 JUDGE_REGEX = r'\{"score": ?(0(\.[0-9]{1,3})?|1(\.0{1,3})?), ?"reason": ?"[^"\\\n]{0,200}"\}'
 """The same output as a regular expression, for engines that constrain regexes but not schemas."""
 
-COACH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "errors": {"type": "string", "maxLength": 240},
-        "plan": {"type": "string", "maxLength": 240},
-    },
-    "required": ["errors", "plan"],
-}
+COACH_SCHEMA: dict[str, Any] = _closed(
+    {"errors": {"type": "string", "maxLength": 240}, "plan": {"type": "string", "maxLength": 240}},
+    ["errors", "plan"],
+)
 
 _ID = {"type": ["string", "null"], "maxLength": 40}
 _TEXT = {"type": "string", "maxLength": 120}
 _PLACEHOLDER = "^new_[A-Za-z0-9_]{1,32}$"
 """A newborn's placeholder in an edge of a guided meta reply (``new_<role>``)."""
-
-
-def _closed(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
 def meta_schema(budget_pairs: int, budget_edges: int, ids: Sequence[str] = ()) -> dict[str, Any]:

@@ -22,16 +22,17 @@ CALL_KINDS: dict[str, tuple[float | None, int, int]] = {
     # kind: (temperature, most completion tokens, least completion tokens); None: the agents'
     # temperature for the agents, the meta temperature for the coach and the meta-LLM
     "agent": (None, 1024, 1),
-    "judge": (0.0, 160, 96),
-    "verifier": (0.0, 160, 96),
-    "coach": (None, 320, 192),
+    "judge": (0.0, 240, 240),
+    "verifier": (0.0, 240, 240),
+    "coach": (None, 512, 512),
     "meta": (None, 1024, 1024),
 }
 """Sampling per call kind. The agents use ``temperature`` (0.0, as the published configuration), the meta-LLM
-``meta_temperature`` (0.3). Every kind is capped at ``max_tokens``, except that a JSON call (judge, verifier,
-coach, meta) keeps its floor so that its object can close: a tiny ``--max-tokens`` limits the agents' replies,
-not the size of a parseable verdict or edit list. The meta-LLM always gets its 1024 tokens: its schema's bounds
-(:func:`~toporoute.methods.tacomas.parsing.meta_schema`) keep the longest valid reply under that."""
+``meta_temperature`` (0.3). The agents' replies are capped at ``max_tokens``; a JSON call (judge, verifier,
+coach, meta) always gets the tokens of the longest reply its schema or regex admits at one token per character
+(:mod:`~toporoute.methods.tacomas.parsing`'s string bounds), so that its object can close whatever
+``--max-tokens`` says: a guided reply that runs to the cap is no JSON at all and costs the call's re-prompts
+(the embedded model writes one-token characters such as ``1.1.1.`` up to a string's bound)."""
 
 
 @dataclass(frozen=True)
