@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request
 from toporoute.methods import make_method
 from toporoute.methods.harness import run_method
-from toporoute.methods.tacomas import TacoMAS, TacoMASSettings, Team, parsing, scorer
+from toporoute.methods.tacomas import CALL_KINDS, TacoMAS, TacoMASSettings, Team, parsing, scorer
 from toporoute.tasks import Task, load_tasks
 
 Reply = str | Callable[[Request], str]
@@ -285,7 +286,7 @@ def test_every_guided_schema_is_closed_and_bounded(name: str) -> None:
 
 
 def _longest(schema: dict[str, Any]) -> str:
-    """The longest compact JSON a flat object schema admits, its strings at maxLength (a score of six digits)."""
+    """The longest compact JSON a flat object schema admits: its strings at maxLength, the score 0.12345."""
     fill = {"string": lambda p: "x" * p["maxLength"], "number": lambda p: 0.12345}
     value = {k: fill[p["type"]](p) for k, p in schema["properties"].items()}
     return json.dumps(value, separators=(",", ":"))
@@ -295,11 +296,7 @@ def test_json_calls_get_the_tokens_of_their_longest_reply() -> None:
     # at one token per character (the embedded model writes "1.1.1." up to a string's bound) the longest valid
     # verdict, coaching and regex verdict still close; before, 160 and 320 tokens cut them off, and each cut
     # reply cost three attempts
-    import re
-
     import jsonschema
-
-    from toporoute.methods.tacomas.settings import CALL_KINDS
 
     s = TacoMASSettings(max_tokens=48)
     longest_regex = '{"score": 0.000, "reason": "' + "x" * 200 + '"}'
