@@ -36,6 +36,7 @@ struct Generic {
   static V min(V a, V b) { return map([&](int i) { return a.v[i] < b.v[i] ? a.v[i] : b.v[i]; }); }
   static V abs(V a) { return map([&](int i) { return std::fabs(a.v[i]); }); }
   static V floor(V a) { return map([&](int i) { return std::floor(a.v[i]); }); }
+  static V round(V a) { return map([&](int i) { return std::nearbyint(a.v[i]); }); }
   static V pow2i(V n) { return map([&](int i) { return std::ldexp(1.0f, static_cast<int>(n.v[i])); }); }
   static V ldexp(V y, V n) { return mul(y, pow2i(n)); }
   static V recip(V d) { return div(set1(1.0f), d); }
