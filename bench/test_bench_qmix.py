@@ -10,6 +10,8 @@ GRU memory (a round after the first). Networks and inputs are ``toporoute bench`
   gives each side's rate in multiply-adds of the Linear and GRU layers per second: both sides do this work in
   float32, so a ratio is capped by the machine's FMA peak over PyTorch's rate (on a 2-core Sapphire Rapids
   about 2 x 120 GMAC/s of AVX-512 FMA with the operands in registers, about 2 x 94 with a broadcast load each).
+  A third line times ``torch.mm`` alone on the same products (inputs and outputs allocated beforehand): the
+  share of PyTorch's time that is matrix products, and the core's whole call against PyTorch's products only.
 - ``test_qmix_forward`` / ``test_qmix_mix``: pytest-benchmark suites per side and B, when the plugin is installed.
 
 Smoke sizes (bench/_scale.py): B = 1 and 8, one short timed round.
@@ -67,17 +69,48 @@ def _check(op: str, B: int) -> None:
         assert err <= ATOL, f"qmix_{op} B={B}: cpu differs from torch by {err:.3g}"
 
 
-def _macs(op: str, B: int) -> int:
-    """Multiply-adds of the dense products in one call (biases, activations and the neighbour mean left out)."""
+def _products(op: str, B: int) -> list[tuple[int, int, int]]:
+    """The dense products (rows, K, outputs) of one call, in network order: the Linear layers, and each GRUCell's
+    input and hidden sides with their three gates side by side (biases, activations and the neighbour mean are
+    not products)."""
     c = _ctx().qmix()[1].config
     H, S, Hh, M = c.hidden, c.state_dim, c.hyper_hidden, c.mix_hidden
     if op == "forward":
-        gru = 6 * H * H  # input and hidden side, three gates each
-        row = c.obs_dim * H + c.gnn_layers * (H * H + gru) + gru + c.head_hidden * (H + c.n_actions)
-        return B * N * row
-    first = S * (3 * Hh + (Hh if c.b1_hidden else M))
-    second = Hh * (c.n_agents * M + M + 1 + (M if c.b1_hidden else 0))
-    return B * (first + second)
+        R = B * N
+        gru = [(R, H, 3 * H), (R, H, 3 * H)]
+        return [
+            (R, c.obs_dim, H),
+            *[p for _ in range(c.gnn_layers) for p in [(R, H, H), *gru]],
+            *gru,
+            (R, H, c.head_hidden),
+            (R, c.head_hidden, c.n_actions),
+        ]
+    first = [(B, S, Hh)] * 3 + [(B, S, Hh if c.b1_hidden else M)]
+    second = [(B, Hh, c.n_agents * M), (B, Hh, M), (B, Hh, 1)] + ([(B, Hh, M)] if c.b1_hidden else [])
+    return first + second
+
+
+def _macs(op: str, B: int) -> int:
+    """Multiply-adds of the dense products in one call."""
+    return sum(m * k * n for m, k, n in _products(op, B))
+
+
+@functools.cache
+def _torch_products(op: str, B: int) -> Callable[[], Any]:
+    """torch.mm over the call's products one after the other, inputs and outputs allocated beforehand: what
+    PyTorch's network would cost if it were nothing but its matrix products."""
+    gen = torch.Generator().manual_seed(B)
+    mats = [
+        (torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen), torch.empty(m, n))
+        for m, k, n in _products(op, B)
+    ]
+
+    def run() -> None:
+        with torch.inference_mode():
+            for a, b, out in mats:
+                torch.mm(a, b, out=out)
+
+    return run
 
 
 def _compare(op: str, B: int) -> None:
@@ -97,6 +130,12 @@ def _compare(op: str, B: int) -> None:
     )
     macs = _macs(op, B)
     print(f"[rate] qmix_{op} B={B}: torch {macs / slow / 1e9:.1f} GMAC/s, cpu {macs / fast / 1e9:.1f} GMAC/s")
+    gemm = seconds(_torch_products(op, B))
+    print(
+        f"[gemm] qmix_{op} B={B}: torch.mm alone on the same {len(_products(op, B))} products {gemm * 1e6:.1f} us "
+        f"({macs / gemm / 1e9:.1f} GMAC/s), {gemm / slow:.0%} of torch's network; the cpu call (the whole "
+        f"network) takes {fast / gemm:.2f}x their time"
+    )
 
 
 @pytest.mark.parametrize("B", BATCHES)
