@@ -304,7 +304,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     cols = [
         ("method", "method", "{}"),
         ("episodes", "ok", "{}"),
-        ("accuracy", "accuracy", "{:.3f}"),
+        ("accuracy", "accuracy", "{:.1%}"),  # as the report shows it: 50.0%
         ("tokens/task", "tokens_per_task", "{:.0f}"),
         ("calls/task", "calls_per_task", "{:.1f}"),
         ("rounds/task", "rounds_per_task", "{:.2f}"),
@@ -313,7 +313,10 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     ]
     table = [[h for h, _, _ in cols]]
     for r in rows:
-        table.append([fmt.format(r.get(k, 0) if r.get(k) is not None else 0) for _, k, fmt in cols])
+        cells = [fmt.format(r.get(k, 0) if r.get(k) is not None else 0) for _, k, fmt in cols]
+        if not r.get("ok"):
+            cells[2] = "—"  # no finished episode has no accuracy (the report's "—", not 0.0%)
+        table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
     for row in table:
         print(
