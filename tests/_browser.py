@@ -1,5 +1,6 @@
 """Headless Chromium for the report tests: open a page, dump its DOM or take a screenshot, and read the DOM's
-start tags. A test that needs it skips with the reason where no Chromium is installed."""
+start tags. A test that needs it is marked ``@pytest.mark.browser``: it skips with the reason where no Chromium
+is installed, and fails there under ``pytest --require-browser`` (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,26 @@ from pathlib import Path
 import pytest
 
 
-def chromium() -> str:
-    """The Chromium executable (the test skips where there is none)."""
+def find_chromium() -> str | None:
+    """The Chromium executable, or None where none is installed."""
     for name in ("chromium", "chromium-browser", "google-chrome"):
         found = shutil.which(name)
         if found:
             return found
-    pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    return None
+
+
+def chromium() -> str:
+    """The Chromium executable. A marked test reaches this only where there is one (conftest.py skips or fails
+    it before); an unmarked one fails here where there is none, which asks for the marker."""
+    found = find_chromium()
+    if found is None:
+        pytest.fail(
+            "headless Chromium is not installed, and the test is not marked @pytest.mark.browser "
+            "(which would skip it here, or fail it under --require-browser)",
+            pytrace=False,
+        )
+    return found
 
 
 def run_chromium(html: Path, profile: Path, *args: str, fragment: str = "") -> subprocess.CompletedProcess:

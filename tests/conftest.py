@@ -1,5 +1,7 @@
 """Test options: CUDA tests (marker ``cuda``) skip with a stated reason when no GPU is usable, and fail
-instead under ``pytest --require-cuda``."""
+instead under ``pytest --require-cuda``; browser tests (marker ``browser``, headless Chromium from
+``tests/_browser.py``) skip with a stated reason when no Chromium is installed, and fail instead under
+``pytest --require-browser``."""
 
 from __future__ import annotations
 
@@ -16,6 +18,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="fail (instead of skip) CUDA tests when the CUDA backend or a GPU is unavailable",
     )
+    parser.addoption(
+        "--require-browser",
+        action="store_true",
+        default=False,
+        help="fail (instead of skip) browser tests when headless Chromium is not installed",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "browser: opens pages in headless Chromium (skips with a reason when none; fails under --require-browser)",
+    )
 
 
 def _cuda_status() -> tuple[bool, str]:
@@ -27,6 +42,7 @@ def _cuda_status() -> tuple[bool, str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_browser_tests(config, items)
     if config.getoption("--require-cuda") or not any(item.get_closest_marker("cuda") for item in items):
         return
     ok, why = _cuda_status()
@@ -38,11 +54,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
 
 
+def _skip_browser_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from _browser import find_chromium
+
+    if config.getoption("--require-browser") or find_chromium() is not None:
+        return
+    mark = pytest.mark.skip(
+        reason="headless Chromium is not installed (apt-get install chromium; run with --require-browser to "
+        "make this fail)"
+    )
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(mark)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("cuda") and item.config.getoption("--require-cuda"):
         ok, why = _cuda_status()
         if not ok:
             pytest.fail(f"--require-cuda given but CUDA is unavailable: {why}", pytrace=False)
+    if item.get_closest_marker("browser") and item.config.getoption("--require-browser"):
+        from _browser import find_chromium
+
+        if find_chromium() is None:
+            pytest.fail(
+                "--require-browser given but headless Chromium is not installed (apt-get install chromium)",
+                pytrace=False,
+            )
 
 
 @pytest.fixture(scope="session")
