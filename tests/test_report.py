@@ -4,7 +4,11 @@ not blank)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,12 +22,15 @@ from _browser import run_chromium as _run_chromium
 from _checks import check
 from _runs import PAYLOADS, XSS_SCRIPT, make_run
 
+from toporoute.cli import _print_table
 from toporoute.errors import InvalidArgumentError
+from toporoute.trace import _figures
 from toporoute.trace import report as report_mod
 from toporoute.trace.reader import episode_rows, load_run, natural_key, round_stats, summarize
-from toporoute.trace.report import EXCERPT_CHARS, ReportPaths, write_report
+from toporoute.trace.report import EXCERPT_CHARS, ReportPaths, build_html, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+TESTS = Path(__file__).parent
 FIGURES = ["accuracy", "tokens", "edges_per_round", "wall_time"]
 
 # What the fixture's traces hold (counted by hand from tests/_runs.py): dytopo 3+2+2+1+1 rounds of 4 workers,
@@ -300,6 +307,162 @@ def test_report_layer_imports_no_llm_or_method_layers(run_dir: Path, tmp_path: P
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
+def _edit_json(path: Path, edit) -> None:
+    value = json.loads(path.read_text(encoding="utf-8"))
+    edit(value)
+    path.write_text(json.dumps(value), encoding="utf-8")
+
+
+def _page(run_dir: Path) -> str:
+    return build_html(load_run(run_dir))
+
+
+def _meta(page: str, key: str) -> str:
+    m = re.search(rf"<dt>{key}</dt><dd>(.*?)</dd>", page)
+    assert m is not None, key
+    return m.group(1)
+
+
+def test_header_reads_the_seed_from_the_params(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "RUN")
+    for method in ("dytopo", "chain", "single"):  # as the harness writes it: the seed is a method setting
+
+        def move(config: dict) -> None:
+            config["params"]["seed"] = 1234
+            del config["seed"]
+
+        _edit_json(run_dir / method / "run.json", move)
+    assert _meta(_page(run_dir), "Seed") == "1234"
+    # an older run.json with the seed at its top level still shows it
+    assert _meta(_page(make_run(tmp_path / "OLD")), "Seed") == "0"
+
+
+def test_counts_are_pluralised(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "RUN")
+    for method, ids in (
+        ("dytopo", ["HumanEval/0"]),
+        ("chain", ["HumanEval/0", "HumanEval/1"]),
+        ("single", []),
+    ):
+        _edit_json(run_dir / method / "run.json", lambda c, ids=ids: c.update(task_ids=ids))
+    header = _meta(_page(run_dir), "Task set")
+    assert header == "humaneval (1 task) (dytopo); humaneval (2 tasks) (chain); humaneval (0 tasks) (single)"
+    assert report_mod._cut("x" * 11, 10).endswith(" … [1 more character in the trace file]")
+    assert report_mod._cut("x" * 1012, 10).endswith(" … [1,002 more characters in the trace file]")
+
+
+def test_empty_setting_values_are_named(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "RUN")
+    params = {"tau": None, "role_max_tokens": {}, "pool": [], "suffix": "", "k_in": 2}
+    _edit_json(run_dir / "dytopo" / "run.json", lambda c: c.update(params=params))
+    m = re.search(r'<h2>dytopo <span class="params">(.*?)</span></h2>', _page(run_dir))
+    assert m is not None
+    assert html.unescape(m.group(1)) == 'tau=unset · role_max_tokens=none · pool=none · suffix="" · k_in=2'
+
+
+def test_summed_times_say_so_in_their_column(report: ReportPaths) -> None:
+    page = report.html.read_text(encoding="utf-8")
+    head = re.search(r'<table class="comparison"><thead>(.*?)</thead>', page, re.DOTALL)
+    assert head is not None
+    columns = re.findall(r"<th>(.*?)</th>", head.group(1))
+    assert "LLM time (summed over episodes)" in columns and "Routing time (summed over episodes)" in columns
+    assert "Wall time" in columns  # the one time that is not a sum when summary.json has it
+    # the fixture's dytopo: 16 s of LLM time in 21 s of episodes, summed
+    assert "<td>16.0 s</td><td>1.0 s</td>" in page
+
+
+def test_latency_legend_uses_the_bars_colours(run_dir: Path) -> None:
+    from matplotlib.colors import to_rgb
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    run = load_run(run_dir)
+    colors = _figures._COLORS[: len(run.methods)]
+    fig = _figures._latency(Figure, run, colors)
+    legend = fig.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["wall", "LLM", "routing"]
+    swatches = [p for p in legend.findobj(Rectangle) if p is not legend.legendPatch and p.get_visible()]
+    bars = [p for p in fig.axes[0].patches if isinstance(p, Rectangle)]
+    # each entry: the part's shade in every method's colour, as on the bars
+    got = {(to_rgb(p.get_facecolor()), round(p.get_alpha() or 1.0, 2)) for p in swatches}
+    drawn = {(to_rgb(p.get_facecolor()), round(p.get_alpha() or 1.0, 2)) for p in bars}
+    assert got == drawn and len(got) == 3 * len(colors)
+
+
+def test_accuracy_is_one_percentage_format_in_the_report_and_the_cli(
+    run_dir: Path, report: ReportPaths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = report.html.read_text(encoding="utf-8")
+    rows = [summarize(m) for m in load_run(run_dir).methods]
+    rows.append(dict(rows[0], method="none-finished", ok=0, passed=0, accuracy=0.0))
+    _print_table(rows)
+    table = {line.split()[0]: line.split()[2] for line in capsys.readouterr().out.splitlines()[1:]}
+    assert table == {"dytopo": "66.7%", "chain": "50.0%", "single": "100.0%", "none-finished": "—"}
+    for text in ("66.7%", "50.0%", "100.0%"):
+        assert f"<td>{text} <small>(" in page
+
+
+def test_model_text_is_escaped_and_never_evaluated_as_a_template(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "RUN")
+    reply = "x = '{{ 7*7 }}' <script>alert(1)</script> {% if true %}yes{% endif %} {#- c -#} & \"q\""
+    _edit_json(
+        run_dir / "dytopo" / "episodes" / "HumanEval-0.json", lambda e: e["record"].update(answer=reply)
+    )
+    _edit_json(run_dir / "dytopo" / "run.json", lambda c: c["params"].update(note=reply))
+    episode = run_dir / "dytopo" / "episodes" / "HumanEval-2.json"
+    _edit_json(episode, lambda e: e.update(error=f"Traceback\nRuntimeError: {reply}"))
+    assert report_mod._environment().autoescape is True  # the page is rendered by Jinja2, escaping by default
+    page = _page(run_dir)
+    assert "<script>alert(1)</script>" not in page
+    answer = re.search(r"<summary>Final answer</summary><pre>(.*?)</pre>", page, re.DOTALL)
+    error = re.search(r'<pre class="error">(.*?)</pre>', page, re.DOTALL)
+    params = re.search(r'<span class="params">(.*?)</span>', page)
+    assert answer is not None and error is not None and params is not None
+    # escaped (no markup left), and the template syntax comes back unchanged: nothing was evaluated
+    for shown, text in ((answer, reply), (error, f"Traceback\nRuntimeError: {reply}")):
+        assert "<" not in shown.group(1) and html.unescape(shown.group(1)) == text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in answer.group(1)
+    assert html.unescape(params.group(1)).endswith(f"note={reply}")
+
+
+def test_content_security_policy_pins_the_pages_script(report: ReportPaths) -> None:
+    page = report.html.read_text(encoding="utf-8")
+    csp = re.search(r"script-src 'sha256-([A-Za-z0-9+/=]+)'", page)
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
+    assert csp is not None and len(scripts) == 1
+    assert base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode() == csp.group(1)
+    assert scripts[0] == report_mod._template("report.js")  # the file itself, not an escaped copy
+
+
+@pytest.mark.parametrize("require", [False, True])
+def test_browser_tests_skip_without_chromium_unless_required(tmp_path: Path, require: bool) -> None:
+    for name in ("conftest.py", "_browser.py"):
+        (tmp_path / name).write_text((TESTS / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "test_page.py").write_text(
+        "import pytest\nfrom _browser import chromium\n\n\n@pytest.mark.browser\n"
+        "def test_page():\n    chromium()\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "bin").mkdir()
+    env = dict(os.environ, PATH=str(tmp_path / "bin"))  # no Chromium on this PATH
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_page.py"]
+    proc = subprocess.run(
+        cmd + (["--require-browser"] if require else []),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    if require:
+        assert proc.returncode == 1 and "1 error" in proc.stdout, proc.stdout + proc.stderr  # failed in setup
+        assert "--require-browser given but headless Chromium is not installed" in proc.stdout
+    else:
+        assert proc.returncode == 0 and "1 skipped" in proc.stdout, proc.stdout + proc.stderr
+        assert "headless Chromium is not installed (apt-get install chromium" in proc.stdout
+
+
 # ---------------------------------------------------------------------------------------- real browser (Chromium)
 
 
@@ -320,6 +483,7 @@ def _expected_graph(run_dir: Path) -> tuple[int, int, Counter]:
     return rounds, nodes, edges
 
 
+@pytest.mark.browser
 def test_browser_renders_every_round_and_keeps_model_text_inert(
     run_dir: Path, report: ReportPaths, tmp_path: Path
 ) -> None:
@@ -343,6 +507,9 @@ def test_browser_renders_every_round_and_keeps_model_text_inert(
     assert sum("removed" in _classes(a) for a in drawn) == REMOVED_EDGES
     labels = [t for t, a in tags if t == "text" and "edge-label" in _classes(a)]
     assert len(labels) == 14  # DyTopo's scored edges; the chain's have no score
+    # counts in the drawn text are pluralised: the single method's rounds have 1 agent
+    aria = [a.get("aria-label") or "" for a in graphs]
+    assert aria.count("Round 1: 1 agent, 0 edges") == 2 and not [x for x in aria if "1 agents" in x]
 
     # model text arrives as text: escaped in the serialization, no element or script of its own
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
@@ -353,6 +520,7 @@ def test_browser_renders_every_round_and_keeps_model_text_inert(
     assert len([a for t, a in tags if t == "div" and "round" in _classes(a)]) == ROUND_GRAPHS
 
 
+@pytest.mark.browser
 def test_browser_screenshot_is_not_blank(report: ReportPaths, tmp_path: Path) -> None:
     import matplotlib.image as mpimg
     import numpy as np
@@ -369,6 +537,7 @@ def test_browser_screenshot_is_not_blank(report: ReportPaths, tmp_path: Path) ->
     assert colours.size > 200  # charts, graphs and text, not a flat fill
 
 
+@pytest.mark.browser
 def test_browser_opens_the_episode_named_in_the_url(report: ReportPaths, tmp_path: Path) -> None:
     page = report.html.read_text(encoding="utf-8")
     assert re.search(r'<tr class="episode-view" id="ev-1-1" hidden>', page)  # closed as written

@@ -423,6 +423,24 @@ def test_damaged_blocks_still_render() -> None:
     assert "round 0" in html and "The meta output proposed no operation." in html
 
 
+def test_counts_are_pluralised() -> None:
+    rec = _record(1, "verifier")
+    block = dict(rec.extra["tacomas"])
+    block["coaching"] = {"planner": block["coaching"]["planner"]}
+    block["slow"] = dict(block["slow"], ops=block["slow"]["ops"][:1], rationale="r" * 1001)
+    one = RoundRecord(
+        rec.method, rec.episode, rec.task, 1, rec.graph, usage=rec.usage, extra={"tacomas": block}
+    )
+    info = {"scorer": "verifier", "slow_steps": 1, "rounds": 1, "stopped": "rounds", "final": "sink_last"}
+    record = EpisodeRecord("tacomas", "t", "code", 1, False, "", {}, 1.0, 0.0, 0.0, extra={"tacomas": info})
+    html = _tacomas.evolution_section([one], record)
+    assert _rows(html, "taco-table")[0][7] == "1 agent"  # coached
+    assert "1 of 1 operation accepted" in html
+    assert "1 slow step · 1 round · stopped by rounds" in html
+    assert "r" * 1000 + " … [1 more character in the trace]" in html
+    assert "<th>Latency s (summed over calls)</th>" in html  # a sum over the calls, as its column says
+
+
 # ---------------------------------------------------------------------------------------- badge and escaping
 
 
@@ -449,6 +467,7 @@ def test_model_text_is_escaped(page: str, section: str) -> None:
     assert "TacoMAS: the team over the rounds" in page
 
 
+@pytest.mark.browser
 def test_browser_renders_the_section_inert(run_dir: Path, page: str, tmp_path: Path) -> None:
     report = run_dir / "report.html"
     dom = run_chromium(report, tmp_path / "profile", "--dump-dom").stdout.decode("utf-8")

@@ -87,7 +87,7 @@ def _accuracy(Figure: Any, names: list[str], colors: list[str], summaries: list[
     values = [100.0 * s["accuracy"] for s in summaries]
     bars = ax.bar(names, values, color=colors, width=0.6)
     for bar, s in zip(bars, summaries):
-        text = f"{100 * s['accuracy']:.1f}%\n{s['passed']}/{s['ok']}" if s["ok"] else "no finished\nepisodes"
+        text = f"{s['accuracy']:.1%}\n{s['passed']}/{s['ok']}" if s["ok"] else "no finished\nepisodes"
         ax.annotate(
             text,
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -159,6 +159,7 @@ def _edges(Figure: Any, run: RunData, colors: list[str]) -> Any:
 
 
 def _latency(Figure: Any, run: RunData, colors: list[str]) -> Any:
+    from matplotlib.legend_handler import HandlerTuple
     from matplotlib.patches import Patch
 
     fig = Figure(figsize=(9.0, 3.6), layout="constrained")
@@ -175,9 +176,16 @@ def _latency(Figure: Any, run: RunData, colors: list[str]) -> Any:
     for k, (key, values) in enumerate(parts.items()):
         ys = [i + (k - 1) * height for i in range(len(names))]
         ax_t.barh(ys, values, height=height, color=colors, alpha=shades[key], label=key)
-    # one colour per method; the three bars differ by shade, so the legend shows shades in grey
-    handles = [Patch(color="#555555", alpha=shades[key], label=key) for key in parts]
-    ax_t.legend(handles=handles, fontsize=8, frameon=False, loc="best")
+    # one colour per method and one shade per part: each legend entry is its shade in every method's colour
+    handles = [tuple(Patch(color=c, alpha=shades[key]) for c in colors) for key in parts]
+    ax_t.legend(
+        handles,
+        list(parts),
+        handler_map={tuple: HandlerTuple(ndivide=None, pad=0)},
+        fontsize=8,
+        frameon=False,
+        loc="best",
+    )
     ax_t.set_yticks(range(len(names)), names)
     ax_t.invert_yaxis()
     ax_t.set_xlabel("seconds per task (mean over finished episodes)")

@@ -73,8 +73,13 @@ def _cut(text: str, limit: int = _TEXT) -> str:
     return (
         text
         if len(text) <= limit
-        else text[:limit] + f" … [{len(text) - limit:,} more characters in the trace]"
+        else text[:limit] + f" … [{_counted(len(text) - limit, 'more character')} in the trace]"
     )
+
+
+def _counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless one: ``"1 agent"``, ``"5 agents"``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -380,7 +385,9 @@ def _round_row(rec: RoundRecord, block: Mapping[str, Any]) -> str:
     coaching = _map(block.get("coaching"))
     coach_errors = sum(1 for c in coaching.values() if _text(_map(c).get("error")))
     coach = (
-        f"{len(coaching)} agents" + (f" ({coach_errors} failed)" if coach_errors else "") if coaching else "—"
+        _counted(len(coaching), "agent") + (f" ({coach_errors} failed)" if coach_errors else "")
+        if coaching
+        else "—"
     )
     deaths = ", ".join(_text(x) for x in _seq(block.get("death_candidates")))
     scorer = _text(block.get("scorer"))
@@ -537,10 +544,11 @@ def _slow_section(rec: RoundRecord, block: Mapping[str, Any], slow: Mapping[str,
     meta_error = _text(slow.get("meta_error"))
     rationale = _text(slow.get("rationale"))
     raw = _text(slow.get("meta_raw"))
+    control = _e(_text(slow.get("time_control")) or "—")
     head = (
-        f"Slow step after round {rec.round} ({_e(_text(slow.get('why')) or '—')}): {took} of {len(ops)} "
-        f"operations accepted · topology distance {distance if distance is not None else '—'} · "
-        f"time_control <b>{_e(_text(slow.get('time_control')) or '—')}</b>"
+        f"Slow step after round {rec.round} ({_e(_text(slow.get('why')) or '—')}): {took} of "
+        f"{_counted(len(ops), 'operation')} accepted · "
+        f"topology distance {distance if distance is not None else '—'} · time_control <b>{control}</b>"
     )
     return (
         f'<details class="taco-slow" id="{_e(_slow_anchor(rec))}" open><summary>{head}</summary>'
@@ -599,7 +607,7 @@ def _calls(rounds: Sequence[tuple[RoundRecord, Mapping[str, Any]]]) -> str:
     total = [sum(t[i] for t in totals.values()) for i in range(4)]
     return (
         '<table class="taco-calls"><thead><tr><th>Role kind</th><th>Calls</th><th>Prompt tokens</th>'
-        "<th>Completion tokens</th><th>Latency s (summed)</th></tr></thead><tbody>"
+        "<th>Completion tokens</th><th>Latency s (summed over calls)</th></tr></thead><tbody>"
         + rows
         + f'<tr class="total"><td>all</td><td>{total[0]:.0f}</td><td>{total[1]:,.0f}</td><td>{total[2]:,.0f}</td>'
         f"<td>{total[3]:.2f}</td></tr></tbody></table>"
@@ -612,14 +620,15 @@ def _episode_line(record: EpisodeRecord | None) -> str:
         return ""
     scorer = _text(info.get("scorer"))
     slow = _int(info.get("slow_steps"))
+    rounds = _int(info.get("rounds"))
     final = {
         "sink_last": "the sink's answer of the last round",
         "best_scored": "the best-scored round's answer",
     }
     facts = [
         f"scorer {scorer or '—'}",
-        f"{slow if slow is not None else '—'} slow step{'' if slow == 1 else 's'}",
-        f"{_int(info.get('rounds')) if _int(info.get('rounds')) is not None else '—'} rounds",
+        _counted(slow, "slow step") if slow is not None else "— slow steps",
+        _counted(rounds, "round") if rounds is not None else "— rounds",
         f"stopped by {_text(info.get('stopped')) or '—'}",
         f"final answer: {final.get(_text(info.get('final')), _text(info.get('final')) or '—')}",
     ]

@@ -3,27 +3,35 @@
 The page is static HTML for the header, the tables and the charts (PNG data URIs), plus a JSON blob of every
 round record that the inline script draws into one SVG graph per round. Nothing is fetched: no network, no CDN.
 
-All text that came from a model (messages, descriptors, goals, answers, tracebacks) is untrusted. The Python side
-HTML-escapes it; the JSON blob escapes ``<``, ``>`` and ``&`` so nothing in it can end its ``<script>`` element;
-the script inserts text with ``textContent`` only. A Content-Security-Policy that allows only the page's own
-script (by hash) backs this up.
+All text that came from a model (messages, descriptors, goals, answers, tracebacks) is untrusted. The page is
+rendered from ``templates/report.html`` by Jinja2 with autoescape on: every value is HTML-escaped unless it is
+:class:`~markupsafe.Markup`, and only these are: the page's own CSS and script, the JSON blob (which escapes
+``<``, ``>`` and ``&`` so nothing in it can end its ``<script>`` element) and the HiVA and TacoMAS sections
+(static HTML whose modules escape the model text in them). Model text is the template's data, never its source,
+so ``{{ ... }}`` in a reply stays text. The script inserts text with ``textContent`` only. A
+Content-Security-Policy that allows only the page's own script (by hash) backs this up.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hashlib
-import html
 import json
 import math
 import os
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+try:
+    import jinja2
+    from markupsafe import Markup
+except ImportError as exc:
+    raise ImportError("the HTML report needs Jinja2: pip install 'toporoute[report]'") from exc
 
 from .._atomic import write_bytes_atomic
 from ..errors import InvalidArgumentError
@@ -141,28 +149,99 @@ def build_html(
         raise RuntimeError("report.js must not contain '</script'")
     script_hash = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
     data, limit = _fitted_blob(run, rows)
-    title = "toporoute report" + (f": {_values(run, 'tasks')}" if _values(run, "tasks") else "")
-    page = string.Template(_template("report.html")).substitute(
-        title=_e(title),
+    tasks = _values(run, "tasks")
+    page = _environment().get_template("report.html")
+    return page.render(
+        title="toporoute report" + (f": {tasks}" if tasks else ""),
         script_hash=script_hash,
-        css=_template("report.css"),
+        css=Markup(_template("report.css")),
         header=_header(run),
-        problems=_problems(run),
-        comparison=_comparison(run, summaries),
-        charts=_charts(figures, figure_note),
-        methods="\n".join(_method_section(i, m, r) for i, (m, r) in enumerate(zip(run.methods, rows))),
-        data=data,
+        problems=run.problems,
+        comparison=[_comparison_row(i, m, s) for i, (m, s) in enumerate(zip(run.methods, summaries))],
+        figures=[
+            (caption, "data:image/png;base64," + base64.b64encode(png).decode("ascii"))
+            for caption, png in figures
+        ],
+        figure_note=figure_note or "No charts.",
+        methods=[_method_view(i, m, r) for i, (m, r) in enumerate(zip(run.methods, rows))],
+        data=Markup(data),  # escaped for its <script> element by _json_for_script
         excerpt_chars=f"{limit:,}",
-        js=js,
+        js=Markup(js),  # verbatim: the CSP hash is of these exact characters
     )
-    return page
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    # templates are read through importlib.resources, so the package may sit in a zip
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(_template),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- sections
+#
+# What the template shows, as plain text: the template escapes all of it. Only the HiVA / TacoMAS sections and
+# the oracle badges arrive as HTML (Markup); those modules escape the model text in them.
 
 
-def _header(run: RunData) -> str:
-    items = [
+@dataclass(frozen=True)
+class _ComparisonRow:
+    """One method's line of the comparison table, formatted."""
+
+    index: int
+    name: str
+    episodes: int
+    detail: str  # "3 ok, 1 error"
+    accuracy: str  # "66.7%", or "—" without finished episodes
+    passed: str  # "2/3" (passed / finished), or ""
+    tokens: str
+    tokens_title: str
+    calls: str
+    rounds: str
+    wall: str
+    wall_summed: bool  # no summary.json: the episodes' wall times summed (the footnote)
+    llm: str
+    routing: str
+    share: str
+
+
+@dataclass(frozen=True)
+class _EpisodeView:
+    """One episode's row of a method's table and its detail, formatted."""
+
+    view: str  # the id of its detail row, ev-<method>-<episode>
+    episode: str
+    task: str
+    result: str  # error, partial, passed or failed
+    score_status: str  # the scorer's own status where it says more than passed/failed (timeout, ...)
+    rounds: str
+    halted: str
+    tokens: str
+    calls: str
+    wall: str
+    open: bool
+    error: str
+    facts: str
+    answer: str
+    sections: Markup  # the HiVA and TacoMAS sections
+
+
+@dataclass(frozen=True)
+class _MethodView:
+    index: int
+    name: str
+    badges: Markup
+    params: str
+    episodes: list[_EpisodeView]
+
+
+def _header(run: RunData) -> list[tuple[str, str]]:
+    return [
         ("Task set", _values(run, "tasks")),
         ("Model", _values(run, "model")),
         ("Engine", _values(run, "engine")),
@@ -172,8 +251,6 @@ def _header(run: RunData) -> str:
         ("Methods", ", ".join(m.name for m in run.methods)),
         ("Run directory", str(run.root)),
     ]
-    cells = "".join(f"<div><dt>{_e(k)}</dt><dd>{_e(v) or '—'}</dd></div>" for k, v in items)
-    return f'<dl class="meta">{cells}</dl>'
 
 
 def _values(run: RunData, key: str) -> str:
@@ -196,180 +273,123 @@ def _config_text(config: dict[str, Any], key: str) -> str:
             )
         return label(value)
     value = config.get(key)
+    params = config.get("params")
+    if key == "seed" and isinstance(params, dict) and params.get("seed") is not None:
+        value = params[
+            "seed"
+        ]  # the harness records it with the method's settings; a top-level one is read too
     if key == "tasks" and isinstance(config.get("task_ids"), list):
-        return f"{label(value)} ({len(config['task_ids'])} tasks)"
+        return f"{label(value)} ({_counted(len(config['task_ids']), 'task')})"
     if key == "versions" and isinstance(value, dict):
         return " · ".join(f"{k} {label(v)}" for k, v in value.items())
     return label(value)
 
 
-def _problems(run: RunData) -> str:
-    problems = run.problems
-    if not problems:
-        return ""
-    items = "".join(f"<li>{_e(p)}</li>" for p in problems)
-    return (
-        '<section class="problems"><h2>Problems reading the run</h2>'
-        f"<p>These files were skipped or read in part; everything else is reported.</p><ul>{items}</ul></section>"
-    )
-
-
-def _comparison(run: RunData, summaries: list[dict[str, Any]]) -> str:
-    head = (
-        "<tr><th>Method</th><th>Episodes</th><th>Accuracy</th><th>Tokens / task</th><th>LLM calls / task</th>"
-        "<th>Rounds / task</th><th>Wall time</th><th>LLM time</th><th>Routing time</th><th>Routing share</th></tr>"
-    )
-    body = []
-    footnote = False
-    for i, (m, s) in enumerate(zip(run.methods, summaries)):
-        episodes = f"{s['episodes']}"
-        detail = [f"{s['ok']} ok"] + (
-            [f"{s['errors']} error{'s' * (s['errors'] != 1)}"] if s["errors"] else []
-        )
-        accuracy = f"{100 * s['accuracy']:.1f}% <small>({s['passed']}/{s['ok']})</small>" if s["ok"] else "—"
-        wall = _dur(s["wall_s"])
-        if not wall_from_summary(m):
-            wall += "<sup>*</sup>"
-            footnote = True
-        tokens_title = (
+def _comparison_row(i: int, m: MethodRun, s: dict[str, Any]) -> _ComparisonRow:
+    detail = [f"{s['ok']} ok"] + ([_counted(s["errors"], "error")] if s["errors"] else [])
+    return _ComparisonRow(
+        index=i,
+        name=m.name,
+        episodes=s["episodes"],
+        detail=", ".join(detail),
+        accuracy=_percent(s["accuracy"]) if s["ok"] else "—",
+        passed=f"{s['passed']}/{s['ok']}" if s["ok"] else "",
+        tokens=f"{s['tokens_per_task']:,.0f}",
+        tokens_title=(
             f"prompt {s['prompt_tokens_per_task']:,.0f} + completion {s['completion_tokens_per_task']:,.0f}"
-        )
-        body.append(
-            f'<tr><td><a href="#method-{i}">{_e(m.name)}</a></td>'
-            f"<td>{episodes} <small>({', '.join(detail)})</small></td>"
-            f"<td>{accuracy}</td>"
-            f'<td title="{_e(tokens_title)}">{s["tokens_per_task"]:,.0f}</td>'
-            f"<td>{s['calls_per_task']:.1f}</td>"
-            f"<td>{s['rounds_per_task']:.2f}</td>"
-            f"<td>{wall}</td><td>{_dur(s['llm_s'])}</td><td>{_dur(s['routing_s'])}</td>"
-            f"<td>{100 * s['routing_share']:.2f}%</td></tr>"
-        )
-    note = (
-        '<p class="note"><sup>*</sup> No summary.json (the run has not finished): wall time is the sum of the '
-        "episodes' wall times, an upper bound when episodes ran concurrently.</p>"
-        if footnote
-        else ""
-    )
-    return (
-        '<table class="comparison"><thead>'
-        + head
-        + "</thead><tbody>"
-        + "".join(body)
-        + "</tbody></table>"
-        + '<p class="note">Per-task means are over finished (ok) episodes; LLM and routing time are summed over '
-        "episodes; routing share is the share of the episodes' own time spent routing (routing time / summed "
-        "episode wall time).</p>" + note
+        ),
+        calls=f"{s['calls_per_task']:.1f}",
+        rounds=f"{s['rounds_per_task']:.2f}",
+        wall=_dur(s["wall_s"]),
+        wall_summed=not wall_from_summary(m),
+        llm=_dur(s["llm_s"]),
+        routing=_dur(s["routing_s"]),
+        share=f"{100 * s['routing_share']:.2f}%",
     )
 
 
-def _charts(figures: Sequence[tuple[str, bytes]], note: str | None) -> str:
-    if not figures:
-        return f'<p class="note">{_e(note or "No charts.")}</p>'
-    items = []
-    for caption, png in figures:
-        uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-        items.append(
-            f'<figure><img src="{uri}" alt="{_e(caption)}"><figcaption>{_e(caption)}</figcaption></figure>'
-        )
-    return '<div class="charts">' + "".join(items) + "</div>"
-
-
-def _method_section(i: int, m: MethodRun, rows: list[EpisodeRow]) -> str:
+def _method_view(i: int, m: MethodRun, rows: list[EpisodeRow]) -> _MethodView:
     params = m.config.get("params")
     params_text = (
-        " · ".join(f"{k}={label(v)}" for k, v in params.items())
+        " · ".join(f"{k}={_setting(v)}" for k, v in params.items())
         if isinstance(params, dict)
         else label(params)
     )
-    out = [
-        f'<section class="method" id="method-{i}"><h2>{_e(m.name)}'
-        + oracle_badge(params)
-        + (f' <span class="params">{_e(params_text)}</span>' if params_text else "")
-        + "</h2>"
-    ]
-    if not rows:
-        out.append('<p class="note">No episodes recorded yet.</p></section>')
-        return "".join(out)
-    out.append(
-        '<div class="toolbar">'
-        f'<button type="button" class="expand-all" data-method="{i}">Expand all</button> '
-        f'<button type="button" class="collapse-all" data-method="{i}">Collapse all</button>'
-        "<span>Click an episode to show its rounds.</span></div>"
-    )
-    out.append(
-        '<table class="episodes"><thead><tr><th>Episode</th><th>Task</th><th>Result</th><th>Rounds</th>'
-        "<th>Halted</th><th>Tokens</th><th>Calls</th><th>Wall s</th></tr></thead><tbody>"
-    )
     by_id = {e.episode: e for e in m.episodes}
-    open_first = i == 0
+    episodes = []
+    open_first = i == 0  # the first method's first episode with rounds starts open
     for j, row in enumerate(rows):
-        view = f"ev-{i}-{j}"
-        has_rounds = bool(m.traces.get(row.episode))
-        is_open = open_first and has_rounds
+        trace = m.traces.get(row.episode, [])
+        is_open = open_first and bool(trace)
         open_first = open_first and not is_open
-        result, result_class = _result(row)
-        out.append(
-            f'<tr class="episode-row {result_class}" data-view="{view}">'
-            f'<td><a class="toggle" href="#{view}" aria-controls="{view}" '
-            f'aria-expanded="{str(is_open).lower()}">{_e(row.episode)}</a></td>'
-            f"<td>{_e(row.task)}</td><td>{result}</td>"
-            f"<td>{_opt(row.rounds)}</td><td>{_yes_no(row.halted)}</td>"
-            f"<td>{_opt(row.tokens, '{:,}')}</td><td>{_opt(row.calls)}</td>"
-            f"<td>{_opt(row.wall_s, '{:.1f}')}</td></tr>"
+        record = _record(by_id.get(row.episode))
+        episodes.append(
+            _EpisodeView(
+                view=f"ev-{i}-{j}",
+                episode=row.episode,
+                task=row.task,
+                result=_result(row),
+                score_status=_score_status(row),
+                rounds=_opt(row.rounds),
+                halted=_yes_no(row.halted),
+                tokens=_opt(row.tokens, "{:,}"),
+                calls=_opt(row.calls),
+                wall=_opt(row.wall_s, "{:.1f}"),
+                open=is_open,
+                error=_error_text(row.error),
+                facts=_facts(record, row),
+                answer=_cut(record.answer) if record is not None and record.answer else "",
+                sections=Markup(_hiva.growth_section(trace) + _tacomas.evolution_section(trace, record)),
+            )
         )
-        out.append(
-            f'<tr class="episode-view" id="{view}"{"" if is_open else " hidden"}><td colspan="8">'
-            + _episode_detail(by_id.get(row.episode), row)
-            + _hiva.growth_section(m.traces.get(row.episode, []))
-            + _tacomas.evolution_section(m.traces.get(row.episode, []), _record(by_id.get(row.episode)))
-            + f'<div class="rounds" data-method="{i}" data-episode="{j}"></div></td></tr>'
-        )
-    out.append("</tbody></table></section>")
-    return "".join(out)
+    return _MethodView(i, m.name, Markup(oracle_badge(params)), params_text, episodes)
+
+
+def _setting(value: Any) -> str:
+    """A setting's value in a method's heading; an empty value says so rather than printing nothing."""
+    if value is None:
+        return "unset"  # the method's default, or off: what None means is the setting's own
+    if isinstance(value, (dict, list, tuple)) and not value:
+        return "none"
+    if value == "":
+        return '""'
+    return label(value)
 
 
 def _record(episode: EpisodeFile | None) -> EpisodeRecord | None:
     return episode.record if episode is not None else None
 
 
-def _result(row: EpisodeRow) -> tuple[str, str]:
-    if row.status == "error":
-        return '<span class="badge bad">error</span>', "status-error"
-    if row.status == "partial":
-        return '<span class="badge">in progress</span>', "status-partial"
-    # the scorer's own status only when it says more than passed/failed (e.g. "timeout", "syntax_error")
-    shown = row.score_status and row.score_status not in ("passed", "failed")
-    status = f" <small>{_e(row.score_status)}</small>" if shown else ""
-    if row.passed:
-        return f'<span class="badge good">passed</span>{status}', "status-ok passed"
-    return f'<span class="badge warn">failed</span>{status}', "status-ok failed"
+def _result(row: EpisodeRow) -> str:
+    if row.status in ("error", "partial"):
+        return row.status
+    return "passed" if row.passed else "failed"
 
 
-def _episode_detail(episode: EpisodeFile | None, row: EpisodeRow) -> str:
-    parts = []
-    if row.status == "partial":
-        parts.append(
-            '<p class="note">No episode record yet: the run is still going or stopped mid-episode.</p>'
-        )
-    if row.error:
-        text = row.error if len(row.error) <= _TRACEBACK_CHARS else "…" + row.error[-_TRACEBACK_CHARS:]
-        parts.append(f'<p><b>Error</b></p><pre class="error">{_e(text)}</pre>')
-    record = episode.record if episode is not None else None
-    if record is not None:
-        score = record.score
-        facts = [
-            f"kind {label(record.kind)}" if record.kind else "",
-            f"score: {label(score.get('status'))}"
-            + (f" ({label(score.get('detail'))})" if score.get("detail") else ""),
-            f"LLM {_opt(row.llm_s, '{:.2f}')} s · routing {_opt(row.routing_s, '{:.3f}')} s",
-        ]
-        parts.append(f'<p class="facts">{_e(" · ".join(f for f in facts if f))}</p>')
-        answer = record.answer
-        if answer:
-            parts.append(
-                f'<details class="answer"><summary>Final answer</summary><pre>{_e(_cut(answer))}</pre></details>'
-            )
-    return "".join(parts)
+def _score_status(row: EpisodeRow) -> str:
+    """The scorer's own status, shown only where it says more than passed/failed ("timeout", "syntax_error")."""
+    if row.status != "ok" or not row.score_status or row.score_status in ("passed", "failed"):
+        return ""
+    return row.score_status
+
+
+def _error_text(error: str | None) -> str:
+    if not error:
+        return ""
+    return error if len(error) <= _TRACEBACK_CHARS else "…" + error[-_TRACEBACK_CHARS:]
+
+
+def _facts(record: EpisodeRecord | None, row: EpisodeRow) -> str:
+    if record is None:
+        return ""
+    score = record.score
+    facts = [
+        f"kind {label(record.kind)}" if record.kind else "",
+        f"score: {label(score.get('status'))}"
+        + (f" ({label(score.get('detail'))})" if score.get("detail") else ""),
+        f"LLM {_opt(row.llm_s, '{:.2f}')} s · routing {_opt(row.routing_s, '{:.3f}')} s",
+    ]
+    return " · ".join(f for f in facts if f)
 
 
 # -------------------------------------------------------------------------------------------------- data blob
@@ -424,7 +444,7 @@ def _clean(value: Any, limit: int) -> Any:
 def _cut(text: str, limit: int = EXCERPT_CHARS) -> str:
     if len(text) <= limit:
         return text
-    return text[:limit] + f" … [{len(text) - limit:,} more characters in the trace file]"
+    return text[:limit] + f" … [{_counted(len(text) - limit, 'more character')} in the trace file]"
 
 
 def _json_for_script(value: Any) -> str:
@@ -440,12 +460,18 @@ def _template(name: str) -> str:
     return (resources.files(__package__) / "templates" / name).read_text(encoding="utf-8")
 
 
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+def _percent(fraction: float) -> str:
+    """A fraction as the report, its charts and ``toporoute run``'s table show it: ``0.5`` -> ``"50.0%"``."""
+    return f"{fraction:.1%}"
+
+
+def _counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless one: ``"1 task"``, ``"2 tasks"``, ``"1,200 more characters"``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _opt(value: Any, fmt: str = "{}") -> str:
-    return "—" if value is None else _e(fmt.format(value))
+    return "—" if value is None else fmt.format(value)
 
 
 def _yes_no(value: bool | None) -> str:

@@ -16,6 +16,8 @@
   function roundLabel(r) { return typeof r === "number" ? String(r + 1) : str(r); }
   function num(x) { return typeof x === "number" && isFinite(x); }
   function fmt(x, digits) { return num(x) ? x.toFixed(digits) : "—"; }
+  // "1 edge", "3 edges"
+  function counted(n, noun) { return n + " " + noun + (n === 1 ? "" : "s"); }
 
   function h(tag, cls, text) {
     var e = document.createElement(tag);
@@ -86,7 +88,8 @@
     });
 
     var svg = s("svg", { "class": "round-graph", viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img" });
-    svg.setAttribute("aria-label", "Round " + roundLabel(rd.round) + ": " + n + " agents, " + edges.length + " edges");
+    svg.setAttribute("aria-label", "Round " + roundLabel(rd.round) + ": " + counted(n, "agent") + ", " +
+      counted(edges.length, "edge"));
     var gEdges = put(svg, s("g", { "class": "edges" }));
     var gLabels = put(svg, s("g", { "class": "edge-labels" }));
     var gNodes = put(svg, s("g", { "class": "nodes" }));
@@ -172,7 +175,7 @@
     var head = add(h("div", "round-head"), h("h4", null, "Round " + roundLabel(rd.round)));
     var nEdges = num(stats.edges) ? stats.edges : arr(rd.edges).length;
     var team = agents.length > 1;
-    if (team) { add(head, chip(nEdges + " edge" + (nEdges === 1 ? "" : "s"))); }
+    if (team) { add(head, chip(counted(nEdges, "edge"))); }
     if (team && num(stats.density)) { add(head, chip("density " + fmt(stats.density, 2))); }
     if (!team) { add(head, chip("single agent")); }
     if (num(stats.reciprocity) && nEdges) { add(head, chip("reciprocity " + fmt(stats.reciprocity, 2))); }
@@ -180,7 +183,7 @@
       add(head, chip("Jaccard similarity to previous " + fmt(stats.jaccard_similarity_prev, 2)));
     }
     if (rd.is_dag === false) {
-      add(head, chip("cycle: " + arr(rd.removed).length + " back edge(s) removed", "warn"));
+      add(head, chip("cycle: " + counted(arr(rd.removed).length, "back edge") + " removed", "warn"));
     } else if (rd.is_dag === true && agents.length > 1) {
       add(head, chip("DAG"));
     }
@@ -255,7 +258,7 @@
       add(r, who, h("td", "desc", needs), h("td", "desc", offers), h("td", null, from));
       add(r, h("td", "num", num(u.prompt_tokens) ? u.prompt_tokens + " / " + str(u.completion_tokens) : "—"));
       add(r, h("td", "num", num(u.latency_s) ? fmt(u.latency_s, 2) + " s" : "—"));
-      var calls = num(u.attempts) ? u.attempts + (u.attempts === 1 ? " attempt" : " attempts") : "—";
+      var calls = num(u.attempts) ? counted(u.attempts, "attempt") : "—";
       if (u.ok === false) { calls += " · failed"; }
       add(r, h("td", u.ok === false ? "bad" : null, calls));
     }
