@@ -1,19 +1,38 @@
 """``toporoute bench`` and ``toporoute info``: the table's format (one row per op, size and side), the JSON result
-file and ``--compare`` (a synthetic regression flagged, exit status with ``--fail-on-regression``), ``--plot``,
-``--threads``, usage errors (unknown ops, sizes, backends: exit status 2 naming the bad value and the choices),
-missing alternatives reported per row, and the noise rule. Tiny sizes and one short round: no timing is asserted.
+file (raw round times included; version 1 files still read) and ``--compare`` (a synthetic regression flagged,
+exit status with ``--fail-on-regression``, the lists of cases in one run only wrapped), ``--plot``, ``--threads``,
+usage errors (unknown ops, sizes, backends: exit status 2 naming the bad value and the choices), missing
+alternatives reported per row, the noise rule, and the warm-up (a slow first call, or several, never timed, on
+every side). Tiny sizes and one short round: no timing is asserted but against sleeps tens of times longer.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from toporoute import backends
-from toporoute.benchmark import OPS, SCHEMA, SCHEMA_VERSION, BenchRun, Row, Timing, compare_runs, measure
+from toporoute.benchmark import (
+    OPS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    BenchOptions,
+    BenchRun,
+    Comparison,
+    Row,
+    Timing,
+    compare_runs,
+    format_comparison,
+    measure,
+    read_run,
+    run_bench,
+)
 from toporoute.benchmark import cases as bench_cases
 from toporoute.benchmark.machine import core_threads
 from toporoute.cli import main
@@ -90,7 +109,20 @@ def test_json_and_compare_round_trip(capsys: pytest.CaptureFixture[str], tmp_pat
     assert "core_openmp" in machine["threads"]
     assert 0.0 <= machine["during_run"]["other_cpu_share"] <= 1.0
     assert [(r["op"], r["size"], r["side"]) for r in data["results"]] == [("route", 1, b) for b in AVAILABLE]
+    for r in data["results"]:  # the raw round times, from which the statistics come
+        t = r["timing"]
+        assert len(t["round_times"]) == t["rounds"] >= 1 and all(x > 0 for x in t["round_times"])
+        assert t["median"] == statistics.median(t["round_times"]) and t["min"] == min(t["round_times"])
+        assert t["warmup"] >= 2  # the check call and at least one more
     assert BenchRun.from_dict(data).to_dict() == data  # lossless
+    # a version 1 file (no warm-up count, no round times) is still read, for --compare
+    v1 = {**data, "schema_version": 1}
+    v1["results"] = [
+        {**r, "timing": {k: v for k, v in r["timing"].items() if k not in ("warmup", "round_times")}}
+        for r in data["results"]
+    ]
+    (tmp_path / "v1.json").write_text(json.dumps(v1))
+    assert all(r.timing and r.timing.round_times == () for r in read_run(tmp_path / "v1.json").rows)
 
     # an older run 1000x faster on every case: all regress; with --fail-on-regression the exit status is 1
     def scaled(factor: float, model: str | None = None) -> Path:
@@ -229,9 +261,73 @@ def test_bench_options_are_checked(kwargs: dict, arg: str) -> None:
     assert exc.value.arg == arg
 
 
-def test_measure_budget_cuts_slow_calls_short() -> None:
-    import time
+def _slow_start(*sleeps: float) -> Callable[[], None]:
+    """A call whose first calls sleep ``sleeps`` seconds in turn (PyTorch's first calls of a network are slow)."""
+    count = [0]
 
+    def fn() -> None:
+        if count[0] < len(sleeps):
+            time.sleep(sleeps[count[0]])
+        count[0] += 1
+
+    return fn
+
+
+@pytest.mark.parametrize("sleeps", [(0.05,), (0.05, 0.05), (0.06, 0.03, 0.015)])
+@pytest.mark.parametrize("caller", [False, True])
+def test_measure_times_the_warm_call_only(sleeps: tuple[float, ...], caller: bool) -> None:
+    # caller: the first (slow) call is the caller's, as the runner makes it to check a backend's result
+    fn = _slow_start(*sleeps)
+    if caller:
+        fn()
+    t = measure(fn, repeats=3, round_time=0.001, max_time=1.0, once=sleeps[0] if caller else None)
+    assert max(t.round_times) < 0.005 and t.median < 0.005, t
+    assert t.warmup >= len(sleeps) + 1 and len(t.round_times) == t.rounds == 3
+
+
+def test_every_side_is_warmed_before_it_is_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a backend whose first two calls are slow (one of them is the result check) and an alternative whose first
+    # three are: the timings are the warm calls', so the ratios are too
+    def prepare(B: int, ctx: bench_cases.Context) -> bench_cases.OpCase:
+        backend = _slow_start(0.05, 0.05)
+        return bench_cases.OpCase(lambda b: backend, _slow_start(0.06, 0.03, 0.015))
+
+    spec = bench_cases.OpSpec("cold", "B calls", (1,), (1,), prepare, "slow starter", ("reference",))
+    monkeypatch.setitem(bench_cases.OPS, "cold", spec)
+    run = run_bench(BenchOptions(ops=("cold",), backends=("reference",), repeats=3, round_time=0.001))
+    assert [(r.side, r.status) for r in run.rows] == [("reference", "ok"), ("slow starter", "ok")]
+    for r in run.rows:
+        assert r.timing is not None and max(r.timing.round_times) < 0.005, r
+
+
+def _saved(path: Path, sizes: range, side: str = "cpu") -> Path:
+    timing = Timing(1e-3, 1e-3, 1e-3, 1e-3, 1, 1, False, 2, (1e-3,))
+    BenchRun({}, {}, tuple(Row("route", n, side, "backend", "ok", "", timing) for n in sizes)).write(path)
+    return path
+
+
+def test_only_in_one_run_lists_are_wrapped(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    keys = tuple(("topology_distance", size, side) for size in range(1, 30) for side in ("reference", "cpu"))
+    lines = format_comparison(Comparison((), keys, keys[:3]), "old.json", width=60).splitlines()
+    assert lines[1] == "only in the old run: topology_distance 1 reference,"
+    assert all(len(ln) <= 60 for ln in lines), max(lines, key=len)
+    old_lines = lines[1 : next(i for i, ln in enumerate(lines) if ln.startswith("only in this run"))]
+    assert len(old_lines) > 10 and all(ln.startswith("  topology_distance ") for ln in old_lines[1:])
+    listed = " ".join(ln.strip() for ln in old_lines)[len("only in the old run: ") :].split(", ")
+    assert listed == [f"{op} {size} {side}" for op, size, side in keys]  # every case, none split
+    # the command wraps to the terminal's width ($COLUMNS when stdout is not a terminal)
+    monkeypatch.setenv("COLUMNS", "50")
+    old, new = _saved(tmp_path / "old.json", range(1, 60)), _saved(tmp_path / "new.json", range(1, 2))
+    code, out, _ = _bench(capsys, "--from", str(new), "--compare", str(old))
+    assert code == 0 and "only in the old run: route 2 cpu, route 3 cpu," in out
+    wrapped = [ln for ln in out.splitlines() if ln.startswith(("only in", "  route "))]
+    assert len(wrapped) > 5 and all(len(ln) <= 50 for ln in wrapped), wrapped
+    assert "route 59 cpu" in out
+
+
+def test_measure_budget_cuts_slow_calls_short() -> None:
     t = measure(lambda: time.sleep(0.01), repeats=5, round_time=0.0, max_time=0.02)
     assert t.capped and 1 <= t.rounds <= 2 and t.number == 1
     t = measure(lambda: None, repeats=4, round_time=0.0)

@@ -2,12 +2,13 @@
 
 - :mod:`~toporoute.benchmark.inputs`: the input builders (shared with the pytest suites under ``bench/``);
 - :mod:`~toporoute.benchmark.cases`: per op, what its size means, its sizes, its calls and its alternative;
-- :mod:`~toporoute.benchmark.timing`: warm-up, rounds, median / min / IQR;
+- :mod:`~toporoute.benchmark.timing`: warm-up until the call stops getting faster, rounds, median / min / IQR
+  and the raw round times;
 - :mod:`~toporoute.benchmark.runner`: one run over ops, sizes and backends, results checked against the
   reference;
 - :mod:`~toporoute.benchmark.results`: the JSON result file and the comparison of two runs;
-- :mod:`~toporoute.benchmark.output`: tables and the figure; :mod:`~toporoute.benchmark.machine`: the machine
-  record and the thread count.
+- :mod:`~toporoute.benchmark.output`: tables and the figure; :mod:`~toporoute.benchmark.export`: Markdown and
+  CSV; :mod:`~toporoute.benchmark.machine`: the machine record and the thread count.
 
 Example::
 
@@ -19,6 +20,7 @@ Example::
 from __future__ import annotations
 
 from .cases import OPS, OpSpec
+from .export import to_csv, to_markdown
 from .output import format_comparison, format_run, plot_run
 from .results import SCHEMA, SCHEMA_VERSION, BenchRun, CaseChange, Comparison, Row, compare_runs, read_run
 from .runner import BenchOptions, run_bench
@@ -42,4 +44,6 @@ __all__ = [
     "plot_run",
     "read_run",
     "run_bench",
+    "to_csv",
+    "to_markdown",
 ]

@@ -1,8 +1,11 @@
 """``toporoute bench``: its options and what it does with them (the ``toporoute`` command only dispatches here).
 
 Exit status: 0; 2 for a usage error (an unknown op, size or backend, an unavailable backend named explicitly,
-matplotlib missing for ``--plot``, an unreadable ``--compare`` file); 1 when ``--fail-on-regression`` is given
-and ``--compare`` found a regression beyond noise.
+matplotlib missing for ``--plot``, an unreadable ``--compare`` or ``--from`` file, ``--from`` with options that
+only a new run takes); 1 when ``--fail-on-regression`` is given and ``--compare`` found a regression beyond noise.
+
+With ``--format markdown`` or ``csv``, stdout holds only the document; the lines naming the files written go to
+stderr.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .cases import OPS
-from .results import BUSY
+from .results import BUSY, BenchRun
 from .runner import BACKEND_CHOICES, BenchOptions, check_ops, parse_sizes, resolve_backends, run_bench
+
+FORMATS = ("text", "markdown", "csv")
 
 __all__ = ["add_arguments", "run_command"]
 
@@ -51,8 +56,9 @@ def add_arguments(sub: Any) -> None:
         "bench",
         help="time the routing ops, the encoder and the Router on each backend (table on stdout)",
         description="Times each OP at each size on each backend and against its usual alternative, in one run: "
-        "a warm-up call, then --repeats rounds of at least --round-time seconds (a slow call gets fewer rounds "
-        "within --max-time). Each backend's results are checked against the reference's first. Progress goes "
+        "warm-up calls until the call stops getting faster (a cold first call is never timed), then --repeats "
+        "rounds of at least --round-time seconds (a slow call gets fewer rounds within --max-time). Each "
+        "backend's results are checked against the reference's first. Progress goes "
         "to stderr, the tables to stdout; 'vs ref' and 'vs alt' are the reference's and the alternative's "
         "median over the row's (above 1: faster).",
         epilog=f"ops (every size is a batch B):\n{listing}\n\n--compare: a case regressed when new/old median "
@@ -73,16 +79,26 @@ def add_arguments(sub: Any) -> None:
         metavar="SPEC",
         help="sizes for every op named (1,64,4096) or for one op (toposort=16,256); default: each op's own",
     )
-    b.add_argument("--quick", action="store_true", help="small sizes, 3 short rounds: under 15 s")
-    b.add_argument("--repeats", type=_positive_int, default=None, help="timed rounds per side (default 5)")
     b.add_argument(
-        "--round-time", type=_positive_float, default=None, help="least seconds per round (default 0.02)"
+        "--quick", action="store_true", help="small sizes, 3 short rounds: under 15 s (default off)"
+    )
+    b.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=None,
+        help="timed rounds per side (default 5; 3 with --quick)",
+    )
+    b.add_argument(
+        "--round-time",
+        type=_positive_float,
+        default=None,
+        help="least seconds per round (default 0.02; 0.005 with --quick)",
     )
     b.add_argument(
         "--max-time",
         type=_positive_float,
         default=None,
-        help="seconds of timed rounds per side at most (1.0)",
+        help="seconds of timed rounds per side at most, and of warm-up calls (default 1.0; 0.3 with --quick)",
     )
     b.add_argument(
         "--threads",
@@ -90,20 +106,53 @@ def add_arguments(sub: Any) -> None:
         default=None,
         help="threads of the compiled core (OpenMP), PyTorch and ONNX Runtime (default: as configured)",
     )
-    b.add_argument("--no-alternatives", action="store_true", help="time the backends only")
     b.add_argument(
-        "--json", type=Path, default=None, metavar="FILE", help="write the results and the machine"
+        "--no-alternatives",
+        action="store_true",
+        help="time the backends only (default: the alternatives too)",
     )
     b.add_argument(
-        "--compare", type=Path, default=None, metavar="OLD.json", help="compare with an older --json"
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the results (raw round times included) and the machine (default: not written)",
+    )
+    b.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="OLD.json",
+        help="compare with an older --json (default: no comparison)",
     )
     b.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when --compare finds a regression beyond noise",
+        help="exit 1 when --compare finds a regression beyond noise (default: exit 0)",
     )
     b.add_argument(
-        "--plot", type=Path, default=None, metavar="FILE.png", help="latency against size (matplotlib)"
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE.png",
+        help="latency against size (matplotlib; default: not drawn)",
+    )
+    b.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="how stdout shows the results and the --compare comparison (default text: aligned tables); "
+        "markdown: a document with one table per op; csv: one line per op, size and side with the times in "
+        "seconds and the raw round times (with --compare, its columns too). Other lines then go to stderr",
+    )
+    b.add_argument(
+        "--from",
+        dest="from_json",
+        type=Path,
+        default=None,
+        metavar="RUN.json",
+        help="show a saved --json result instead of timing (default: time a new run); with --compare, "
+        "compare the two saved runs. Takes no OP and none of the options of a new run",
     )
     b.set_defaults(bench_parser=b)
 
@@ -115,19 +164,71 @@ def _progress(line: str) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """Runs ``toporoute bench``; usage errors go through the subcommand's parser (exit status 2)."""
     from ..errors import ToporouteError
+    from .export import to_csv, to_markdown
     from .output import check_plotting, format_comparison, format_run, plot_run
     from .results import compare_runs, read_run
 
     parser: argparse.ArgumentParser = args.bench_parser
+    if args.from_json is not None:
+        extra = _new_run_options(args)
+        if extra:
+            parser.error(f"--from shows a saved run; it takes no {', '.join(extra)}")
     try:
-        ops = check_ops(args.ops)
-        sizes = parse_sizes(args.sizes, ops)
-        backends, notes = resolve_backends(args.backend)
+        plan = read_run(args.from_json, "from") if args.from_json is not None else _options(args)
         old = read_run(args.compare) if args.compare is not None else None
         if args.plot is not None:
             check_plotting()
     except ToporouteError as exc:
         parser.error(str(exc))
+    run = plan if isinstance(plan, BenchRun) else _time_new_run(*plan)
+    cmp = compare_runs(old, run) if old is not None else None
+    text = args.format == "text"
+    aside = sys.stdout if text else sys.stderr  # keeps a Markdown or CSV stdout a clean document
+    if args.format == "markdown":
+        print(to_markdown(run, cmp, str(args.compare)), end="")
+    elif args.format == "csv":
+        print(to_csv(run, cmp), end="")
+    else:
+        print(format_run(run))
+    if args.json is not None:
+        run.write(args.json)
+        print(f"\nresults: {args.json}", file=aside)
+    if args.plot is not None:
+        plot_run(run, args.plot)
+        print(f"plot: {args.plot}", file=aside)
+    if cmp is not None and text:
+        print()
+        print(format_comparison(cmp, str(args.compare)))
+    if args.fail_on_regression and cmp is not None and cmp.regressions:
+        return 1
+    return 0
+
+
+_NEW_RUN_OPTIONS: tuple[tuple[str, str, Any], ...] = (
+    # (argparse dest, flag, default)
+    ("ops", "OP", []),
+    ("sizes", "--sizes", []),
+    ("backend", "--backend", "all"),
+    ("quick", "--quick", False),
+    ("repeats", "--repeats", None),
+    ("round_time", "--round-time", None),
+    ("max_time", "--max-time", None),
+    ("threads", "--threads", None),
+    ("no_alternatives", "--no-alternatives", False),
+    ("json", "--json", None),
+)
+
+
+def _new_run_options(args: argparse.Namespace) -> list[str]:
+    """The options given that only a new run takes."""
+    return [flag for dest, flag, default in _NEW_RUN_OPTIONS if getattr(args, dest) != default]
+
+
+def _options(args: argparse.Namespace) -> tuple[BenchOptions, tuple[str, ...]]:
+    """The new run's options from the command line, and the notes on the backends left out."""
+    ops = check_ops(args.ops)
+    sizes = parse_sizes(args.sizes, ops)
+    backends, notes = resolve_backends(args.backend)
     quick = args.quick
     opts = BenchOptions(
         ops=ops,
@@ -140,6 +241,10 @@ def run_command(args: argparse.Namespace) -> int:
         threads=args.threads,
         alternatives=not args.no_alternatives,
     )
+    return opts, notes
+
+
+def _time_new_run(opts: BenchOptions, notes: tuple[str, ...]) -> BenchRun:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     run = run_bench(opts, _progress, notes)
@@ -151,17 +256,4 @@ def run_command(args: argparse.Namespace) -> int:
             "--threads 1",
             file=sys.stderr,
         )
-    print(format_run(run))
-    if args.json is not None:
-        run.write(args.json)
-        print(f"\nresults: {args.json}")
-    if args.plot is not None:
-        plot_run(run, args.plot)
-        print(f"plot: {args.plot}")
-    if old is not None:
-        cmp = compare_runs(old, run)
-        print()
-        print(format_comparison(cmp, str(args.compare)))
-        if args.fail_on_regression and cmp.regressions:
-            return 1
-    return 0
+    return run

@@ -3,6 +3,7 @@ run, and the latency-against-size figure."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from ..errors import ToporouteError
 from .cases import OPS
 from .results import BenchRun, Comparison, Row
 
-__all__ = ["format_comparison", "format_machine", "format_run", "format_seconds", "plot_run"]
+__all__ = ["cells", "format_comparison", "format_machine", "format_run", "format_seconds", "plot_run"]
 
 _COLORS = {"reference": "C0", "cpu": "C1", "cuda": "C2"}  # the alternatives: C3, dashed
 HEADERS = ("size", "side", "median", "min", "IQR", "rounds", "vs ref", "vs alt", "note")
@@ -29,7 +30,8 @@ def _ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:.0f}x"
 
 
-def _cells(r: Row) -> list[str]:
+def cells(r: Row) -> list[str]:
+    """The row's cells under :data:`HEADERS` (times with units, ratios with an x)."""
     t = r.timing
     if t is None:
         return [str(r.size), r.side, "-", "-", "-", "-", "-", "-", f"{r.status}: {r.note}"]
@@ -80,13 +82,29 @@ def format_run(run: BenchRun) -> str:
         spec = OPS.get(op)
         alt = f"; alternative: {spec.alternative}" if spec is not None and spec.alternative else ""
         lines += ["", f"{op} ({spec.meaning if spec else 'size B'}{alt})"]
-        rows = [list(HEADERS)] + [_cells(r) for r in run.rows if r.op == op]
+        rows = [list(HEADERS)] + [cells(r) for r in run.rows if r.op == op]
         lines += _table(rows, [True, False, True, True, True, True, True, True, False])
     return "\n".join(lines)
 
 
-def format_comparison(cmp: Comparison, old_name: str) -> str:
-    """The comparison with the older run: per case both medians, new / old and the verdict."""
+def _wrap_items(head: str, items: Sequence[str], width: int) -> list[str]:
+    """``head`` then the items, comma-separated, in lines of at most ``width`` characters (an item is never
+    split: one longer than the width gets a line of its own), continued with an indent of two spaces."""
+    lines = [head]
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += " " + piece
+        else:
+            lines.append("  " + piece)
+    return lines
+
+
+def format_comparison(cmp: Comparison, old_name: str, width: int | None = None) -> str:
+    """The comparison with the older run: per case both medians, new / old and the verdict; the lists of cases
+    in one run only are wrapped to ``width`` columns (default: the terminal's, 100 when not a terminal)."""
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns
     lines = [f"compared with {old_name}:"]
     lines += [f"warning: {w}" for w in cmp.machine_warnings]
     rows = [["op", "size", "side", "old", "new", "new/old", "noise", "verdict"]]
@@ -107,7 +125,7 @@ def format_comparison(cmp: Comparison, old_name: str) -> str:
         lines += _table(rows, [False, True, False, True, True, True, True, False])
     for what, keys in (("only in the old run", cmp.only_old), ("only in this run", cmp.only_new)):
         if keys:
-            lines.append(f"{what}: " + ", ".join(f"{op} {size} {side}" for op, size, side in keys))
+            lines += _wrap_items(f"{what}:", [f"{op} {size} {side}" for op, size, side in keys], width)
     n = len(cmp.regressions)
     lines.append(f"{n} regression(s) beyond noise of {len(cmp.changes)} case(s) compared")
     return "\n".join(lines)

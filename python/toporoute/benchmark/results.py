@@ -30,7 +30,9 @@ __all__ = [
 ]
 
 SCHEMA = "toporoute-bench"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READS = (1, 2)
+"""Schema versions this toporoute reads (version 1 files lack the warm-up count and the round times)."""
 BUSY = 0.2
 """Above this share of the CPUs used by other processes during a run, its timings are flagged as disturbed."""
 
@@ -80,7 +82,9 @@ class BenchRun:
             "results": [
                 {
                     **asdict(r),
-                    "timing": None if r.timing is None else {**asdict(r.timing), "iqr": r.timing.iqr},
+                    "timing": None
+                    if r.timing is None
+                    else {**asdict(r.timing), "round_times": list(r.timing.round_times), "iqr": r.timing.iqr},
                 }
                 for r in self.rows
             ],
@@ -91,24 +95,26 @@ class BenchRun:
         write_json_atomic(path, self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "data") -> BenchRun:
+    def from_dict(cls, data: Any, source: str = "data", arg: str = "compare") -> BenchRun:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise InvalidArgumentError(f'{source}: not a {SCHEMA} result file (no "schema": "{SCHEMA}")', arg)
+        if data.get("schema_version") not in READS:
             raise InvalidArgumentError(
-                f'{source}: not a {SCHEMA} result file (no "schema": "{SCHEMA}")', "compare"
-            )
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise InvalidArgumentError(
-                f"{source}: schema_version {data.get('schema_version')!r}; this toporoute reads {SCHEMA_VERSION}",
-                "compare",
+                f"{source}: schema_version {data.get('schema_version')!r}; this toporoute reads "
+                f"{', '.join(map(str, READS))}",
+                arg,
             )
         rows = []
         try:
             for r in data["results"]:
                 t = r.get("timing")
-                timing = None if t is None else Timing(**{k: v for k, v in t.items() if k != "iqr"})
+                timing: Timing | None = None
+                if t is not None:
+                    fields = {k: v for k, v in t.items() if k != "iqr"}
+                    timing = Timing(**{**fields, "round_times": tuple(fields.get("round_times", ()))})
                 rows.append(Row(**{**r, "timing": timing}))
-        except (KeyError, TypeError) as exc:
-            raise InvalidArgumentError(f"{source}: malformed results entry ({exc})", "compare") from exc
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InvalidArgumentError(f"{source}: malformed results entry ({exc})", arg) from exc
         return cls(
             data.get("machine", {}),
             data.get("options", {}),
@@ -118,15 +124,15 @@ class BenchRun:
         )
 
 
-def read_run(path: Path) -> BenchRun:
-    """Reads a result file written by ``toporoute bench --json``."""
+def read_run(path: Path, arg: str = "compare") -> BenchRun:
+    """Reads a result file written by ``toporoute bench --json``; errors name the option ``arg`` it came from."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise InvalidArgumentError(f"compare: cannot read {path}: {exc.strerror}", "compare") from exc
+        raise InvalidArgumentError(f"{arg}: cannot read {path}: {exc.strerror}", arg) from exc
     except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"compare: {path} is not JSON ({exc})", "compare") from exc
-    return BenchRun.from_dict(data, str(path))
+        raise InvalidArgumentError(f"{arg}: {path} is not JSON ({exc})", arg) from exc
+    return BenchRun.from_dict(data, str(path), arg)
 
 
 @dataclass(frozen=True)
