@@ -3,11 +3,13 @@
 - ``route`` at N=8, D=384 and B = 262,144 and 1,048,576 (the second when the GPU has the memory): achieved
   bandwidth (bytes read + written per second) against a same-run device-to-device copy of the same input bytes
   and, when known, against the HBM peak (target: >= 50% of peak at B >= 1M);
-- ``toposort`` throughput (graphs/s) at N=16 for B = 4,096 .. 1,048,576, unweighted and weighted.
+- ``toposort`` throughput (graphs/s) at N=16 for B = 4,096 .. 1,048,576, unweighted and weighted, against the
+  compiled CPU backend on the same machine on host copies of the same graphs (DESIGN.md's target: >= 10x at
+  B >= 256k; a ratio is printed at every B).
 
-Each benchmark first checks a slice of its result against the numpy reference. Numbers are printed (and stored
-in pytest-benchmark's extra_info), not asserted: machines are noisy. Smoke sizes (bench/_scale.py): B = 4096, one
-timed repeat.
+Each benchmark first checks a slice of its result against the numpy reference. Every call is warmed up before it
+is timed. Numbers are printed (and stored in pytest-benchmark's extra_info), not asserted: machines are noisy.
+Smoke sizes (bench/_scale.py): B = 4096, one timed repeat.
 Run: ``python -m pytest bench/test_bench_gpu.py -s`` on a machine with a GPU.
 """
 
@@ -22,13 +24,18 @@ import pytest
 from toporoute import backends, ops
 from toporoute.backends import reference
 
+from ._compare import report
+from ._compare import seconds as host_seconds
 from ._scale import pick
 
 _CUDA_OK, _CUDA_WHY = backends.available()["cuda"]
+_CPU_OK, _CPU_WHY = backends.available()["cpu"]
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not _CUDA_OK, reason=f"CUDA unavailable: {_CUDA_WHY}")]
 
 CHECK = 256  # episodes / graphs compared with the reference
 REPEATS = pick(5, 1)
+WARMUP = 3  # untimed calls first: the first loads the module's kernels, the next ones settle the allocator
+TOPOSORT_TARGET_B = 262_144  # DESIGN.md: GPU toposort >= 10x the CPU backend at B >= 256k
 
 
 class _Gpu:
@@ -104,8 +111,9 @@ class _Gpu:
         return 2.0 * clock_khz * 1e3 * bus_bits / 8 if clock_khz and bus_bits else None
 
     def seconds(self, fn: Callable[[], object], repeats: int) -> float:
-        """Mean device time of ``fn`` between two CUDA events on the current stream, after one warm-up."""
-        fn()
+        """Mean device time of ``fn`` between two CUDA events on the current stream, after ``WARMUP`` calls."""
+        for _ in range(WARMUP):
+            fn()
         if self.torch is not None:
             start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
             start.record()
@@ -205,10 +213,35 @@ def test_toposort_throughput(benchmark: Any, gpu: _Gpu, B: int, weighted: bool) 
     want = reference.toposort(gpu.host(adj[:CHECK]), weights=w_host, active=None)
     for field in ("order", "level", "removed", "is_dag"):
         np.testing.assert_array_equal(gpu.host(getattr(got, field)[:CHECK]), getattr(want, field))
-    seconds = gpu.seconds(run, repeats=REPEATS)
+    t_gpu = gpu.seconds(run, repeats=REPEATS)
     print(
-        f"\n[gpu] toposort B={B} N={N} weighted={weighted} ({gpu.name}): {seconds * 1e3:.3f} ms, "
-        f"{B / seconds / 1e6:.1f} M graphs/s"
+        f"\n[gpu] toposort B={B} N={N} weighted={weighted} ({gpu.name}): {t_gpu * 1e3:.3f} ms, "
+        f"{B / t_gpu / 1e6:.1f} M graphs/s"
     )
-    benchmark.extra_info.update({"graphs_per_s": B / seconds, "ms": seconds * 1e3})
+    benchmark.extra_info.update({"graphs_per_s": B / t_gpu, "ms": t_gpu * 1e3})
+    if _CPU_OK:
+        # the alternative: the same graphs on the host, sorted by the compiled CPU backend (all its threads)
+        adj_host = gpu.host(adj)
+        weights_host = None if weights is None else gpu.host(weights)
+
+        def run_cpu() -> Any:
+            return ops.toposort(adj_host, weights=weights_host, backend="cpu")
+
+        on_cpu = run_cpu()
+        for field in ("order", "level", "removed", "is_dag"):
+            np.testing.assert_array_equal(getattr(on_cpu, field)[:CHECK], getattr(want, field), err_msg=field)
+        t_cpu = host_seconds(run_cpu)
+        target = 10.0 if B >= TOPOSORT_TARGET_B else None
+        report(
+            f"toposort B={B} N={N} weighted={weighted}, device arrays vs host arrays",
+            "cpu backend",
+            t_cpu,
+            f"cuda ({gpu.device_name()})",
+            t_gpu,
+            target,
+        )
+        benchmark.extra_info["cpu_ms"] = t_cpu * 1e3
+        del adj_host, weights_host, on_cpu
+    else:
+        print(f"[gpu] toposort: no ratio, the CPU backend is not available: {_CPU_WHY}")
     benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=0)

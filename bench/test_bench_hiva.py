@@ -1,7 +1,11 @@
-"""HiVA bandit ops: ``ops.bandit_select`` in the compiled core against the numpy reference, timed in the same run
-(bench/_compare.py) at B = 1 and B = 4096 graphs of N = 32 nodes (random DAGs, k = 2, Thompson draws), with the
-ratio printed against issue 18's targets (>= 10x at B = 1, >= 20x at B = 4096; no timing assertion, as everywhere
-in bench/). Each comparison first checks that both backends select exactly the same successors.
+"""HiVA bandit ops in the compiled core against the numpy reference backend, timed in the same run
+(bench/_compare.py) at B = 1 and B = 4096 graphs of N = 32 nodes, ratios printed (no timing assertion, as
+everywhere in bench/):
+
+- ``ops.bandit_select`` (random DAGs, k = 2, Thompson draws) against issue 18's targets (>= 10x at B = 1, >= 20x
+  at B = 4096), after checking that both backends select exactly the same successors;
+- one HiVA update step, ``ops.bandit_update`` then ``ops.synergy_update`` (no target stated), after checking that
+  both backends give the same Beta and synergy states.
 
 Run: ``python -m pytest bench/test_bench_hiva.py -s`` (``TOPOROUTE_BENCH=smoke``: B = 1 and 64, one round).
 """
@@ -9,6 +13,7 @@ Run: ``python -m pytest bench/test_bench_hiva.py -s`` (``TOPOROUTE_BENCH=smoke``
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -54,8 +59,21 @@ def test_bandit_select_cpu_vs_reference(B: int) -> None:
         slow,
         "cpu",
         fast,
-        TARGETS.get(B, 1.0),
+        TARGETS.get(B),
     )
+
+
+@needs_core
+@pytest.mark.parametrize("B", BATCHES)
+def test_bandit_and_synergy_updates_cpu_vs_reference(B: int) -> None:
+    step = _update_step(B)
+    (want_state, want_syn), (got_state, got_syn) = step("reference"), step("cpu")
+    for got, want in ((got_state, want_state), (got_syn, want_syn)):
+        for name, value in vars(want).items():
+            np.testing.assert_allclose(getattr(got, name), value, rtol=1e-6, atol=1e-6, err_msg=name)
+    slow = seconds(lambda: step("reference"))
+    fast = seconds(lambda: step("cpu"))
+    report(f"bandit_update + synergy_update B={B} N={N} [{_machine()}]", "reference", slow, "cpu", fast, None)
 
 
 @needs_core
@@ -68,11 +86,8 @@ def test_bandit_select(benchmark, backend: str, B: int) -> None:
     assert got.chosen.sum(axis=2).max() <= K
 
 
-@needs_core
-@pytest.mark.parametrize("backend", ["reference", "cpu"])
-def test_bandit_and_synergy_updates(benchmark, backend: str) -> None:
-    B = pick(4096, 64)
-    benchmark.group = f"bandit_update + synergy_update N={N} B={B}"
+def _update_step(B: int) -> Callable[[str], tuple[ops.BetaState, ops.SynergyState]]:
+    """One HiVA update on a backend: the Beta posteriors of the selected edges, then the synergy statistics."""
     rng = np.random.default_rng(1)
     adj, alpha, beta = bandit_inputs(B, N)
     selected = rng.random((B, N)) < 0.5
@@ -80,11 +95,19 @@ def test_bandit_and_synergy_updates(benchmark, backend: str) -> None:
     routed = adj.astype(np.float32)
     c = np.ones((B, N, N), np.float32)
 
-    def step() -> tuple[ops.BetaState, ops.SynergyState]:
+    def step(backend: str) -> tuple[ops.BetaState, ops.SynergyState]:
         return (
             ops.bandit_update(alpha, beta, selected, reward, backend=backend),
             ops.synergy_update(c, c, c, routed, reward, backend=backend),
         )
 
-    state, syn = benchmark(step)
+    return step
+
+
+@needs_core
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_bandit_and_synergy_updates(benchmark, backend: str) -> None:
+    B = pick(4096, 64)
+    benchmark.group = f"bandit_update + synergy_update N={N} B={B}"
+    state, syn = benchmark(_update_step(B), backend)
     assert (state.alpha > 0).all() and (syn.c_syn >= 1).all()

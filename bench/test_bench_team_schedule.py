@@ -78,10 +78,5 @@ def test_team_ops_vs_reference(B: int) -> None:
             lambda fn=fn: fn("reference"), min_time=0.2 if B == 1 else 0.0, repeat=7 if B == 1 else 1
         )
         fast = seconds(lambda fn=fn: fn("cpu"))
-        if op == "team_schedule":
-            report(f"{op} {size}", "reference", slow, "cpu", fast, TARGETS.get(B, TARGETS[4096]))
-        else:
-            print(
-                f"\n[ratio] {op} {size}: reference {slow * 1e6:.1f} us / cpu {fast * 1e6:.1f} us = "
-                f"{slow / fast:.1f}x (no target set)"
-            )
+        target = TARGETS.get(B, TARGETS[4096]) if op == "team_schedule" else None
+        report(f"{op} {size}", "reference", slow, "cpu", fast, target)
