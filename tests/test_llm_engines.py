@@ -40,14 +40,15 @@ from toporoute.llm.scripted import word_count
 KEY = "sk-test-0123456789abcdefSECRET"
 
 # ------------------------------------------------------------------------------------------ shared fake behaviour
-# A request's last message may carry directives: "[delay=0.03]" (answer after that many seconds) and "[fail]"
-# (the request fails). Every engine answers "echo: <last message>".
+# A request's last message may carry directives: "[delay=0.03]" (answer after that many seconds), "[fail]"
+# (the request fails) and "[json]" (the reply is the JSON object {"echo": <last message>}). Every engine answers
+# "echo: <last message>" otherwise.
 
 _DELAY = re.compile(r"\[delay=([0-9.]+)\]")
 
 
 def reply_for(last: str) -> str:
-    return f"echo: {last}"
+    return json.dumps({"echo": last}) if "[json]" in last else f"echo: {last}"
 
 
 def delay_for(last: str) -> float:
@@ -265,6 +266,32 @@ async def test_failures_are_records(kind: str, tmp_path: Path, server: FakeOpenA
     assert bad.error is not None and bad.error.kind in ("engine", "http") and bad.error.message
     assert bad.text == "" and bad.tags == requests[1].tags
     assert results[2].text == reply_for("fine 2")
+    await engine.aclose()
+
+
+ECHO_SCHEMA = {"type": "object", "properties": {"echo": {"type": "string"}}, "required": ["echo"]}
+
+
+@pytest.mark.asyncio
+async def test_parsed_is_the_valid_json_of_schema_requests(
+    kind: str, tmp_path: Path, server: FakeOpenAI
+) -> None:
+    # one path for every engine: parsed holds the reply's JSON value when it is valid under the request's
+    # schema, None when the reply is not (or the request has no schema)
+    lasts = ["answer [json]", "plain answer", "no schema [json]"]
+    requests = [
+        Request.chat("You answer in JSON.", last, schema=None if "no schema" in last else ECHO_SCHEMA)
+        for last in lasts
+    ]
+    engine = await make(kind, tmp_path, server, requests)
+    good, plain, unschema = await engine.generate(requests)
+    assert good.ok and good.parsed == {"echo": "answer [json]"}, good
+    assert plain.parsed is None
+    if kind == "structured":  # the wrapper re-prompts an invalid reply, then records why it failed
+        assert plain.error is not None and plain.error.kind == "validation"
+    else:
+        assert plain.ok and plain.text == "echo: plain answer"
+    assert unschema.ok and unschema.parsed is None and unschema.text == reply_for("no schema [json]")
     await engine.aclose()
 
 

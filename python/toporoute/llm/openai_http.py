@@ -23,6 +23,7 @@ import httpx
 
 from ..errors import InvalidArgumentError
 from .base import EngineClosedError
+from .replies import ReplyChecker
 from .types import ErrorRecord, Request, Result, Usage
 
 __all__ = ["OpenAIEngine"]
@@ -110,6 +111,8 @@ class OpenAIEngine:
 
     Notes
     -----
+    ``parsed`` holds the JSON value of a schema request's reply when it is valid under the schema
+    (:class:`toporoute.llm.replies.ReplyChecker`, as in every engine), else None.
     Usage comes from the response's ``usage`` field (the server's tokenizer); a response without one counts
     zero tokens and logs a warning once per engine. ``Result.attempts`` counts HTTP attempts. The engine must
     be used from one event loop; close it with :meth:`aclose` (or ``async with contextlib.aclosing(engine)``).
@@ -162,6 +165,7 @@ class OpenAIEngine:
         self._extra = dict(extra_body or {})
         self._sem = asyncio.Semaphore(max_concurrency)
         self._warned_usage = False
+        self._checker = ReplyChecker()
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         # kept only to scrub it from server messages; the header itself lives in the client
         self._secret = _Secret(key) if key else None
@@ -254,6 +258,7 @@ class OpenAIEngine:
                     text,
                     usage=usage,
                     latency_s=time.perf_counter() - t0,
+                    parsed=self._checker.parsed(request, text),
                     finish_reason=finish,
                     tags=request.tags,
                     attempts=attempt,

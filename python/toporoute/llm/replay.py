@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, ToporouteError
 from .base import Engine, EngineClosedError
+from .replies import ReplyChecker
 from .types import ErrorRecord, Request, Result, Tags, Usage
 
 __all__ = ["ReplayEngine", "ReplayMissError"]
@@ -74,13 +75,15 @@ def _encode(key: str, model: str, guided: bool, request: Request, result: Result
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def _decode(result: dict[str, Any], tags: Tags) -> Result:
+def _decode(result: dict[str, Any], request: Request, checker: ReplyChecker) -> Result:
     error = result.get("error")
+    tags = request.tags
     return Result(
         result["text"],
         usage=Usage(*result["usage"]),
         latency_s=result["latency_s"],
-        parsed=result.get("parsed"),
+        # checked again rather than read back: transcripts recorded before every engine filled it hold None
+        parsed=None if error is not None else checker.parsed(request, result["text"]),
         error=ErrorRecord(**error) if error is not None else None,
         finish_reason=result.get("finish_reason"),
         tags=tags,
@@ -108,8 +111,8 @@ class ReplayEngine:
 
     Notes
     -----
-    Replayed results carry the recorded text, usage, latency, parsed value, error, finish reason and
-    attempts, and the tags of the replaying request. Results with an error are recorded and replayed too.
+    Replayed results carry the recorded text, usage, latency, error, finish reason and attempts, the tags of
+    the replaying request, and ``parsed`` checked from the text as every engine checks it. Results with an error are recorded and replayed too.
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class ReplayEngine:
         self._reuse = reuse_recorded or engine is None
         self._closed = False
         self._lock = asyncio.Lock()
+        self._checker = ReplyChecker()
         if engine is None and not self.path.is_file():
             raise InvalidArgumentError(f"replay transcript {str(self.path)!r} does not exist", "path")
         if engine is not None and name is not None and name != engine.name:
@@ -250,7 +254,7 @@ class ReplayEngine:
             # raised before consuming, so a failed batch leaves the index as it was
             raise self._miss(requests, keys, found)
         self._consume(keys, found)
-        out = [None if f is None else _decode(f, r.tags) for r, f in zip(requests, found)]
+        out = [None if f is None else _decode(f, r, self._checker) for r, f in zip(requests, found)]
         todo = [i for i, f in enumerate(found) if f is None]
         if self._engine is None or not todo:
             return [r for r in out if r is not None]

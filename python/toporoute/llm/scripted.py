@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import InvalidArgumentError
 from .base import EngineClosedError
+from .replies import ReplyChecker
 from .types import ErrorRecord, Request, Result, Usage
 
 __all__ = ["ScriptedEngine", "word_count"]
@@ -43,6 +44,9 @@ class ScriptedEngine:
         ``ErrorRecord(kind="engine", message=...)``, None lets the request succeed.
     supports_guided_json : bool
         What the engine claims (it never constrains its replies).
+
+    A schema request's ``parsed`` is its reply's JSON value when valid under the schema, as in every engine
+    (:class:`toporoute.llm.replies.ReplyChecker`).
     """
 
     def __init__(
@@ -68,6 +72,7 @@ class ScriptedEngine:
         self._latency = latency_s
         self._fail = fail
         self._closed = False
+        self._checker = ReplyChecker()
 
     def __repr__(self) -> str:
         return f"ScriptedEngine(name={self.name!r}, batches={len(self.batches)})"
@@ -99,7 +104,14 @@ class ScriptedEngine:
             return Result("", latency_s=latency, error=error, tags=request.tags)
         assert isinstance(reply, str)
         usage = Usage(sum(word_count(m.content) + 1 for m in request.messages), word_count(reply))
-        return Result(reply, usage=usage, latency_s=latency, finish_reason="stop", tags=request.tags)
+        return Result(
+            reply,
+            usage=usage,
+            latency_s=latency,
+            parsed=self._checker.parsed(request, reply),
+            finish_reason="stop",
+            tags=request.tags,
+        )
 
     async def generate(self, requests: Sequence[Request]) -> list[Result]:
         if self._closed:

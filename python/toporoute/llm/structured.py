@@ -4,30 +4,23 @@
 (``<think>...</think>``), extracts the JSON value of the reply and validates it with ``jsonschema``; the
 requests that failed are re-prompted together, in one batch, with the bad reply and the validation error
 appended to their conversation, up to ``max_reprompts`` times. A request that still fails gets
-``ErrorRecord(kind="validation")``. Engines with guided decoding are validated too.
+``ErrorRecord(kind="validation")``. Engines with guided decoding are validated too. The checks are
+:class:`toporoute.llm.replies.ReplyChecker`'s, the same every engine fills ``Result.parsed`` with.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib import resources
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError, best_match
-
 from ..errors import InvalidArgumentError, ToporouteError
 from .base import Engine
+from .replies import ReplyChecker, extract_json, strip_reasoning
 from .types import ErrorRecord, Message, Request, Result, Usage
 
 __all__ = ["Structured", "extract_json", "schema_of", "strip_reasoning"]
-
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 def schema_of(tp: Any) -> dict[str, Any]:
@@ -40,50 +33,6 @@ def schema_of(tp: Any) -> dict[str, Any]:
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return tp.model_json_schema()
     return TypeAdapter(tp).json_schema()
-
-
-def strip_reasoning(text: str) -> str:
-    """``text`` without reasoning: ``<think>...</think>`` blocks, everything up to a ``</think>`` that has no
-    opening tag (chat templates that open the block in the prompt), and an unterminated leading ``<think>``
-    block (the reply ran out of tokens while reasoning: nothing is left)."""
-    close, open_ = text.find(_THINK_CLOSE), text.find(_THINK_OPEN)
-    if close >= 0 and (open_ < 0 or close < open_):
-        text = text[close + len(_THINK_CLOSE) :]
-    text = _THINK_BLOCK.sub("", text).strip()
-    return "" if text.startswith(_THINK_OPEN) else text
-
-
-def extract_json(text: str, *, arrays: bool = False) -> Any:
-    """The JSON value in a reply: the whole text, else the first ```json fenced block that parses, else the
-    first balanced ``{...}`` (or ``[...]`` too when ``arrays``) that parses. Raises ValueError when none does.
-
-    Reasoning is not stripped here: see :func:`strip_reasoning`.
-    """
-    text = text.strip()
-    if not text:
-        raise ValueError("the reply is empty")
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    for m in _FENCE.finditer(text):
-        try:
-            return json.loads(m.group(1))
-        except ValueError:
-            continue
-    decoder = json.JSONDecoder()
-    openers = "{[" if arrays else "{"
-    for i, ch in enumerate(text):
-        if ch in openers:
-            try:
-                return decoder.raw_decode(text, i)[0]
-            except ValueError:
-                continue
-    raise ValueError("no JSON object found in the reply")
-
-
-def _path(error: jsonschema.ValidationError) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
 
 
 class _Attempts:
@@ -137,46 +86,21 @@ class Structured:
         self.supports_guided_json = engine.supports_guided_json
         self.max_reprompts = max_reprompts
         self._reprompt = reprompt.strip()
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._checker = ReplyChecker()
 
     def __repr__(self) -> str:
         return f"Structured({self.engine!r}, max_reprompts={self.max_reprompts})"
 
-    def _validator(self, schema: dict[str, Any]) -> jsonschema.protocols.Validator:
-        key = json.dumps(schema, sort_keys=True, default=list)
-        v = self._validators.get(key)
-        if v is None:
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            try:
-                cls.check_schema(schema)
-            except SchemaError as exc:
-                raise InvalidArgumentError(
-                    f"request schema must be a valid JSON Schema; got one where {exc.message}", "schema"
-                ) from exc
-            v = self._validators[key] = cls(schema)
-        return v
-
     def check(self, text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
         """``(value, None)`` when ``text`` holds a JSON value valid under ``schema``, else ``(None, why)``."""
-        body = strip_reasoning(text)
-        if not body:
-            return None, "the reply is empty" + (" after the reasoning" if text.strip() else "")
-        try:
-            value = extract_json(body, arrays=schema.get("type") == "array")
-        except ValueError as exc:
-            return None, str(exc)
-        error = best_match(self._validator(schema).iter_errors(value))
-        if error is None:
-            return value, None
-        message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
-        return None, f"at {_path(error)}: {message}"
+        return self._checker.check(text, schema)
 
     async def generate(self, requests: Sequence[Request]) -> list[Result]:
         if not requests:
             return []
         for r in requests:
             if r.schema is not None:
-                self._validator(r.schema)
+                self._checker.validator(r.schema)
         results = await self._generate(requests)
         state = {i: _Attempts(r) for i, r in enumerate(requests) if r.schema is not None}
         pending: list[int] = list(state)

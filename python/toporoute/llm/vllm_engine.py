@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 import time
@@ -62,6 +61,7 @@ from ..errors import BackendUnavailableError
 from .base import EngineClosedError
 from .cpu import DtypeChoice, resolve_dtype
 from .models import EMBEDDED_MODEL_NAME, resolve_model
+from .replies import ReplyChecker
 from .types import ErrorRecord, Request, Result, Usage
 
 __all__ = ["VLLMEngine"]
@@ -118,8 +118,9 @@ class VLLMEngine:
     ``generate`` never raises for one request: a failure becomes ``Result.error`` with kind ``"engine"``, a
     request still running when the engine is closed ends with kind ``"cancelled"`` (its partial text kept). It
     raises :class:`~toporoute.llm.base.EngineClosedError` once the engine is closed or vLLM died. ``parsed``
-    holds the decoded JSON of a schema request when the text parses (a completion cut at ``max_tokens`` does
-    not); validation against the schema is the structured layer's job (:class:`toporoute.llm.Structured`).
+    holds the JSON value of a schema request's reply when it is valid under the schema (a completion cut at
+    ``max_tokens`` is not), checked as every engine checks it (:class:`toporoute.llm.replies.ReplyChecker`);
+    re-prompting on invalid replies is the structured layer's job (:class:`toporoute.llm.Structured`).
 
     Use one engine from one event loop: vLLM's client binds to the loop of the first ``generate``.
     """
@@ -147,9 +148,10 @@ class VLLMEngine:
     ) -> None:
         resolve_dtype(dtype)  # a bad value fails before vLLM's slow import
         self.model_path = resolve_model(model, cache_dir)
-        self.name = name or (EMBEDDED_MODEL_NAME if model is None else os.fspath(model))
+        self.name = engine_name(model, name)
         self._ignore_eos = ignore_eos
         self._ids = itertools.count()
+        self._checker = ReplyChecker()
         self._id_prefix = uuid.uuid4().hex[:8]
         if max_model_len is None and model is None:
             max_model_len = EMBEDDED_MAX_MODEL_LEN
@@ -214,7 +216,7 @@ class VLLMEngine:
         self.dtype_reason = choice.reason
         self._chat_params = ChatParams(chat_template_kwargs={"add_generation_prompt": True})
         self.start_s = time.perf_counter() - t0
-        log.info("vLLM ready in %.0f s (%s; %s)", self.start_s, self.dtype, self.dtype_reason)
+        log.info("%s", ready_line(self.start_s, self.dtype, self.dtype_reason))
 
     @classmethod
     async def open(cls, model: str | os.PathLike[str] | None = None, **kwargs: Any) -> VLLMEngine:
@@ -281,7 +283,7 @@ class VLLMEngine:
             text,
             usage=Usage(len(final.prompt_token_ids or ()), len(completion.token_ids)),
             latency_s=time.perf_counter() - t0,
-            parsed=_parse_json(text) if request.schema is not None and error is None else None,
+            parsed=None if error is not None else self._checker.parsed(request, text),
             error=error,
             finish_reason=completion.finish_reason,
             tags=request.tags,
@@ -315,16 +317,15 @@ class VLLMEngine:
         return f"VLLMEngine({self.name!r}, path={self.model_path!r}, {state})"
 
 
+def engine_name(model: str | os.PathLike[str] | None, name: str | None = None) -> str:
+    """The name a :class:`VLLMEngine` of ``model`` (None: the embedded one) and ``name`` gets, known before it
+    starts (what a resumed run folder must match)."""
+    return name or (EMBEDDED_MODEL_NAME if model is None else os.fspath(model))
+
+
 def _dtype_name(dtype: Any) -> str:
     """``torch.bfloat16`` -> ``"bfloat16"``; a string stays as it is."""
     return str(dtype).removeprefix("torch.")
-
-
-def _parse_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def verbose_from_env(environ: Mapping[str, str]) -> bool:
@@ -350,6 +351,13 @@ def start_line(device: str, name: str, embedded: bool, args: Mapping[str, Any]) 
     model = name.split("@", 1)[0] if embedded else name
     notes = ", ".join([*(["embedded"] if embedded else []), f"dtype {args.get('dtype', 'auto')}"])
     return f"starting vLLM ({device}) with {model} ({notes}) ..."
+
+
+def ready_line(start_s: float, dtype: str, reason: str) -> str:
+    """The one line logged when vLLM is ready: its start time, the dtype it runs in and why, the dtype named
+    once (``vLLM ready in 26 s (bfloat16: this CPU has native bf16 (avx512_bf16))``)."""
+    why = reason if reason.startswith(f"{dtype}:") else f"{dtype}; {reason}"
+    return f"vLLM ready in {start_s:.0f} s ({why})"
 
 
 @contextmanager
