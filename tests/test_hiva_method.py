@@ -399,17 +399,21 @@ def test_malformed_output_at_every_step_is_recorded_and_the_run_goes_on(
         assert "passing the input and output on" in " ".join(e for _, e in errors_of(recs))
 
 
-def test_failed_llm_calls_are_recorded_and_the_run_goes_on(
+def test_an_engine_failure_ends_the_episode_as_an_error(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
+    # the engine gives the textual gradient no reply: the episode is an error with that cause (the rounds before
+    # it stay in the trace), not a scored answer; a rerun with the engine back runs it again
     engine = ScriptedEngine(
         Script(he[:1], solutions), fail=lambda r: "down" if r.tags.role == "gradient" else None
     )
     summary = run(hiva(iterations=2), he[:1], engine, tmp_path)
-    assert summary["ok"] == 1
-    recs = traces(tmp_path, he[0].episode_id)
-    assert ("gradient", "call failed: down") in errors_of(recs)
-    assert recs[0]["usage"]["agents"]["source:gradient"]["ok"] is False
+    assert (summary["ok"], summary["errors"]) == (0, 1)
+    saved = episode_file(tmp_path, he[0].episode_id)
+    assert saved["status"] == "error" and saved["record"] is None and "engine: down" in saved["cause"]
+    assert saved["usage"]["engine_failed_calls"] >= 1
+    summary = run(hiva(iterations=2), he[:1], ScriptedEngine(Script(he[:1], solutions)), tmp_path)
+    assert (summary["ok"], summary["errors"]) == (1, 0)
 
 
 # ------------------------------------------------------------------------------------------------- leakage

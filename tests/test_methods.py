@@ -125,7 +125,10 @@ async def one_episode(method, task: Task, engine: ScriptedEngine):
         outputs.append(await method.episode(ctx, task, records.append))
         return {}
 
-    summary = await Runtime(Structured(engine), progress=False).run([(task.episode_id, fn)])
+    rule = getattr(method, "engine_failures", "any")  # as the harness runs the method
+    summary = await Runtime(Structured(engine), progress=False, engine_failures=rule).run(
+        [(task.episode_id, fn)]
+    )
     assert summary.outcomes[0].status == "ok", summary.outcomes[0].error
     return outputs[0], records, summary
 

@@ -35,6 +35,7 @@ from toporoute.methods.selection import (
     public_test_reports,
     select_answer,
 )
+from toporoute.runtime import Runtime
 from toporoute.tasks import Task
 from toporoute.tasks.codetest import TestReport
 
@@ -285,11 +286,17 @@ def test_self_refine_runs_every_iteration_and_keeps_the_last_answer() -> None:
     assert records[1].usage.edges[1].tokens == 6  # the feedback's words (scripted token count)
 
 
-def test_self_refine_stops_when_there_is_nothing_to_critique() -> None:
+def test_self_refine_with_the_engine_down_is_an_error_not_an_answer() -> None:
     engine = ScriptedEngine(lambda r: "", fail=lambda r: "down")
-    out, records, _ = asyncio.run(one_episode(make_method("self-refine"), MATH, engine))
-    assert (out.answer, out.rounds, len(records)) == ("", 1, 1)
-    assert records[0].messages["Assistant"].parse_error == "down"
+
+    async def fn(ctx) -> dict:
+        await make_method("self-refine").episode(ctx, MATH, lambda record: None)
+        return {}
+
+    summary = asyncio.run(Runtime(engine, progress=False).run([("ep", fn)]))
+    (outcome,) = summary.outcomes
+    assert outcome.status == "error" and "engine: down" in (outcome.cause or "")
+    assert len(engine.batches) == 1  # nothing critiqued or refined after the lost answer
 
 
 def test_parse_verdict() -> None:

@@ -534,25 +534,21 @@ def test_bad_meta_json_is_reprompted_once_then_recorded(
     assert ("meta", "meta") in {(e["agent"], e["step"]) for e in recs[1]["tacomas"]["errors"]}
 
 
-def test_failed_calls_are_recorded_and_the_run_goes_on(
+def test_an_engine_failure_ends_the_episode_as_an_error(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
-    def fail(req: Request) -> str | None:
-        failing = req.tags.role == "meta" or (req.tags.role == "agent" and req.tags.agent == "searcher")
-        return "engine down" if failing else None
-
+    # the engine gives the meta-LLM no reply: the episode is an error with that cause, not a scored answer, and
+    # a rerun with the engine back runs it again
     script = Script(he[:1], solutions)
-    summary = run(taco(rounds=3), he[:1], ScriptedEngine(script, fail=fail), tmp_path)
-    assert summary["ok"] == 1 and summary["passed"] == 1
-    recs = traces(tmp_path, he[0])
-    assert len(recs) == 3
-    r1 = recs[1]["tacomas"]
-    assert ("searcher", "agent", "call failed: engine down") in {
-        (e["agent"], e["step"], e["error"]) for e in r1["errors"]
-    }
-    assert recs[1]["messages"]["searcher"]["parse_error"] == "engine down"
-    assert r1["slow"]["meta_error"] == "engine down" and r1["slow"]["ops"] == []
-    assert len(script.of("meta")) == 1  # a failed call is not re-prompted (the engine's layer retries)
+    engine = ScriptedEngine(script, fail=lambda req: "engine down" if req.tags.role == "meta" else None)
+    summary = run(taco(rounds=3), he[:1], engine, tmp_path)
+    assert (summary["ok"], summary["errors"], summary["passed"]) == (0, 1, 0)
+    saved = json.loads((tmp_path / "episodes" / f"{he[0].episode_id}.json").read_text())
+    assert saved["status"] == "error" and saved["record"] is None
+    assert "engine down" in saved["cause"] and saved["usage"]["engine_failed_calls"] == 1
+    assert len(script.of("meta")) == 1  # the episode ended at the failed call
+    summary = run(taco(rounds=3), he[:1], ScriptedEngine(Script(he[:1], solutions)), tmp_path)
+    assert (summary["ok"], summary["errors"], summary["passed"]) == (1, 0, 1)
 
 
 def test_a_sink_reply_without_final_answer_is_recorded_and_the_answer_extracted(

@@ -110,13 +110,21 @@ class ErrorRecord:
     """Why a request produced no usable output.
 
     ``kind``: ``"engine"`` (the engine failed), ``"http"`` (status ``status``), ``"timeout"``, ``"validation"``
-    (the output did not match the schema after every re-prompt) or ``"cancelled"``.
+    (the output did not match the schema after every re-prompt) or ``"cancelled"``. Every kind but
+    ``"validation"`` is an :attr:`engine_failure`: the engine gave no reply, where a validation error is a reply
+    the model got wrong.
     """
 
     kind: str
     message: str
     attempts: int = 1
     status: int | None = None
+
+    @property
+    def engine_failure(self) -> bool:
+        """The engine gave no reply (outage, timeout, server or request error), as opposed to a reply that did
+        not validate."""
+        return self.kind != "validation"
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,14 @@ class EpisodeOutput:
 
 
 class Method(Protocol):
-    """What the harness runs: a name, the settings to record, and one episode per task."""
+    """What the harness runs: a name, the settings to record, and one episode per task.
+
+    A method may also set ``engine_failures`` (:data:`toporoute.runtime.ENGINE_FAILURE_RULES`): when calls the
+    engine gave no reply to end its episode as an error. The default, ``"any"``, ends it at the first such call
+    (every method whose rounds build on each other); ``"all"`` only when every call of one ``generate`` failed
+    (independent samples: self-consistency, debate). ``sequential = True`` runs its tasks one at a time, in
+    order (HiVA's stream mode).
+    """
 
     name: str
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from .._atomic import write_json_atomic
 from .._info import package_version
+from .._runlock import RunLock
 from ..errors import InvalidArgumentError
 from ..llm.base import Engine
 from ..runtime import EpisodeContext, RunSummary, Runtime
@@ -30,7 +31,7 @@ from ..trace.schema import EpisodeRecord
 from ..trace.writer import TraceWriter
 from .episode import Method
 
-__all__ = ["check_resume", "episode_fn", "run_method", "versions"]
+__all__ = ["check_resume", "episode_fn", "run_config", "run_method", "versions"]
 
 _CONFIG_KEYS = ("method", "params", "tasks", "model", "engine")
 
@@ -49,21 +50,66 @@ def check_resume(
     path: Path, config: dict[str, Any], keys: Sequence[str] = _CONFIG_KEYS, *, what: str = "a run"
 ) -> None:
     """A folder is resumed only with the same settings (``keys`` of the config file at ``path``): mixing them
-    would corrupt results. ``what`` names the folder's content in the error."""
+    would corrupt results. ``what`` names the folder's content in the error, which lists each setting that
+    differs, nested ones by their dotted path (``params.k_in: 2 → 3``)."""
     if not path.is_file():
         return
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # unreadable: rewritten below
-    diff = [k for k in keys if old.get(k) != config.get(k)]
+    if not isinstance(old, dict):
+        return
+    diff = [line for k in keys for line in _differences(k, old.get(k), config.get(k))]
     if diff:
-        detail = "; ".join(f"{k}: {old.get(k)!r} before, {config.get(k)!r} now" for k in diff)
+        shown = "; ".join(diff[:12]) + (f"; and {len(diff) - 12} more" if len(diff) > 12 else "")
         raise InvalidArgumentError(
-            f"{path.parent} holds {what} with other settings ({detail}); resume it with the same settings, "
-            "or choose another --out",
+            f"{path.parent} holds {what} with other settings (before → now: {shown}); resume it with the same "
+            "settings, or choose another --out",
             "out",
         )
+
+
+def _differences(key: str, old: Any, new: Any) -> list[str]:
+    """``key: old → new`` for each leaf that differs; dicts are compared key by key."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [
+            line
+            for k in sorted(set(old) | set(new), key=str)
+            for line in _differences(f"{key}.{k}", old.get(k, _MISSING), new.get(k, _MISSING))
+        ]
+    if old == new:
+        return []
+    return [f"{key}: {_shown(old)} → {_shown(new)}"]
+
+
+_MISSING = object()
+
+
+def _shown(value: Any) -> str:
+    if value is _MISSING:
+        return "(not set)"
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def run_config(
+    method: Method, tasks: Sequence[Task], model: str | None, engine: str, info: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The settings run.json records for ``method`` on ``tasks`` (before the start time and versions); a
+    resumed folder must hold the same ``method``, ``params``, ``tasks``, ``model`` and ``engine``
+    (:func:`check_resume`). ``info``: ``tasks`` (the task-set spec) and anything else to record."""
+    info = dict(info or {})
+    return {
+        "v": 1,
+        "method": method.name,
+        "params": method.params(),
+        "tasks": info.pop("tasks", None),
+        "model": info.pop("model", model),
+        "engine": info.pop("engine", engine),
+        **info,
+        "task_ids": [t.id for t in tasks],
+    }
 
 
 def episode_fn(
@@ -136,48 +182,49 @@ async def run_method(
     eval_timeout_s, eval_memory_mb : sandbox limits per code answer.
     eval_workers : int
         Most answers scored at once (each runs a subprocess).
+
+    The folder is locked for the run (:class:`toporoute._runlock.RunLock`): a second run on it, in this process
+    or another, raises :class:`~toporoute._runlock.RunFolderBusyError` at once.
     """
     from ..trace.reader import load_run, summarize
 
     out = Path(out_dir)
-    info = dict(info or {})
-    config = {
-        "v": 1,
-        "method": method.name,
-        "params": method.params(),
-        "tasks": info.pop("tasks", None),
-        "model": info.pop("model", getattr(engine, "name", None)),
-        "engine": info.pop("engine", type(engine).__name__),
-        **info,
-        "task_ids": [t.id for t in tasks],
-    }
-    check_resume(out / "run.json", config)
-    config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
-    config["argv"] = sys.argv[1:]
-    if any(t.kind == "code" for t in tasks):  # what contains the generated code (tasks.sandbox)
-        config["sandbox"] = {"files": file_isolation(), "network": network_isolation()}
-    write_json_atomic(out / "run.json", config)
+    config = run_config(method, tasks, getattr(engine, "name", None), type(engine).__name__, info)
+    with RunLock(out):
+        check_resume(out / "run.json", config)
+        config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
+        config["argv"] = sys.argv[1:]
+        if any(t.kind == "code" for t in tasks):  # what contains the generated code (tasks.sandbox)
+            config["sandbox"] = {"files": file_isolation(), "network": network_isolation()}
+        write_json_atomic(out / "run.json", config)
 
-    eval_gate = asyncio.Semaphore(max(1, eval_workers))
-    fns = [
-        (
-            t.episode_id,
-            episode_fn(method, t, out, eval_gate, timeout_s=eval_timeout_s, memory_mb=eval_memory_mb),
+        eval_gate = asyncio.Semaphore(max(1, eval_workers))
+        fns = [
+            (
+                t.episode_id,
+                episode_fn(method, t, out, eval_gate, timeout_s=eval_timeout_s, memory_mb=eval_memory_mb),
+            )
+            for t in tasks
+        ]
+        if getattr(method, "sequential", False):
+            concurrency = 1
+        runtime = Runtime(
+            engine,
+            concurrency=concurrency,
+            max_wait=max_wait,
+            out_dir=out,
+            progress=progress,
+            engine_failures=getattr(method, "engine_failures", "any"),
         )
-        for t in tasks
-    ]
-    if getattr(method, "sequential", False):
-        concurrency = 1
-    runtime = Runtime(engine, concurrency=concurrency, max_wait=max_wait, out_dir=out, progress=progress)
-    summary: RunSummary = await runtime.run(fns)
-    ran = sum(o.status != "skipped" for o in summary.outcomes)
-    run = load_run(out).methods[0]  # summary_file: still the previous run's, rewritten below
-    previous = float((run.summary_file or {}).get("wall_s") or 0.0)
-    wall = summary.wall_s + (previous if ran < len(summary.outcomes) else 0.0)
-    totals = summarize(run, wall_s=round(wall, 3))
-    totals.update(
-        engine_calls=len(summary.batches),
-        mean_batch=round(summary.totals()["mean_batch"], 2),
-    )
-    write_json_atomic(out / "summary.json", totals)
-    return totals
+        summary: RunSummary = await runtime.run(fns)
+        ran = sum(o.status != "skipped" for o in summary.outcomes)
+        run = load_run(out).methods[0]  # summary_file: still the previous run's, rewritten below
+        previous = float((run.summary_file or {}).get("wall_s") or 0.0)
+        wall = summary.wall_s + (previous if ran < len(summary.outcomes) else 0.0)
+        totals = summarize(run, wall_s=round(wall, 3))
+        totals.update(
+            engine_calls=len(summary.batches),
+            mean_batch=round(summary.totals()["mean_batch"], 2),
+        )
+        write_json_atomic(out / "summary.json", totals)
+        return totals

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from .batcher import BatchStats, RoundBatcher
-from .runner import EpisodeContext, EpisodeFn, EpisodeOutcome, RunSummary, Runtime, write_json_atomic
+from .runner import (
+    ENGINE_FAILURE_RULES,
+    EngineFailureError,
+    EpisodeContext,
+    EpisodeFn,
+    EpisodeOutcome,
+    RunSummary,
+    Runtime,
+    write_json_atomic,
+)
 from .usage import CallRecord, EdgeRecord, Ledger
 
 __all__ = [
+    "ENGINE_FAILURE_RULES",
     "BatchStats",
     "CallRecord",
     "EdgeRecord",
+    "EngineFailureError",
     "EpisodeContext",
     "EpisodeFn",
     "EpisodeOutcome",

@@ -6,7 +6,16 @@ ctx.generate(requests)`` for its LLM calls; the runtime batches those across epi
 episode id, and records each call in the episode's :class:`~toporoute.runtime.usage.Ledger`.
 
 With ``out_dir``, every finished episode is written atomically to ``out_dir/episodes/<id>.json`` the moment it
-finishes; a rerun skips episodes whose record says ``"status": "ok"``. Ctrl-C (or cancelling :meth:`Runtime.run`)
+finishes; a rerun skips episodes whose record says ``"status": "ok"``.
+
+Engine failures are errors, never results: when the engine gives no reply to a call (connection refused, a
+timeout or server error after its retries; :attr:`~toporoute.llm.types.ErrorRecord.engine_failure`),
+:meth:`EpisodeContext.generate` raises :class:`EngineFailureError` and the episode ends with ``"status":
+"error"`` and that cause, so it is not scored and a rerun runs it again. The rule is the runtime's
+``engine_failures``: ``"any"`` (the default) ends the episode at the first call the engine failed; ``"all"``
+(methods whose calls are independent samples) only when the engine failed every call of one ``generate``, the
+calls lost in part being counted in the usage's ``engine_failed_calls``. A reply that did not validate is the
+model's answer, not a failure of the engine: it never ends an episode here. Ctrl-C (or cancelling :meth:`Runtime.run`)
 cancels the episodes in flight: every finished record is already on disk, so a crash or interrupt loses at
 most the episodes in flight.
 """
@@ -25,31 +34,67 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import write_json_atomic
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ToporouteError
 from ..llm.base import Engine
 from ..llm.types import Request, Result
 from .batcher import BatchStats, RoundBatcher
 from .usage import Ledger
 
-__all__ = ["EpisodeContext", "EpisodeFn", "EpisodeOutcome", "RunSummary", "Runtime", "write_json_atomic"]
+__all__ = [
+    "ENGINE_FAILURE_RULES",
+    "EngineFailureError",
+    "EpisodeContext",
+    "EpisodeFn",
+    "EpisodeOutcome",
+    "RunSummary",
+    "Runtime",
+    "write_json_atomic",
+]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+ENGINE_FAILURE_RULES = ("any", "all")
+"""When calls the engine failed end an episode: at the first one (``"any"``), or only when every call of one
+``generate`` failed (``"all"``)."""
+
+
+class EngineFailureError(ToporouteError, RuntimeError):
+    """The engine gave no reply to calls of an episode, which therefore ends as an error (not a result).
+
+    ``failed`` and ``calls`` count the calls of the ``generate`` that failed; ``first`` is the first failure's
+    message (the cause).
+    """
+
+    def __init__(self, failed: int, calls: int, first: str) -> None:
+        super().__init__(f"the engine failed {failed} of {calls} call(s) of a round: {first}", "engine")
+        self.failed, self.calls, self.first = failed, calls, first
 
 
 @dataclass
 class EpisodeContext:
-    """What an episode function gets: its id, its ledger and the batched LLM entry."""
+    """What an episode function gets: its id, its ledger and the batched LLM entry.
+
+    ``engine_failures`` is the run's rule (:data:`ENGINE_FAILURE_RULES`) for calls the engine failed.
+    """
 
     episode: str
     ledger: Ledger
     _batcher: RoundBatcher
+    engine_failures: str = "any"
 
     async def generate(self, requests: Sequence[Request]) -> list[Result]:
-        """Sends this episode's requests with the current round of every other episode; records usage."""
+        """Sends this episode's requests with the current round of every other episode; records usage.
+
+        Raises :class:`EngineFailureError` when the engine failed calls (see the module docstring); their usage
+        is recorded first."""
         tagged = [replace(r, tags=replace(r.tags, episode=self.episode)) for r in requests]
         results = await self._batcher.generate(self.episode, tagged)
         for result in results:
             self.ledger.add_call(result)
+        failed = [r.error for r in results if r.error is not None and r.error.engine_failure]
+        if failed and (self.engine_failures == "any" or len(failed) == len(results)):
+            first = failed[0]
+            raise EngineFailureError(len(failed), len(results), f"{first.kind}: {first.message}")
         return results
 
 
@@ -58,7 +103,8 @@ EpisodeFn = Callable[[EpisodeContext], Awaitable[dict[str, Any]]]
 
 @dataclass(frozen=True)
 class EpisodeOutcome:
-    """One episode's end: ``status`` is ``"ok"``, ``"error"`` (with the traceback) or ``"skipped"`` (resumed)."""
+    """One episode's end: ``status`` is ``"ok"``, ``"error"`` (with the traceback in ``error`` and the
+    exception's one line in ``cause``) or ``"skipped"`` (resumed)."""
 
     episode: str
     status: str
@@ -66,6 +112,7 @@ class EpisodeOutcome:
     usage: dict[str, Any] | None
     wall_s: float
     error: str | None = None
+    cause: str | None = None
 
 
 @dataclass
@@ -108,6 +155,8 @@ class Runtime:
         A progress bar (tqdm, on stderr) while running: finished episodes, and after each engine call the
         latest round (the highest round tag of that call's requests, counted from 1), the LLM calls so far and
         completion tokens per second since the run started, e.g. ``round 3 · 42 calls · 118 tok/s``.
+    engine_failures : {"any", "all"}
+        When calls the engine failed end an episode as an error (see the module docstring).
     """
 
     def __init__(
@@ -119,9 +168,16 @@ class Runtime:
         max_batch: int | None = None,
         out_dir: str | os.PathLike[str] | None = None,
         progress: bool = True,
+        engine_failures: str = "any",
     ) -> None:
         if concurrency < 1:
             raise InvalidArgumentError(f"concurrency must be >= 1; got {concurrency}", "concurrency")
+        if engine_failures not in ENGINE_FAILURE_RULES:
+            raise InvalidArgumentError(
+                f"engine_failures must be one of {ENGINE_FAILURE_RULES}; got {engine_failures!r}",
+                "engine_failures",
+            )
+        self.engine_failures = engine_failures
         self.engine = engine
         self.concurrency = concurrency
         self.max_wait, self.max_batch = max_wait, max_batch
@@ -190,20 +246,22 @@ class Runtime:
         return RunSummary([outcomes[e] for e, _ in items], list(batcher.flushes), time.perf_counter() - start)
 
     async def _run_one(self, episode: str, fn: EpisodeFn, batcher: RoundBatcher) -> EpisodeOutcome:
-        ctx = EpisodeContext(episode, Ledger(), batcher)
+        ctx = EpisodeContext(episode, Ledger(), batcher, self.engine_failures)
         start = time.perf_counter()
         batcher.enter()
+        cause = None
         try:
             record = await fn(ctx)
             status, error = "ok", None
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - one broken episode must not end the run; its traceback is kept
+        except Exception as exc:  # noqa: BLE001 - one broken episode must not end the run; its traceback is kept
             record, status, error = None, "error", traceback.format_exc()
+            cause = f"{type(exc).__name__}: {exc}"
         finally:
             batcher.leave()
         outcome = EpisodeOutcome(
-            episode, status, record, ctx.ledger.summary(), time.perf_counter() - start, error
+            episode, status, record, ctx.ledger.summary(), time.perf_counter() - start, error, cause
         )
         path = self.record_path(episode)
         if path is not None:
@@ -213,6 +271,7 @@ class Runtime:
                     "episode": episode,
                     "status": status,
                     "error": error,
+                    "cause": cause,
                     "wall_s": outcome.wall_s,
                     "record": record,
                     "usage": outcome.usage,

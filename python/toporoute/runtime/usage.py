@@ -27,6 +27,7 @@ class CallRecord:
     latency_s: float
     attempts: int
     ok: bool
+    engine_failure: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Ledger:
                 result.latency_s,
                 result.attempts,
                 result.ok,
+                result.error is not None and result.error.engine_failure,
             )
         )
 
@@ -87,13 +89,15 @@ class Ledger:
         return dict(out)
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready totals: tokens, calls, failed calls, re-prompts, LLM latency, routed messages."""
+        """JSON-ready totals: tokens, calls, failed calls (``engine_failed_calls`` of them without a reply from
+        the engine), re-prompts, LLM latency, routed messages."""
         total = self.total()
         return {
             "prompt_tokens": total.prompt_tokens,
             "completion_tokens": total.completion_tokens,
             "calls": len(self.calls),
             "failed_calls": sum(not c.ok for c in self.calls),
+            "engine_failed_calls": sum(c.engine_failure for c in self.calls),
             "reprompts": sum(c.attempts - 1 for c in self.calls),
             "llm_latency_s": sum(c.latency_s for c in self.calls),
             "messages_routed": len(self.edges),

@@ -117,15 +117,25 @@ An operation's ``reason`` is a name of ``ops.team_codes.TEAM_REASONS`` or a pars
 
 Episode record (``episodes/<episode>.json``; the runtime's wrapper around the method's own record)::
 
-    {"episode": "HumanEval-0", "status": "ok" | "error", "error": str | null, "wall_s": float,
+    {"episode": "HumanEval-0", "status": "ok" | "error",
+     "error": str | null,                            # the traceback of an episode that ended with an error
+     "cause": str | null,                            # its one-line cause, e.g. the engine's failure
+     "wall_s": float,
      "record": {"method": str, "task": "HumanEval/0", "kind": "code" | "math" | "choice", "rounds": int,
                 "halted": bool,                      # the manager declared the task complete
                 "answer": str,                       # the extracted final answer (code or math answer)
                 "score": {"passed": bool, "status": str, "detail": str},
                 "llm_s": float, "routing_s": float, "eval_s": float},
-     "usage": {"prompt_tokens": int, "completion_tokens": int, "calls": int, "failed_calls": int,
+     "usage": {"prompt_tokens": int, "completion_tokens": int, "calls": int,
+               "failed_calls": int, "engine_failed_calls": int,   # no valid reply | no reply from the engine
                "reprompts": int, "llm_latency_s": float, "messages_routed": int, "tokens_routed": int},
      "ledger": {...}}
+
+An episode in which the engine failed a call (connection refused, a timeout or server error after the
+engine's retries) ends with ``"status": "error"`` and the engine's message as its cause: it is no scored
+attempt, ``summary.json`` counts it under ``errors`` and a rerun runs it again. A method whose calls are
+independent samples (``engine_failures = "all"``: self-consistency, debate) goes on when only some calls of a
+batch failed; its record counts them in ``engine_failed_calls``.
 
 ``summary.json``::
 

@@ -698,6 +698,7 @@ class UsageSummary:
     completion_tokens: int = 0
     calls: int = 0
     failed_calls: int = 0
+    engine_failed_calls: int = 0
     reprompts: int = 0
     llm_latency_s: float = 0.0
     messages_routed: int = 0
@@ -716,8 +717,9 @@ class UsageSummary:
 class EpisodeFile:
     """``episodes/<episode>.json`` as the runtime writes it: status, timing, the method's record and usage.
 
-    ``status`` is ``"ok"`` or ``"error"`` (with the traceback in ``error``); ``record`` and ``usage`` are None
-    when absent or unreadable; ``ledger`` is kept as written (per call and per routed edge).
+    ``status`` is ``"ok"`` or ``"error"`` (with the traceback in ``error`` and its one-line ``cause``);
+    ``record`` and ``usage`` are None when absent or unreadable; ``ledger`` is kept as written (per call and per
+    routed edge).
     """
 
     episode: str
@@ -727,6 +729,7 @@ class EpisodeFile:
     record: EpisodeRecord | None
     usage: UsageSummary | None
     ledger: dict[str, Any] = field(default_factory=dict)
+    cause: str | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], episode: str) -> EpisodeFile:
@@ -741,4 +744,5 @@ class EpisodeFile:
             record=EpisodeRecord.from_json(d.get("record")),
             usage=UsageSummary.from_json(d.get("usage")),
             ledger=_dict(d.get("ledger")),
+            cause=_opt_str(d.get("cause")),
         )

@@ -115,6 +115,11 @@ class Debate:
         The visible-example runner (default :func:`~toporoute.tasks.codetest.run_public_tests`).
     """
 
+    engine_failures = "all"
+    """Its calls are independent samples: one the engine failed is left out of the vote and counted in the
+    usage's ``engine_failed_calls``; the episode is an error only when the engine failed every call of a
+    batch (:mod:`toporoute.runtime`)."""
+
     def __init__(
         self, settings: DebateSettings | None = None, *, run_tests: TestRunner | None = None
     ) -> None:

@@ -69,6 +69,11 @@ class SelfConsistency:
         stand-in).
     """
 
+    engine_failures = "all"
+    """Its calls are independent samples: one the engine failed is left out of the vote and counted in the
+    usage's ``engine_failed_calls``; the episode is an error only when the engine failed every call of a
+    batch (:mod:`toporoute.runtime`)."""
+
     def __init__(
         self, settings: SelfConsistencySettings | None = None, *, run_tests: TestRunner | None = None
     ) -> None:

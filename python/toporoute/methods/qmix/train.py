@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ..._atomic import write_bytes_atomic, write_json_atomic
+from ..._runlock import RunLock
 from ...errors import InvalidArgumentError, ToporouteError
 from ...llm.base import Engine
 from ...ops.qmix_params import QMixConfig, QMixParams
@@ -152,6 +153,9 @@ class Trainer:
         Sandbox time limit per code answer.
     progress : bool
         One line per episode on stderr.
+    lock : RunLock, optional
+        The folder's lock (:class:`toporoute._runlock.RunLock`), when the caller took it already; :meth:`run`
+        holds it (default: a new one on ``out_dir``), so a second training on the folder is refused at once.
     """
 
     def __init__(
@@ -168,9 +172,12 @@ class Trainer:
         encoder_dim: int = 384,
         eval_timeout_s: float = 10.0,
         progress: bool = True,
+        lock: RunLock | None = None,
     ) -> None:
         if not tasks:
             raise InvalidArgumentError("training needs at least one task", "tasks")
+        # the folder's lock for run(): the caller's when it took it already (the CLI, before the engine starts)
+        self.lock = lock or RunLock(out_dir, what="a training run")
         self.tasks = list(tasks)
         self.engine = engine
         self.out = Path(out_dir)
@@ -371,6 +378,10 @@ class Trainer:
 
     async def run(self) -> dict[str, Any]:
         """Trains until ``train.episodes`` episodes are done; returns the last log entry plus totals."""
+        with self.lock:
+            return await self._run()
+
+    async def _run(self) -> dict[str, Any]:
         c = self.train_config
         config = self._config()
         check_resume(self.out / "train.json", config, _KEEP, what="a training run")
