@@ -189,7 +189,7 @@ def test_noise_rule(old: Row, new: Row, verdict: str) -> None:
         (["route", "--sizes", "nope=4"], ["'nope'", "choose from"]),
         (["route", "--sizes", "toposort=4"], ["toposort", "does not time"]),
         (["route", "--backend", "gpu"], ["'gpu'", "all, reference, cpu, cuda"]),
-        (["route", "--repeats", "0"], ["--repeats", "positive integer"]),
+        (["route", "--repeats", "0"], ["--repeats", "must be an integer >= 1; got '0'"]),
     ],
 )
 def test_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], names: list[str]) -> None:

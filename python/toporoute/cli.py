@@ -3,7 +3,9 @@
 ``run`` methods on a task set, ``train`` a Q-Mix policy, ``report`` a run directory, ``serve`` the ops over HTTP,
 ``bench`` the ops, ``info`` on the installation.
 
-Credentials are read here only (``--api-key-env``), never from code or logs.
+Every check that needs no model (options, task set, method settings, checkpoint files, a run folder's earlier
+settings and its lock) runs before the LLM engine starts. Credentials are read here only (``--api-key-env``),
+never from code or logs.
 """
 
 from __future__ import annotations
@@ -17,14 +19,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._argtypes import float_at_least, int_at_least
 from .errors import ToporouteError
 
 if TYPE_CHECKING:
-    from .methods.registry import OptionGroup
+    from ._runlock import RunLock
+    from .methods.episode import Method
+    from .methods.registry import MethodSpec, OptionGroup
+    from .tasks import Task
 
 __all__ = ["main"]
 
 log = logging.getLogger("toporoute")
+
+_DESCRIPTION = "Routing engine for LLM multi-agent systems: run, train, report, serve, bench and info."
+_ENVIRONMENT = """environment:
+  TOPOROUTE_LOG       log level of toporoute's messages: DEBUG, INFO, WARNING (default) or ERROR
+  TOPOROUTE_CACHE     cache folder of the converted models and the encoder graph (default ~/.cache/toporoute)
+  TOPOROUTE_DTYPE     vllm dtype when --dtype is not given (auto, bfloat16, float32)
+  TOPOROUTE_VERBOSE   1: show vLLM's and PyTorch's start-up logs (as --verbose)
+
+exit status: 0 done; 1 some task ended with an error (rerun the command to retry it); 2 bad usage or input;
+130 interrupted."""
 
 _VERBOSE_HELP = (
     "vllm: show vLLM's and PyTorch's start-up logs and warnings (default: errors only; "
@@ -37,8 +53,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     line), one group per set of options, so ``toporoute run METHOD --help`` shows that method's own options."""
     from .methods.registry import REGISTRY, add_qmix_loop_options, add_qmix_network_options
 
-    p = argparse.ArgumentParser(prog="toporoute", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p, sub = _root_parser()
 
     width = max(len(n) for n in REGISTRY)
     listing = "\n".join(f"  {n.ljust(width)}  {spec.summary}" for n, spec in REGISTRY.items())
@@ -46,9 +61,12 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         "run",
         help="run one or more methods on a task set and write RUN_DIR/<method>/",
         description="Runs each METHOD over the same tasks on one engine. Rerunning with the same --out resumes: "
-        "finished episodes are skipped.",
-        epilog=f"methods:\n{listing}\n\n`toporoute run METHOD --help` lists a method's own options.",
+        "finished episodes are skipped, episodes that ended with an error run again. One run at a time holds "
+        "a run folder.",
+        epilog=f"methods:\n{listing}\n\n'toporoute run METHOD --help' lists a method's own options.\n\n"
+        f"{_ENVIRONMENT}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     run.add_argument("methods", nargs="+", metavar="METHOD", help=f"one or more of {', '.join(REGISTRY)}")
     run.add_argument(
@@ -56,14 +74,18 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         default="humaneval",
         help="humaneval, math-demo, a .jsonl task file, or hub:<dataset id>[:split] (default humaneval)",
     )
-    run.add_argument("--limit", type=int, default=None, help="first N tasks (after --offset)")
-    run.add_argument("--offset", type=int, default=0, help="skip the first K tasks")
-    run.add_argument("--out", required=True, type=Path, help="run directory")
+    run.add_argument(
+        "--limit", type=int_at_least(1), default=None, help="first N tasks after --offset (default: all)"
+    )
+    run.add_argument("--offset", type=int_at_least(0), default=0, help="skip the first K tasks (default 0)")
+    run.add_argument("--out", required=True, type=Path, help="run directory (required)")
     _engine_args(run)
-    run.add_argument("--concurrency", type=int, default=16, help="episodes in flight (default 16)")
+    run.add_argument(
+        "--concurrency", type=int_at_least(1), default=16, help="episodes in flight (default 16)"
+    )
     run.add_argument(
         "--rounds",
-        type=int,
+        type=int_at_least(1),
         default=None,
         help="dytopo: T_max (10); random/fixed baselines: 5; qmix: T (code 2, math 3, choice 2); "
         "conductor: K turns (2); hiva: T iterations (10) unless --iterations is given; tacomas: R rounds (10; "
@@ -72,39 +94,64 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     _sampling_args(run, "each method's own: dytopo and its baselines 0.3, qmix and conductor 0.2")
     run.add_argument("--report", action="store_true", help="write RUN_DIR/report.html when done")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     run.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
     for group in _option_groups(methods):
         group.add(run.add_argument_group(f"options of {group.title}"))
-    p.set_defaults(run_parser=run)  # for errors about run's options, with run's usage line
+    run.set_defaults(command_parser=run)  # for errors about run's options, with run's usage line
 
     tr = sub.add_parser(
         "train",
         help="train an Agent Q-Mix policy on a task set (QMIX, any engine)",
         description="Trains a Q-Mix policy with QMIX: every episode runs the real method loop on the engine, is "
-        "scored, and feeds the replay buffer; OUT gets policy.safetensors (use it with `toporoute run qmix "
-        "--checkpoint`), best.safetensors, log.jsonl and figures/. Rerunning with the same --out resumes.",
+        "scored, and feeds the replay buffer; OUT gets policy.safetensors (use it with 'toporoute run qmix "
+        "--checkpoint'), best.safetensors, log.jsonl and figures/. Rerunning with the same --out resumes.",
+        epilog=_ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
+    tr.set_defaults(command_parser=tr)
     tr.add_argument("method", choices=("qmix",), help="what to train (qmix)")
-    tr.add_argument("--tasks", default="humaneval", help="training tasks (same forms as run --tasks)")
-    tr.add_argument("--limit", type=int, default=15, help="first N tasks (default 15, as the paper)")
-    tr.add_argument("--offset", type=int, default=0, help="skip the first K tasks")
-    tr.add_argument("--out", required=True, type=Path, help="training folder")
     tr.add_argument(
-        "--episodes", type=int, default=50, help="episodes (default 50; episode k uses task k mod N)"
+        "--tasks", default="humaneval", help="training tasks, same forms as run --tasks (default humaneval)"
     )
-    tr.add_argument("--batch-size", type=int, default=8, help="episodes per gradient step (default 8)")
-    tr.add_argument("--lr", type=float, default=5e-4)
-    tr.add_argument("--gamma", type=float, default=0.99)
-    tr.add_argument("--target-update", choices=("soft", "hard"), default="soft", help="target network update")
+    tr.add_argument(
+        "--limit", type=int_at_least(1), default=15, help="first N tasks (default 15, as the paper)"
+    )
+    tr.add_argument("--offset", type=int_at_least(0), default=0, help="skip the first K tasks (default 0)")
+    tr.add_argument("--out", required=True, type=Path, help="training folder (required)")
+    tr.add_argument(
+        "--episodes",
+        type=int_at_least(1),
+        default=50,
+        help="episodes (default 50; episode k uses task k mod N)",
+    )
+    tr.add_argument(
+        "--batch-size", type=int_at_least(1), default=8, help="episodes per gradient step (default 8)"
+    )
+    tr.add_argument(
+        "--lr", type=float_at_least(0.0, strict=True), default=5e-4, help="Adam learning rate (default 5e-4)"
+    )
+    tr.add_argument("--gamma", type=float, default=0.99, help="TD discount factor in [0, 1] (default 0.99)")
+    tr.add_argument(
+        "--target-update",
+        choices=("soft", "hard"),
+        default="soft",
+        help="target network update (default soft)",
+    )
     tr.add_argument("--target-tau", type=float, default=0.01, help="soft update rate (default 0.01)")
-    tr.add_argument("--target-interval", type=int, default=10, help="hard update: steps between copies")
+    tr.add_argument(
+        "--target-interval",
+        type=int_at_least(1),
+        default=10,
+        help="hard update: gradient steps between copies (default 10)",
+    )
     tr.add_argument("--w-acc", type=float, default=1.25, help="reward weight of accuracy (default 1.25)")
     tr.add_argument("--w-tok", type=float, default=0.10, help="reward weight of tokens/10k (default 0.10)")
     tr.add_argument(
         "--legacy-reward-broadcast",
         action="store_true",
-        help="the original targets: R at every round, last round untrained",
+        help="the original targets: R at every round, last round untrained (default: R at the last round)",
     )
     tr.add_argument(
         "--task-feature",
@@ -112,24 +159,56 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         default="hash",
         help="task feature of the observation: 32-slot byte hash (default) or the descriptor encoder's embedding",
     )
-    tr.add_argument("--legacy-obs", action="store_true", help="the original observation quirks (spec §3)")
     tr.add_argument(
-        "--concurrency", type=int, default=1, help="episodes acted at once per policy (default 1)"
+        "--legacy-obs",
+        action="store_true",
+        help="the original observation quirks, spec section 3 (default: real token counts, normalised "
+        "graph statistics)",
     )
-    tr.add_argument("--rounds", type=int, default=None, help="T (default: code 2, math 3, choice 2)")
+    tr.add_argument(
+        "--concurrency", type=int_at_least(1), default=1, help="episodes acted at once per policy (default 1)"
+    )
+    tr.add_argument(
+        "--rounds", type=int_at_least(1), default=None, help="T (default: code 2, math 3, choice 2)"
+    )
     _engine_args(tr)
     _sampling_args(tr, "0.2")
     add_qmix_network_options(tr.add_argument_group("options of the Q-Mix network"))
     add_qmix_loop_options(tr.add_argument_group("options of the Q-Mix episode loop"))
-    tr.add_argument("--no-progress", action="store_true", help="no per-episode lines")
+    tr.add_argument(
+        "--no-progress", action="store_true", help="no per-episode lines (default: one line per episode)"
+    )
     tr.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
 
-    rep = sub.add_parser("report", help="write RUN_DIR/report.html and RUN_DIR/figures/*.png")
-    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    rep = sub.add_parser(
+        "report", help="write RUN_DIR/report.html and RUN_DIR/figures/*.png", allow_abbrev=False
+    )
+    rep.set_defaults(command_parser=rep)
+    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory (or one method folder)")
     rep.add_argument("--out", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)")
     _serve_args(sub)
     _light_args(sub)
     return p
+
+
+def _root_parser() -> tuple[argparse.ArgumentParser, Any]:
+    """The ``toporoute`` parser with ``--version`` and its subcommand table (no subcommand added yet)."""
+    from ._info import package_version
+
+    p = argparse.ArgumentParser(
+        prog="toporoute",
+        description=_DESCRIPTION,
+        epilog=_ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"toporoute {package_version('toporoute') or 'unknown'}",
+        help="print the version and exit",
+    )
+    return p, p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
 
 def _light_args(sub: Any) -> None:
@@ -140,6 +219,7 @@ def _light_args(sub: Any) -> None:
     info = sub.add_parser(
         "info",
         help="how toporoute was built, the optional packages and model files found, the cache directory",
+        allow_abbrev=False,
     )
     info.add_argument("--json", action="store_true", help="print the same as JSON")
 
@@ -152,12 +232,23 @@ def _serve_args(sub: Any) -> None:
         description="Serves /v1/route, /v1/embed, /v1/toposort, /v1/conductor/check, /v1/qmix/act, /health and "
         "/metrics. SIGTERM shuts down gracefully: new connections are refused, requests in flight finish "
         "(at most --graceful-timeout seconds), then the command exits 0.",
+        allow_abbrev=False,
     )
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
-    s.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    s.add_argument("--backend", choices=("reference", "cpu", "cuda"), default=None, help="ops backend")
-    s.add_argument("--qmix-checkpoint", type=Path, default=None, help="Q-Mix weights for /v1/qmix/act")
+    s.add_argument("--workers", type=int_at_least(1), default=1, help="worker processes (default 1)")
+    s.add_argument(
+        "--backend",
+        choices=("reference", "cpu", "cuda"),
+        default=None,
+        help="ops backend (default: the fastest available)",
+    )
+    s.add_argument(
+        "--qmix-checkpoint",
+        type=Path,
+        default=None,
+        help="Q-Mix weights for /v1/qmix/act (default: none, the endpoint answers 503)",
+    )
     s.add_argument(
         "--token-file",
         type=Path,
@@ -165,24 +256,57 @@ def _serve_args(sub: Any) -> None:
         help="file whose first line is the bearer token (else $TOPOROUTE_TOKEN; none: no auth)",
     )
     s.add_argument(
-        "--allow-remote", action="store_true", help="bind a non-loopback host even without a token"
+        "--allow-remote",
+        action="store_true",
+        help="bind a non-loopback host even without a token (default: refused)",
     )
-    s.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="default 8 MiB")
-    s.add_argument("--max-episodes", type=int, default=1024, help="episodes per request (default 1024)")
-    s.add_argument("--max-agents", type=int, default=256, help="agents per episode (default 256)")
-    s.add_argument("--max-text-chars", type=int, default=4096, help="characters per text (default 4096)")
-    s.add_argument("--encoder-cache-size", type=int, default=8192, help="texts cached (default 8192)")
     s.add_argument(
-        "--graceful-timeout", type=float, default=30.0, help="seconds in-flight requests get at shutdown"
+        "--max-body-bytes",
+        type=int_at_least(1),
+        default=8 * 1024 * 1024,
+        help="largest request body in bytes (default 8 MiB)",
     )
-    s.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    s.add_argument(
+        "--max-episodes", type=int_at_least(1), default=1024, help="episodes per request (default 1024)"
+    )
+    s.add_argument("--max-agents", type=int_at_least(1), default=256, help="agents per episode (default 256)")
+    s.add_argument(
+        "--max-text-chars", type=int_at_least(1), default=4096, help="characters per text (default 4096)"
+    )
+    s.add_argument(
+        "--encoder-cache-size", type=int_at_least(0), default=8192, help="texts cached (default 8192)"
+    )
+    s.add_argument(
+        "--graceful-timeout",
+        type=float_at_least(0.0),
+        default=30.0,
+        help="seconds in-flight requests get at shutdown (default 30)",
+    )
+    s.add_argument(
+        "--log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug"),
+        help="uvicorn's log level (default info)",
+    )
 
 
-def _engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=("vllm", "openai", "replay"), default="vllm")
-    p.add_argument("--model", default=None, help="model folder or id (vllm default: the embedded SmolLM2)")
+def _engine_args(parser: argparse.ArgumentParser) -> None:
+    p = parser.add_argument_group("engine options")
     p.add_argument(
-        "--max-model-len", type=int, default=None, help="vllm context length (embedded model: 8192)"
+        "--engine",
+        choices=("vllm", "openai", "replay"),
+        default="vllm",
+        help="vllm: in-process vLLM; openai: an OpenAI-compatible server at --base-url; replay: a recorded "
+        "transcript (default vllm)",
+    )
+    p.add_argument(
+        "--model", default=None, help="model folder or id (default for vllm: the embedded SmolLM2-135M)"
+    )
+    p.add_argument(
+        "--max-model-len",
+        type=int_at_least(1),
+        default=None,
+        help="vllm context length (default: 8192 for the embedded model, else the model's own)",
     )
     p.add_argument(
         "--dtype",
@@ -191,25 +315,55 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
         help="vllm dtype (default $TOPOROUTE_DTYPE, else auto: on CPU bf16 where the processor has native bf16 "
         "(avx512_bf16/amx_bf16), else float32; on GPU the model's own); recorded in run.json",
     )
-    p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="openai: API root")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable of the key")
+    p.add_argument(
+        "--base-url",
+        default="http://127.0.0.1:8000/v1",
+        help="openai: API root (default http://127.0.0.1:8000/v1)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="openai: environment variable holding the key (default OPENAI_API_KEY)",
+    )
     p.add_argument(
         "--guided-regex",
         action="store_true",
-        help="openai: the server honours vLLM's structured_outputs regex (conductor plans under a grammar)",
+        help="openai: the server honours vLLM's structured_outputs regex, e.g. conductor plans under a grammar "
+        "(default: off, as hosted APIs reject the field)",
     )
-    p.add_argument("--replay", type=Path, default=None, help="replay: the transcript to replay")
-    p.add_argument("--record", type=Path, default=None, help="record every LLM call to this transcript")
-    p.add_argument("--reprompts", type=int, default=2, help="re-prompts on invalid JSON (default 2)")
-    p.add_argument("--eval-timeout", type=float, default=10.0, help="seconds per code answer in the sandbox")
+    p.add_argument(
+        "--replay", type=Path, default=None, help="replay: the transcript to replay (required there)"
+    )
+    p.add_argument(
+        "--record", type=Path, default=None, help="record every LLM call to this transcript (default: none)"
+    )
+    p.add_argument(
+        "--reprompts", type=int_at_least(0), default=2, help="re-prompts on invalid JSON (default 2)"
+    )
+    parser.add_argument(
+        "--eval-timeout",
+        type=float_at_least(0.0, strict=True),
+        default=10.0,
+        help="seconds per code answer in the sandbox (default 10)",
+    )
 
 
 def _sampling_args(p: argparse.ArgumentParser, temperature: str) -> None:
-    p.add_argument("--max-tokens", type=int, default=4096, help="completion tokens per call (default 4096)")
     p.add_argument(
-        "--temperature", type=float, default=None, help=f"sampling temperature (default {temperature})"
+        "--max-tokens", type=int_at_least(1), default=4096, help="completion tokens per call (default 4096)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--temperature",
+        type=float_at_least(0.0),
+        default=None,
+        help=f"sampling temperature (default {temperature})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int_at_least(0),
+        default=0,
+        help="root of every request seed and random choice (default 0)",
+    )
 
 
 def _option_groups(methods: Sequence[str]) -> list[OptionGroup]:
@@ -229,10 +383,10 @@ def _option_groups(methods: Sequence[str]) -> list[OptionGroup]:
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
-    """Parses ``argv``; an option of a method the command does not run is an error that names its method."""
+    """Parses ``argv`` (no abbreviations: ``--k`` is not ``--k-in``). An unknown option is an error that names
+    the method it belongs to, or the options it may have meant (``--iter``: hiva's ``--iterations``)."""
     if argv and argv[0] in ("serve", "bench", "info"):  # these need neither the methods nor the LLM extras
-        light = argparse.ArgumentParser(prog="toporoute", description=__doc__.splitlines()[0])
-        sub = light.add_subparsers(dest="command", required=True)
+        light, sub = _root_parser()
         _serve_args(sub)
         _light_args(sub)
         return light.parse_args(argv)
@@ -241,25 +395,54 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     named = [a for a in argv[1:] if a in REGISTRY] if argv and argv[0] == "run" else []
     parser = _parser(named)
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command == "run":
-        parser = args.run_parser
-        owners: dict[str, list[str]] = {}
-        for name, spec in REGISTRY.items():
-            if spec.options is None:
-                continue
-            probe = argparse.ArgumentParser(add_help=False)
-            spec.options.add(probe.add_argument_group())
-            for action in probe._actions:
-                for flag in action.option_strings:
-                    owners.setdefault(flag, []).append(name)
-        flags = [a.split("=", 1)[0] for a in extra if a.startswith("--")]
-        known = [f for f in flags if f in owners]
-        if known:
-            detail = "; ".join(f"{f} is an option of {', '.join(owners[f])}" for f in known)
-            parser.error(f"{detail}, which this command does not run")
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        sub = args.command_parser  # errors with the subcommand's usage line
+        owners = _method_flags() if args.command == "run" else {}
+        mine = sorted(sub._option_string_actions)
+        problems = []
+        for flag in (a.split("=", 1)[0] for a in extra if a.startswith("-")):
+            if flag in owners:
+                problems.append(
+                    f"{flag} is an option of {', '.join(owners[flag])}, which this command does not run"
+                    + _suggestion(flag, mine, {})
+                )
+            else:
+                problems.append(f"unrecognized option {flag}{_suggestion(flag, mine, owners)}")
+        sub.error("; ".join(problems) or f"unrecognized arguments: {' '.join(extra)}")
     return args
+
+
+def _method_flags() -> dict[str, list[str]]:
+    """Every method option's flag and the methods that take it."""
+    from .methods.registry import REGISTRY
+
+    owners: dict[str, list[str]] = {}
+    for name, spec in REGISTRY.items():
+        if spec.options is None:
+            continue
+        probe = argparse.ArgumentParser(add_help=False)
+        spec.options.add(probe.add_argument_group())
+        for action in probe._actions:
+            for flag in action.option_strings:
+                owners.setdefault(flag, []).append(name)
+    return owners
+
+
+def _suggestion(flag: str, mine: Sequence[str], owners: dict[str, list[str]]) -> str:
+    """``; did you mean ...?`` for an unknown ``flag``: the command's options and the methods' options that
+    start with it or look like it, each method option naming its methods."""
+    import difflib
+
+    candidates = list(dict.fromkeys([*mine, *owners]))
+    close = [c for c in candidates if c.startswith(flag) and c != flag]
+    close += [c for c in difflib.get_close_matches(flag, candidates, n=3, cutoff=0.75) if c not in close]
+    if not close:
+        return ""
+    shown = [
+        c if c in mine else f"{c} (an option of {', '.join(owners[c])}, which this command does not run)"
+        for c in close[:3]
+    ]
+    return f"; did you mean {' or '.join(shown)}?"
 
 
 async def _engine(args: argparse.Namespace) -> Any:
@@ -325,9 +508,8 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from .methods.harness import run_method
-    from .methods.registry import REGISTRY, check_shared_options, make_method
-    from .tasks import load_tasks
+    from ._runlock import RunLock
+    from .methods.registry import REGISTRY, check_shared_options
 
     bad = [m for m in args.methods if m not in REGISTRY]
     if bad:
@@ -337,68 +519,124 @@ async def _run(args: argparse.Namespace) -> int:
     methods = sorted(named, key=lambda m: any(dep in named for dep in REGISTRY[m].after))
     specs = [REGISTRY[m] for m in methods]
     check_shared_options(args, methods)
-    for spec in specs:  # bad options fail before anything starts
+    for spec in specs:  # bad options fail before anything starts (the methods' settings are checked below)
         if spec.options is not None and not spec.after:
             spec.options.read(args, args.out)
-    tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)
-    if not tasks:
-        raise ToporouteError(f"--tasks {args.tasks} with --offset {args.offset} selects no task")
+    tasks = _load_tasks(args)
     for spec in specs:
         other = next((t for t in tasks if t.kind not in spec.kinds), None)
         if other is not None:
             raise ToporouteError(
-                f"method {spec.name} solves {' and '.join(spec.kinds)} tasks; --tasks {args.tasks} holds task "
-                f"{other.id!r} of kind {other.kind!r}"
+                f"method {spec.name} solves {' and '.join(spec.kinds)} tasks; --tasks {args.tasks} holds "
+                f"task {other.id!r} of kind {other.kind!r}"
             )
-    print(f"{len(tasks)} task(s) from {args.tasks}; methods: {', '.join(methods)}", file=sys.stderr)
-    engine = await _engine(args)
-    encoder = None
-    rows = []
-    try:
-        for spec in specs:
-            if spec.uses_encoder and encoder is None:
-                from .embed import Encoder
+    with RunLock(args.out):
+        print(f"{len(tasks)} task(s) from {args.tasks}; methods: {', '.join(methods)}", file=sys.stderr)
+        encoder = None
+        if any(spec.uses_encoder for spec in specs):
+            from .embed import Encoder
 
-                encoder = Encoder.default()
-                encoder.encode(["I need a warm start.", "I provide one."])  # first ONNX run: not routing
-            settings: dict[str, Any] = {"max_tokens": args.max_tokens, "seed": args.seed}
-            if args.temperature is not None:  # else the method's own default (its settings class)
-                settings["temperature"] = args.temperature
-            if spec.options is not None:
-                settings.update(spec.options.read(args, args.out))
-            method = make_method(spec.name, rounds=args.rounds, encoder=encoder, **settings)
-            print(f"== {spec.name}", file=sys.stderr, flush=True)
-            summary = await run_method(
-                method,
-                tasks,
-                engine,
-                args.out / spec.name,
-                info={
-                    "tasks": args.tasks,
-                    "limit": args.limit,
-                    "offset": args.offset,
-                    "engine": args.engine,
-                    "model": engine.name,
-                    **getattr(args, "engine_info", {}),
-                },
-                concurrency=args.concurrency,
-                eval_timeout_s=args.eval_timeout,
-                progress=not args.no_progress,
+            encoder = Encoder.default()
+            encoder.encode(["I need a warm start.", "I provide one."])  # first ONNX run: not routing
+        # every method that does not read another's results is built, and its folder checked, before the
+        # engine starts: a bad setting, a missing checkpoint or a folder of other settings costs no model start
+        built = {spec.name: _build(spec, args, encoder) for spec in specs if not spec.after}
+        engine = await _engine(args) if args.engine != "vllm" else None
+        try:
+            for method in built.values():
+                _check_folder(args, method, tasks, engine)
+            if engine is None:
+                engine = await _engine(args)
+            rows = [
+                await _run_one(args, built.get(spec.name) or _build(spec, args, encoder), tasks, engine)
+                for spec in specs
+            ]
+        finally:
+            if engine is not None:
+                await engine.aclose()
+        print()
+        _print_table(rows)
+        errors = sum(r.get("errors", 0) for r in rows)
+        if errors:
+            print(
+                f"\n{errors} episode(s) ended with an error (the engine's failures among them); see the cause in "
+                "episodes/*.json, and rerun the same command to retry them"
             )
-            rows.append(summary)
-    finally:
-        await engine.aclose()
-    print()
-    _print_table(rows)
-    errors = sum(r.get("errors", 0) for r in rows)
-    if errors:
-        print(f"\n{errors} episode(s) ended with an error; see episodes/*.json (rerun to retry them)")
-    if args.report:
-        from .trace.report import write_report
+        if args.report:
+            from .trace.report import write_report
 
-        paths = write_report(args.out)
-        print(f"\nreport: {paths.html}")
+            paths = write_report(args.out)
+            print(f"\nreport: {paths.html}")
     return 1 if errors else 0
+
+
+def _load_tasks(args: argparse.Namespace) -> list[Task]:
+    from .errors import InvalidArgumentError
+    from .tasks import load_tasks
+
+    try:
+        tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)
+    except InvalidArgumentError as exc:  # said in the command's own words: the flag and what it was given
+        flag = {"spec": "tasks", "limit": "limit", "offset": "offset"}.get(exc.arg or "")
+        if flag is None:
+            raise
+        raise ToporouteError(f"--{flag} {getattr(args, flag)}: {exc}", exc.arg) from exc
+    if not tasks:
+        raise ToporouteError(f"--tasks {args.tasks} with --offset {args.offset} selects no task")
+    return tasks
+
+
+def _build(spec: MethodSpec, args: argparse.Namespace, encoder: Any) -> Method:
+    """The method of ``spec`` with the command's settings (its settings classes check them)."""
+    from .methods.registry import make_method
+
+    settings: dict[str, Any] = {"max_tokens": args.max_tokens, "seed": args.seed}
+    if args.temperature is not None:  # else the method's own default (its settings class)
+        settings["temperature"] = args.temperature
+    if spec.options is not None:
+        settings.update(spec.options.read(args, args.out))
+    return make_method(spec.name, rounds=args.rounds, encoder=encoder, **settings)
+
+
+def _run_info(args: argparse.Namespace, model: str) -> dict[str, Any]:
+    """What run.json records of the command besides the method (the engine's dtype once it started)."""
+    return {
+        "tasks": args.tasks,
+        "limit": args.limit,
+        "offset": args.offset,
+        "engine": args.engine,
+        "model": model,
+        **getattr(args, "engine_info", {}),
+    }
+
+
+def _check_folder(args: argparse.Namespace, method: Method, tasks: Sequence[Task], engine: Any) -> None:
+    """Refuses a method folder that holds a run with other settings, before the engine starts (the model's
+    name is known beforehand: vllm's from --model, the other engines' from the engine, which starts at once)."""
+    from .llm.vllm_engine import engine_name
+    from .methods.harness import check_resume, run_config
+
+    model = engine.name if engine is not None else engine_name(args.model)
+    config = run_config(method, tasks, model, args.engine, _run_info(args, model))
+    check_resume(args.out / method.name / "run.json", config)
+
+
+async def _run_one(
+    args: argparse.Namespace, method: Method, tasks: Sequence[Task], engine: Any
+) -> dict[str, Any]:
+    from .methods.harness import run_method
+
+    print(f"== {method.name}", file=sys.stderr, flush=True)
+    return await run_method(
+        method,
+        tasks,
+        engine,
+        args.out / method.name,
+        info=_run_info(args, engine.name),
+        concurrency=args.concurrency,
+        eval_timeout_s=args.eval_timeout,
+        progress=not args.no_progress,
+    )
 
 
 async def _train(args: argparse.Namespace) -> int:
@@ -408,14 +646,21 @@ async def _train(args: argparse.Namespace) -> int:
         raise ToporouteError(
             "toporoute train needs PyTorch: pip install 'toporoute[train]' (or '.[run]', which brings it with vLLM)"
         )
+    from ._runlock import RunLock
+
+    lock = RunLock(args.out, what="a training run").acquire()  # held by the trainer until it ends
+    try:
+        return await _train_locked(args, lock)
+    finally:
+        lock.release()
+
+
+async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     from .methods.qmix import Features, QMixSettings
     from .methods.qmix.train import TrainConfig, Trainer
     from .methods.registry import read_qmix_loop_options, read_qmix_network_options
-    from .tasks import load_tasks
 
-    tasks = load_tasks(args.tasks, limit=args.limit, offset=args.offset)
-    if not tasks:
-        raise ToporouteError(f"--tasks {args.tasks} with --offset {args.offset} selects no task")
+    tasks = _load_tasks(args)
     features = Features(task_feature=args.task_feature, legacy=args.legacy_obs)
     network = read_qmix_network_options(args)
     settings = QMixSettings(
@@ -459,6 +704,7 @@ async def _train(args: argparse.Namespace) -> int:
             },
             eval_timeout_s=args.eval_timeout,
             progress=not args.no_progress,
+            lock=lock,
         )
         result = await trainer.run()
     finally:
@@ -499,39 +745,60 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``toporoute`` command."""
     args = _parse(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=os.environ.get("TOPOROUTE_LOG", "WARNING").upper(), format="%(message)s")
+    level = os.environ.get("TOPOROUTE_LOG", "WARNING")
+    if level.strip().upper() not in _LOG_LEVELS:
+        print(
+            f"toporoute: error: TOPOROUTE_LOG must be one of {', '.join(_LOG_LEVELS)}; got {level!r}",
+            file=sys.stderr,
+        )
+        return 2
+    logging.basicConfig(level=level.strip().upper(), format="%(message)s")
     engine_log = logging.getLogger("toporoute.llm")
     if engine_log.getEffectiveLevel() > logging.INFO:  # the engine's start line, ready line, model conversion
         engine_log.setLevel(logging.INFO)
     try:
-        if args.command == "run":
-            return asyncio.run(_run(args))
-        if args.command == "train":
-            return asyncio.run(_train(args))
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "bench":
-            from .benchmark.command import run_command
-
-            return run_command(args)
-        if args.command == "info":
-            return _info(args)
-        from .trace.report import write_report
-
-        paths = write_report(args.run_dir, args.out)
-        print(paths.html)
-        for f in paths.figures:
-            print(f)
-        return 0
+        status = _dispatch(args)
+        sys.stdout.flush()  # here, where a reader that went away is caught below, not at interpreter exit
+        return status
     except KeyboardInterrupt:
         print("\ninterrupted: finished episodes are saved; rerun the same command to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (toporoute info --json | head): quiet, and nothing more to write at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a process the signal ended
     except (ToporouteError, ValueError, OSError) as exc:
         print(f"toporoute: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return asyncio.run(_run(args))
+    if args.command == "train":
+        return asyncio.run(_train(args))
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "bench":
+        from .benchmark.command import run_command
+
+        return run_command(args)
+    if args.command == "info":
+        return _info(args)
+    from .trace.report import write_report
+
+    paths = write_report(args.run_dir, args.out)
+    print(paths.html)
+    for f in paths.figures:
+        print(f)
+    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._argtypes import float_at_least, int_at_least
 from .cases import OPS
 from .results import BUSY, BenchRun
 from .runner import BACKEND_CHOICES, BenchOptions, check_ops, parse_sizes, resolve_backends, run_bench
@@ -22,26 +23,6 @@ from .runner import BACKEND_CHOICES, BenchOptions, check_ops, parse_sizes, resol
 FORMATS = ("text", "markdown", "csv")
 
 __all__ = ["add_arguments", "run_command"]
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
-    return n
-
-
-def _positive_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {x}")
-    return x
 
 
 def add_arguments(sub: Any) -> None:
@@ -54,6 +35,7 @@ def add_arguments(sub: Any) -> None:
     )
     b = sub.add_parser(
         "bench",
+        allow_abbrev=False,
         help="time the routing ops, the encoder and the Router on each backend (table on stdout)",
         description="Times each OP at each size on each backend and against its usual alternative, in one run: "
         "warm-up calls until the call stops getting faster (a cold first call is never timed), then --repeats "
@@ -84,25 +66,25 @@ def add_arguments(sub: Any) -> None:
     )
     b.add_argument(
         "--repeats",
-        type=_positive_int,
+        type=int_at_least(1),
         default=None,
         help="timed rounds per side (default 5; 3 with --quick)",
     )
     b.add_argument(
         "--round-time",
-        type=_positive_float,
+        type=float_at_least(0.0, strict=True),
         default=None,
         help="least seconds per round (default 0.02; 0.005 with --quick)",
     )
     b.add_argument(
         "--max-time",
-        type=_positive_float,
+        type=float_at_least(0.0, strict=True),
         default=None,
         help="seconds of timed rounds per side at most, and of warm-up calls (default 1.0; 0.3 with --quick)",
     )
     b.add_argument(
         "--threads",
-        type=_positive_int,
+        type=int_at_least(1),
         default=None,
         help="threads of the compiled core (OpenMP), PyTorch and ONNX Runtime (default: as configured)",
     )

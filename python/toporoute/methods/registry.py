@@ -198,13 +198,20 @@ def add_qmix_loop_options(g: argparse._ArgumentGroup | argparse.ArgumentParser) 
         action="store_true",
         help="choose actions once from the first observation (the original evaluation code)",
     )
-    g.add_argument("--initial-adj", choices=("identity", "zeros"), default="identity", help="round-0 graph")
+    g.add_argument(
+        "--initial-adj",
+        choices=("identity", "zeros"),
+        default="identity",
+        help="the graph round 0 reads (default identity; the original: zeros)",
+    )
     g.add_argument(
         "--legacy-repo-exec",
         action="store_true",
         help="reproduce the original scheduler bug (no message is delivered)",
     )
-    g.add_argument("--adversary", type=int, default=None, help="index of an adversarial agent")
+    g.add_argument(
+        "--adversary", type=int, default=None, help="index of an adversarial agent (default: none)"
+    )
 
 
 def read_qmix_loop_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -296,7 +303,13 @@ def _add_qmix_options(g: argparse._ArgumentGroup) -> None:
 def _read_qmix_options(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     if args.checkpoint is None:
         raise InvalidArgumentError(
-            "method qmix needs --checkpoint (a policy from `toporoute train qmix`)", "checkpoint"
+            "method qmix needs --checkpoint (a policy from 'toporoute train qmix')", "checkpoint"
+        )
+    if not args.checkpoint.is_file():
+        raise InvalidArgumentError(
+            f"--checkpoint {args.checkpoint}: no such file (a policy from 'toporoute train qmix', e.g. "
+            "TRAIN_DIR/policy.safetensors)",
+            "checkpoint",
         )
     return {"checkpoint": args.checkpoint, **read_qmix_loop_options(args)}
 
@@ -330,10 +343,13 @@ def _add_conductor_options(g: argparse._ArgumentGroup) -> None:
         "strict one (at most 8 steps of 4 agents, a forced tester-only last step)",
     )
     g.add_argument(
-        "--density-mode", choices=("paper", "normalized"), default="paper", help="r_g form (paper)"
+        "--density-mode", choices=("paper", "normalized"), default="paper", help="r_g form (default paper)"
     )
     g.add_argument(
-        "--return-mode", choices=("sum", "mean", "last"), default="sum", help="trajectory return (sum)"
+        "--return-mode",
+        choices=("sum", "mean", "last"),
+        default="sum",
+        help="trajectory return (default sum)",
     )
     g.add_argument("--strict-tester", action="store_true", help="reject testers outside the last step")
     g.add_argument("--orchestrator-max-tokens", type=int, default=768, help="tokens of a plan (default 768)")
@@ -377,7 +393,10 @@ def _add_hiva_options(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--early-stop", action="store_true", help="stop a task once its visible examples pass")
     _add_shared(g, "--max-agents", "hiva: node capacity of the graph (default 32)", type=int)
     g.add_argument(
-        "--bandit-mode", choices=("thompson", "mean"), default="thompson", help="θ drawn or its mean"
+        "--bandit-mode",
+        choices=("thompson", "mean"),
+        default="thompson",
+        help="θ drawn from the Beta beliefs or their mean (default thompson)",
     )
     g.add_argument(
         "--similarity",
@@ -386,7 +405,9 @@ def _add_hiva_options(g: argparse._ArgumentGroup) -> None:
         help="task/agent similarity of the routing distance and the Beta update: the cosine of their "
         "embeddings (default; the descriptor encoder) or of their word sets",
     )
-    g.add_argument("--tool-timeout", type=float, default=30.0, help="seconds per sandboxed tool call (30)")
+    g.add_argument(
+        "--tool-timeout", type=float, default=30.0, help="seconds per sandboxed tool call (default 30)"
+    )
     g.add_argument(
         "--no-guide-regex", action="store_true", help="no regular-expression guides for the short outputs"
     )

@@ -219,9 +219,10 @@ def same_shape(
     x_shape: tuple[int, ...], name: str, expected: tuple[int, ...], layout: str, *, arg: str | None = None
 ) -> None:
     if x_shape != expected:
+        # "k must have the shape of q, (2, 3, 4)" or "state must have shape (B, 156) matching q_taken = (4, 156)"
+        what = f"{layout}," if layout.startswith("the shape of") else f"shape {layout} ="
         raise ShapeError(
-            f"{name} must have shape {layout} = {_fmt(expected)}; got {_fmt(x_shape)}",
-            arg=name if arg is None else arg,
+            f"{name} must have {what} {_fmt(expected)}; got {_fmt(x_shape)}", arg=name if arg is None else arg
         )
 
 

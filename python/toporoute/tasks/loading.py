@@ -76,7 +76,9 @@ def load_tasks(spec: str, *, limit: int | None = None, offset: int = 0) -> list[
         When a package the set needs is not installed, or a hub dataset cannot be fetched.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise InvalidArgumentError(f"spec must be one of: {'; '.join(SPECS)}; got {spec!r}", "spec")
+        raise InvalidArgumentError(
+            f"unknown task set {spec!r}; a task set is one of: {'; '.join(SPECS)}", "spec"
+        )
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InvalidArgumentError(f"limit must be None or an integer >= 1; got {limit!r}", "limit")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -93,11 +95,13 @@ def load_tasks(spec: str, *, limit: int | None = None, offset: int = 0) -> list[
     elif spec.endswith((".jsonl", ".jsonl.gz")) or os.path.isfile(spec):
         tasks = read_tasks_jsonl(spec)
     else:
-        raise InvalidArgumentError(f"spec must be one of: {'; '.join(SPECS)}; got {spec!r}", "spec")
+        raise InvalidArgumentError(
+            f"unknown task set {spec!r}; a task set is one of: {'; '.join(SPECS)}", "spec"
+        )
 
     if offset and offset >= len(tasks):
         raise InvalidArgumentError(
-            f"offset must be less than the number of tasks in {spec!r} ({len(tasks)}); got {offset}", "offset"
+            f"offset {offset} skips every task of {spec!r}, which holds {len(tasks)}", "offset"
         )
     end = None if limit is None else offset + limit
     return tasks[offset:end]
@@ -143,7 +147,7 @@ def _load_humaneval() -> list[Task]:
 def read_lines(path: Path, what: str, arg: str) -> list[str]:
     """The lines of a text file (``.gz`` decompressed); errors name ``what`` the file is and the argument."""
     if not path.is_file():
-        raise InvalidArgumentError(f"{arg} must name an existing {what}; got {str(path)!r} (not found)", arg)
+        raise InvalidArgumentError(f"{what} {str(path)!r} not found", arg)
     try:
         if path.name.endswith(".gz"):
             with gzip.open(path, "rt", encoding="utf-8") as f:
