@@ -382,11 +382,24 @@ def test_random_valid_plans_decode_consistently(drawn) -> None:
     assert g.n_nodes == sum(len(a) for _, a in steps)
     assert g.n_edges == sum(len(r) for _, a in steps for _, r in a)
     assert g.n_steps == len(steps) and 1 <= g.depth <= g.n_steps  # Theorem 1
+    # Expected from the drawn plan alone: the nodes in writing order, and each ref resolved to the latest
+    # agent of that id in an earlier step (a step's own agents become visible only after the step).
+    want_ids: list[str] = []
+    want_refs: list[tuple[int, ...]] = []
+    latest: dict[str, int] = {}
+    for _, agents in steps:
+        here = {}
+        for tok, refs in agents:
+            here[tok.strip("<>")] = len(want_ids)
+            want_ids.append(tok.strip("<>"))
+            want_refs.append(tuple(latest[r.strip("<>")] for r in refs))
+        latest.update(here)
+    assert [n.id for n in g.nodes] == want_ids
+    assert g.refs == tuple(want_refs)
     layer_of = {i: li for li, layer in enumerate(g.layers) for i in layer}
     for i, refs in enumerate(g.refs):
         for src in refs:
             assert layer_of[src] < layer_of[i]  # sequentiality
-            assert g.nodes[src].id == g.nodes[src].id
     # round trip through the canonical layout
     again = check("```yaml\n" + render_yaml(g) + "```")
     assert again.ok and again.graph == g
