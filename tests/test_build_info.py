@@ -1,29 +1,58 @@
-"""toporoute.build_info(): how the installation was built and which backends can run here."""
+"""toporoute.build_info(): how the installation was built and which backends can run here, with the compiled
+core and with it missing."""
 
 from __future__ import annotations
 
+import json
 import platform
+import subprocess
+import sys
 
 import pytest
 
 import toporoute
 from toporoute import backends
 
-_core = pytest.importorskip(
-    "toporoute._core", reason="the compiled core is not built (reference-only install)"
-)
-
 ISAS = ("generic", "avx2", "avx512", "amx")
 # amx is compiled only where the compiler knows the AMX intrinsics (CMake checks -mamx-tile -mamx-bf16)
 X86_ALWAYS = ("generic", "avx2", "avx512")
 
 
+# build_info() in a fresh interpreter where importing toporoute._core fails (a None entry in sys.modules makes
+# the import raise ImportError), as in an install built without a C++ compiler.
+_NO_CORE = """
+import json, sys
+sys.modules["toporoute._core"] = None
+import toporoute
+print(json.dumps(toporoute.build_info()))
+"""
+
+
+def test_build_info_without_the_core() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_CORE], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["core"] is False
+    assert "toporoute._core" in info["core_error"], info["core_error"]
+    assert "simd" not in info and "openmp" not in info  # nothing is claimed of a core that is not there
+    assert info["backends"]["reference"] == {"available": True, "reason": ""}
+    for name in ("cpu", "cuda"):
+        entry = info["backends"][name]
+        assert entry["available"] is False and "toporoute._core is not built" in entry["reason"], entry
+
+
 def test_build_info() -> None:
+    _core = pytest.importorskip(
+        "toporoute._core", reason="the compiled core is not built (reference-only install)"
+    )
     info = toporoute.build_info()
 
     assert isinstance(info["version"], str) and info["version"]
     assert info["version"] in (toporoute.__version__, "unknown")
-    assert info["core"] is True, info.get("core_error")
+    # the no-core test above shows the flag falls to False with the error when the import fails
+    assert info["core"] is True and "core_error" not in info, info.get("core_error")
 
     simd = info["simd"]
     assert set(simd["compiled"]) <= set(ISAS) and "generic" in simd["compiled"]
