@@ -129,11 +129,18 @@ def test_empty_and_whitespace_texts_embed_as_zero(encoder: Encoder) -> None:
     assert encoder.encode([]).shape == (0, 384)
 
 
-def test_long_text_is_truncated_like_sentence_transformers(encoder: Encoder) -> None:
-    head = "word " * 300
-    long = head + "x" * 1_000_000  # a megabyte of text: still one truncated forward pass
-    a, b = encoder.encode([head, long], use_cache=False)
-    np.testing.assert_allclose(a, b, atol=1e-6)
+WORDS = ("alfa", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett", "kilo")
+
+
+def test_long_text_is_truncated_like_sentence_transformers(encoder: Encoder, st_model) -> None:
+    # Distinct words, so that cutting one word piece earlier or later changes the embedding.
+    head = " ".join(f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]}" for i in range(150))
+    assert len(st_model.tokenizer(head, verbose=False)["input_ids"]) > st_model.max_seq_length + 10
+    long = head + " " + "x" * 1_000_000  # a megabyte of text: still one truncated forward pass
+    ours = encoder.encode([head, long], use_cache=False)
+    np.testing.assert_allclose(ours[0], ours[1], atol=1e-6)
+    ref = st_model.encode([head, long], convert_to_numpy=True, normalize_embeddings=True)
+    assert np.max(np.abs(1.0 - np.sum(ours * _unit(ref), axis=1))) <= 1e-5
 
 
 def test_duplicates_are_encoded_once_and_cached(cache_dir: Path) -> None:
