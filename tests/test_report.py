@@ -396,7 +396,9 @@ def test_accuracy_is_one_percentage_format_in_the_report_and_the_cli(
     rows = [summarize(m) for m in load_run(run_dir).methods]
     rows.append(dict(rows[0], method="none-finished", ok=0, passed=0, accuracy=0.0))
     _print_table(rows)
-    table = {line.split()[0]: line.split()[2] for line in capsys.readouterr().out.splitlines()[1:]}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["method", "finished", "errors", "accuracy"]
+    table = {line.split()[0]: line.split()[3] for line in lines[1:]}
     assert table == {"dytopo": "66.7%", "chain": "50.0%", "single": "100.0%", "none-finished": "—"}
     for text in ("66.7%", "50.0%", "100.0%"):
         assert f"<td>{text} <small>(" in page

@@ -241,7 +241,7 @@ def _serve_args(sub: Any) -> None:
         "--backend",
         choices=("reference", "cpu", "cuda"),
         default=None,
-        help="ops backend (default: the fastest available)",
+        help="ops backend (default: $TOPOROUTE_BACKEND, else cpu when the compiled core is built, else reference)",
     )
     s.add_argument(
         "--qmix-checkpoint",
@@ -486,7 +486,8 @@ async def _engine(args: argparse.Namespace) -> Any:
 def _print_table(rows: list[dict[str, Any]]) -> None:
     cols = [
         ("method", "method", "{}"),
-        ("episodes", "ok", "{}"),
+        ("finished", "ok", "{}"),  # scored episodes; accuracy is over them
+        ("errors", "errors", "{}"),  # not scored (an engine failure, a crash): a rerun retries them
         ("accuracy", "accuracy", "{:.1%}"),  # as the report shows it: 50.0%
         ("tokens/task", "tokens_per_task", "{:.0f}"),
         ("calls/task", "calls_per_task", "{:.1f}"),
@@ -498,7 +499,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         cells = [fmt.format(r.get(k, 0) if r.get(k) is not None else 0) for _, k, fmt in cols]
         if not r.get("ok"):
-            cells[2] = "—"  # no finished episode has no accuracy (the report's "—", not 0.0%)
+            cells[3] = "—"  # no finished episode has no accuracy (the report's "—", not 0.0%)
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
     for row in table:

@@ -15,7 +15,7 @@ import io
 from collections.abc import Sequence
 
 from .cases import OPS
-from .output import HEADERS, cells, format_machine, format_seconds
+from .output import COMPARISON_RIGHT, HEADERS, cells, comparison_rows, format_machine
 from .results import BenchRun, Comparison, Row
 
 __all__ = ["CSV_COLUMNS", "CSV_COMPARISON_COLUMNS", "to_csv", "to_markdown"]
@@ -71,23 +71,9 @@ def to_markdown(run: BenchRun, comparison: Comparison | None = None, old_name: s
         lines += [f"- warning: {_md_cell(w)}" for w in comparison.machine_warnings]
         if comparison.machine_warnings:
             lines.append("")
-        rows = [["op", "size", "side", "old", "new", "new/old", "noise", "verdict"]]
-        for c in comparison.changes:
-            verdict = f"**{c.verdict.upper()}**" if c.verdict == "regression" else c.verdict
-            rows.append(
-                [
-                    c.op,
-                    str(c.size),
-                    c.side,
-                    format_seconds(c.old),
-                    format_seconds(c.new),
-                    f"{c.ratio:.2f}",
-                    f"±{c.noise:.0%}",
-                    verdict,
-                ]
-            )
         if comparison.changes:
-            lines += [*_md_table(rows, [False, True, False, True, True, True, True, False]), ""]
+            rows = comparison_rows(comparison, lambda v: f"**{v.upper()}**")
+            lines += [*_md_table(rows, COMPARISON_RIGHT), ""]
         for what, keys in (
             ("only in the old run", comparison.only_old),
             ("only in this run", comparison.only_new),

@@ -4,7 +4,7 @@ run, and the latency-against-size figure."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +100,13 @@ def _wrap_items(head: str, items: Sequence[str], width: int) -> list[str]:
     return lines
 
 
-def format_comparison(cmp: Comparison, old_name: str, width: int | None = None) -> str:
-    """The comparison with the older run: per case both medians, new / old and the verdict; the lists of cases
-    in one run only are wrapped to ``width`` columns (default: the terminal's, 100 when not a terminal)."""
-    if width is None:
-        width = shutil.get_terminal_size((100, 24)).columns
-    lines = [f"compared with {old_name}:"]
-    lines += [f"warning: {w}" for w in cmp.machine_warnings]
+COMPARISON_RIGHT = (False, True, False, True, True, True, True, False)
+"""Which of :func:`comparison_rows`' columns are right-aligned."""
+
+
+def comparison_rows(cmp: Comparison, regression: Callable[[str], str]) -> list[list[str]]:
+    """The comparison's table, header first: op, size, side, old, new, new/old, noise, verdict; a regression's
+    verdict written by ``regression`` (e.g. upper case)."""
     rows = [["op", "size", "side", "old", "new", "new/old", "noise", "verdict"]]
     for c in cmp.changes:
         rows.append(
@@ -118,11 +118,21 @@ def format_comparison(cmp: Comparison, old_name: str, width: int | None = None) 
                 format_seconds(c.new),
                 f"{c.ratio:.2f}",
                 f"±{c.noise:.0%}",
-                c.verdict.upper() if c.verdict == "regression" else c.verdict,
+                regression(c.verdict) if c.verdict == "regression" else c.verdict,
             ]
         )
+    return rows
+
+
+def format_comparison(cmp: Comparison, old_name: str, width: int | None = None) -> str:
+    """The comparison with the older run: per case both medians, new / old and the verdict; the lists of cases
+    in one run only are wrapped to ``width`` columns (default: the terminal's, 100 when not a terminal)."""
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns
+    lines = [f"compared with {old_name}:"]
+    lines += [f"warning: {w}" for w in cmp.machine_warnings]
     if cmp.changes:
-        lines += _table(rows, [False, True, False, True, True, True, True, False])
+        lines += _table(comparison_rows(cmp, str.upper), COMPARISON_RIGHT)
     for what, keys in (("only in the old run", cmp.only_old), ("only in this run", cmp.only_new)):
         if keys:
             lines += _wrap_items(f"{what}:", [f"{op} {size} {side}" for op, size, side in keys], width)
