@@ -28,7 +28,7 @@ import pytest
 
 from toporoute import backends, ops
 from toporoute.benchmark.inputs import conductor_texts
-from toporoute.ops.conductor_topology import OK, CheckOptions, TopologyBatch
+from toporoute.types.conductor_topology import OK, CheckOptions, TopologyBatch
 
 from ._compare import report, seconds
 from ._scale import pick

@@ -20,7 +20,7 @@ import pytest
 
 from toporoute import backends, ops
 from toporoute.benchmark.inputs import team_project_inputs
-from toporoute.ops import team_codes as c
+from toporoute.types import team_codes as c
 
 from ._compare import report, seconds
 from ._scale import pick

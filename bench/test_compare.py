@@ -23,7 +23,7 @@ import pytest
 
 from toporoute import backends, ops
 from toporoute.backends import cpu, reference
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 from ._compare import report, seconds
 from ._scale import pick

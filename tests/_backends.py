@@ -32,8 +32,8 @@ import pytest
 
 from toporoute import ops
 from toporoute.backends import cpu, reference
-from toporoute.ops.conductor_topology import TopologyBatch
-from toporoute.ops.results import QMixStep
+from toporoute.types.conductor_topology import TopologyBatch
+from toporoute.types.results import QMixStep
 
 CORE_BUILT, CORE_MISSING = cpu.available()
 core = importlib.import_module("toporoute._core") if CORE_BUILT else None

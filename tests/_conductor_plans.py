@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
-from toporoute.ops.conductor_topology import (
+from toporoute.types.conductor_topology import (
     LOGIC,
     NO_YAML,
     OK,

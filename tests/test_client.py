@@ -21,8 +21,8 @@ from toporoute.client import (
     ServiceUnavailableError,
     raise_for_error,
 )
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
 from toporoute.serve import ServeConfig
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 TOKEN = "s3cret-token"
 NEEDS = [

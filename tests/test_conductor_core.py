@@ -15,7 +15,7 @@ from _backends import core, needs_core
 
 from toporoute import errors, ops
 from toporoute.backends import cpu
-from toporoute.ops.conductor_topology import LOGIC, NO_YAML, OK, ROLES, CheckOptions
+from toporoute.types.conductor_topology import LOGIC, NO_YAML, OK, ROLES, CheckOptions
 
 pytestmark = needs_core
 

@@ -21,7 +21,8 @@ from toporoute.errors import InvalidArgumentError
 from toporoute.methods import make_method
 from toporoute.methods.conductor import GRAMMARS, Conductor, ConductorSettings, plan_regex
 from toporoute.methods.registry import CONDUCTOR_OPTIONS
-from toporoute.ops.conductor_topology import (
+from toporoute.tasks import Task
+from toporoute.types.conductor_topology import (
     LOGIC,
     OK,
     SCHEMA,
@@ -31,7 +32,6 @@ from toporoute.ops.conductor_topology import (
     check,
     render_yaml,
 )
-from toporoute.tasks import Task
 
 OPTIONS = CheckOptions()
 VALIDATOR_FIRST = plan_regex(OPTIONS, True)

@@ -35,7 +35,8 @@ from toporoute.methods.conductor.training import (
     sft_records,
 )
 from toporoute.methods.harness import run_method
-from toporoute.ops.conductor_topology import (
+from toporoute.tasks import Task, load_tasks
+from toporoute.types.conductor_topology import (
     LOGIC,
     NO_YAML,
     PARSE,
@@ -44,7 +45,6 @@ from toporoute.ops.conductor_topology import (
     Context,
     extract_yaml,
 )
-from toporoute.tasks import Task, load_tasks
 
 PLAN_PCT = """I think a planner helps.
 ```yaml

@@ -15,8 +15,8 @@ from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request
 from toporoute.methods.conductor import Conductor
 from toporoute.methods.conductor.training import PlanReward, agents_json, collect_rollouts, context_of
-from toporoute.ops.conductor_topology import Context, Node
 from toporoute.tasks import load_tasks
+from toporoute.types.conductor_topology import Context, Node
 
 FIRST = """```yaml
 - step: 1

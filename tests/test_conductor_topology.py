@@ -1,4 +1,4 @@
-"""AgentConductor's topology language (toporoute.ops.conductor_topology, ops.conductor_check): the spec's vectors
+"""AgentConductor's topology language (toporoute.types.conductor_topology, ops.conductor_check): the spec's vectors
 (methods/agentconductor.md §2.3, §4.7), every error class and rule, extraction, hostile YAML, and properties
 over random plans. Both backends are checked where the compiled core is built; tests/test_parity.py holds the
 exhaustive parity suite."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from toporoute import backends, ops
 from toporoute.errors import InvalidArgumentError
-from toporoute.ops.conductor_topology import (
+from toporoute.types.conductor_topology import (
     LOGIC,
     NO_YAML,
     OK,

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, errors, ops
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 resource = pytest.importorskip("resource", reason="RLIMIT_AS needs a POSIX system")
 

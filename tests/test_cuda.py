@@ -16,7 +16,7 @@ from _backends import REFERENCE, Backend, assert_matches, backend_params
 
 from toporoute import errors, ops
 from toporoute.backends import cuda
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 # cuda-cupy and cuda-torch: CuPy arrays and PyTorch tensors through DLPack (each skips when not installed)
 DEVICE_ARRAYS = [p for p in backend_params("route", reference=False) if p.id in ("cuda-cupy", "cuda-torch")]

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toporoute import errors, ops
-from toporoute.ops import dag_codes as codes
+from toporoute.types import dag_codes as codes
 
 BACKENDS = [
     "reference",

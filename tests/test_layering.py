@@ -32,7 +32,7 @@ FORBIDDEN = [
 PKG_SRC = Path(__file__).resolve().parents[1] / "python" / "toporoute"
 INSTALLED = Path(toporoute.__file__).resolve().parent
 # the core layer: every module of these packages (by glob, so a new module is covered) and these files
-CORE_PACKAGES = ("ops", "backends")
+CORE_PACKAGES = ("ops", "backends", "types")
 CORE_FILES = ["errors.py", "_atomic.py"]
 UPPER_LAYERS = (
     "embed",
@@ -83,8 +83,8 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden))
     [
         "import toporoute.ops",
         "import toporoute",
-        "import toporoute.backends.reference, toporoute.backends.cpu, toporoute.errors, toporoute.ops.results",
-        "import toporoute.ops.conductor_topology, toporoute.ops.qmix_params",
+        "import toporoute.backends.reference, toporoute.backends.cpu, toporoute.errors, toporoute.types.results",
+        "import toporoute.types.conductor_topology, toporoute.types.qmix_params",
         # and after running every op on the default host backend (lazy imports inside calls count too)
         (
             "import numpy as np\n"
@@ -122,7 +122,7 @@ def test_qmix_policy_acts_without_torch(tmp_path: Path) -> None:
     # a trained checkpoint drives the method loop through the compiled forward: torch is for training only
     body = (
         "import numpy as np\n"
-        "from toporoute.ops.qmix_params import QMixParams\n"
+        "from toporoute.types.qmix_params import QMixParams\n"
         "from toporoute.methods.qmix import QMixPolicy, actions_to_graph, schedule\n"
         f"QMixParams.random().save({str(tmp_path / 'p.safetensors')!r})\n"
         f"policy = QMixPolicy.load({str(tmp_path / 'p.safetensors')!r})\n"
@@ -140,17 +140,21 @@ def test_forbidden_module_check_has_teeth(tmp_path: Path) -> None:
     assert "json.decoder" in loaded
 
 
-_UPPER_IMPORT = re.compile(
-    r"^\s*(?:from\s+(?:toporoute|\.+)\s*\.?\s*(?:"
-    + "|".join(UPPER_LAYERS)
-    + r")\b"  # from toporoute.llm / from ..llm
-    r"|from\s+(?:toporoute|\.+)\s+import\s+[^#\n]*\b(?:"
-    + "|".join(UPPER_LAYERS)
-    + r")\b"  # from .. import llm
-    r"|import\s+toporoute\.(?:" + "|".join(UPPER_LAYERS) + r")\b"  # import toporoute.llm
-    r"|.*import_module\(\s*['\"](?:toporoute)?\.*(?:" + "|".join(UPPER_LAYERS) + r")\b)",  # importlib
-    re.MULTILINE,
-)
+def _import_pattern(layers: tuple[str, ...]) -> re.Pattern[str]:
+    """Any import of one of ``layers`` of toporoute: absolute, relative, ``from .. import x`` or importlib."""
+    alt = "|".join(layers)
+    return re.compile(
+        r"^\s*(?:from\s+(?:toporoute|\.+)\s*\.?\s*(?:" + alt + r")\b"  # from toporoute.llm / from ..llm
+        r"|from\s+(?:toporoute|\.+)\s+import\s+[^#\n]*\b(?:" + alt + r")\b"  # from .. import llm
+        r"|import\s+toporoute\.(?:" + alt + r")\b"  # import toporoute.llm
+        r"|.*import_module\(\s*['\"](?:toporoute)?\.*(?:" + alt + r")\b)",  # importlib
+        re.MULTILINE,
+    )
+
+
+_UPPER_IMPORT = _import_pattern(UPPER_LAYERS)
+# imports point down inside the core (DESIGN.md): ops -> backends -> types / _core
+_DOWN_ONLY = {"backends": ("ops",), "types": ("ops", "backends")}
 
 
 def _core_sources(root: Path) -> list[Path]:
@@ -168,12 +172,12 @@ def test_core_sources_do_not_import_upper_layers(root: Path) -> None:
         "ops/__init__.py",
         "ops/_facade.py",
         "ops/_validate.py",
-        "ops/results.py",
-        "ops/qmix_params.py",
+        "types/results.py",
+        "types/qmix_params.py",
     }
     expected |= {
-        "ops/_safetensors.py",
-        "ops/conductor_topology.py",
+        "types/_safetensors.py",
+        "types/conductor_topology.py",
         "backends/__init__.py",
         "backends/cpu.py",
     }
@@ -183,6 +187,36 @@ def test_core_sources_do_not_import_upper_layers(root: Path) -> None:
         for m in _UPPER_IMPORT.finditer(f.read_text()):
             offenders.append(f"{f.relative_to(root)}: {m.group(0).strip()}")
     assert offenders == []
+
+
+@pytest.mark.parametrize("root", [PKG_SRC, INSTALLED], ids=["checkout", "installed"])
+def test_core_imports_point_down(root: Path) -> None:
+    # backends never import ops, types import neither: the import graph is ops -> backends -> types
+    offenders = []
+    for package, above in _DOWN_ONLY.items():
+        pattern = _import_pattern(above)
+        files = sorted((root / package).rglob("*.py"))
+        assert files, root / package
+        for f in files:
+            offenders += [
+                f"{f.relative_to(root)}: {m.group(0).strip()}" for m in pattern.finditer(f.read_text())
+            ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("line", "bad"),
+    [
+        ("from ..ops.results import Routes", True),
+        ("from ..ops import _validate", True),
+        ("    from toporoute.ops import route", True),
+        ("from .. import ops", True),
+        ("from ..types.results import Routes", False),
+        ("from .._core import route", False),
+    ],
+)
+def test_down_only_pattern(line: str, bad: bool) -> None:
+    assert bool(_import_pattern(_DOWN_ONLY["backends"]).search(line)) is bad
 
 
 @pytest.mark.parametrize(

@@ -46,8 +46,8 @@ from hypothesis import strategies as st
 
 from toporoute import errors, ops
 from toporoute.backends import cpu, cuda
-from toporoute.ops.conductor_topology import CheckOptions, Context
-from toporoute.ops.qmix_params import ADJ_MODES, QMixConfig, QMixParams
+from toporoute.types.conductor_topology import CheckOptions, Context
+from toporoute.types.qmix_params import ADJ_MODES, QMixConfig, QMixParams
 
 TAUS = (-0.5, 0.0, 0.3)
 K_INS = (0, 1, 3)  # uncapped, capped below N, and (for N < 3) above N: a -1 padded inbox

@@ -19,7 +19,7 @@ from _checks import check
 
 from toporoute import errors, ops
 from toporoute.backends import cpu
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 # ------------------------------------------------------------------------------------------------- the core
 
@@ -209,7 +209,7 @@ _SIMD_ENV = """
 import json
 import numpy as np
 from toporoute import errors, ops
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 p = QMixParams.random(QMixConfig(), seed=0)
 try:
     q, h = ops.qmix_forward(p, np.ones((1, 3, 51), np.float32), np.eye(3, dtype=bool)[None], backend="cpu")

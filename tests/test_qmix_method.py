@@ -26,9 +26,9 @@ from toporoute.methods.qmix import (
     observations,
     schedule,
 )
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
 from toporoute.runtime import Runtime
 from toporoute.tasks import Task, load_tasks
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 HE0_SOLUTION = (
     "```python\ndef has_close_elements(numbers, threshold):\n"

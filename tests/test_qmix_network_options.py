@@ -29,8 +29,8 @@ from toporoute.methods.registry import (
     add_qmix_network_options,
     read_qmix_network_options,
 )
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
 from toporoute.tasks import Task, load_tasks, write_tasks_jsonl
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 # spec §4 and §6, the "code" column: every field of the original repository's network for its n = 3 team
 ORIGINAL = {

@@ -22,8 +22,8 @@ from toporoute.methods.harness import run_method
 from toporoute.methods.qmix import ACTIONS
 from toporoute.methods.qmix.model import QMixNets
 from toporoute.methods.qmix.train import TrainConfig, Trainer, epsilon_at
-from toporoute.ops.qmix_params import QMixParams
 from toporoute.tasks import Task, load_tasks
+from toporoute.types.qmix_params import QMixParams
 
 
 @pytest.fixture(scope="module")

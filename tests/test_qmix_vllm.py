@@ -17,7 +17,7 @@ from _shared_vllm import NEEDS_VLLM
 
 from toporoute import ops
 from toporoute.methods.qmix import ACTIONS, actions_to_graph, schedule
-from toporoute.ops.qmix_params import QMixParams
+from toporoute.types.qmix_params import QMixParams
 
 pytestmark = NEEDS_VLLM
 
@@ -100,8 +100,8 @@ def test_train_then_run_qmix_with_vllm(tmp_path: Path, toporoute_cli) -> None:
 
 
 def test_legacy_network_on_choice_tasks_with_vllm(tmp_path: Path, toporoute_cli) -> None:
-    from toporoute.ops.qmix_params import QMixConfig
     from toporoute.tasks import Task, write_tasks_jsonl
+    from toporoute.types.qmix_params import QMixConfig
 
     tasks = write_tasks_jsonl(
         [

@@ -35,8 +35,8 @@ from _conductor_plans import SIMPLE, fenced
 
 from toporoute import ops
 from toporoute.embed import Encoder, Router
-from toporoute.ops.qmix_params import QMixConfig
 from toporoute.serve import ServeConfig, create_app
+from toporoute.types.qmix_params import QMixConfig
 
 TOKEN = "tr-test-7f3c9a1e5b2d4c68"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -19,8 +19,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests._serve import live_server
-from toporoute.ops.qmix_params import QMixConfig, QMixParams
 from toporoute.serve import ServeConfig
+from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 TOKEN = "fuzz-token"
 # Examples per operation and mode: 7 operations x 2 modes stay well under a minute on one CI core.

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toporoute import ops
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request
@@ -697,7 +696,8 @@ def test_encode_plan_maps_ids_placeholders_and_the_row_limit() -> None:
         }
     )
     enc = parsing.encode_plan(plan, team, row_limit=4)
-    tc = ops.team_codes
+    from toporoute.types import team_codes as tc
+
     far = enc.rows[3, 2]
     assert enc.rows.tolist() == [
         [tc.TEAM_BIRTH, -1, 0, team.table.id_of("auditor")],

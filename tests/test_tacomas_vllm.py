@@ -18,7 +18,7 @@ from pathlib import Path
 
 from _shared_vllm import NEEDS_VLLM
 
-from toporoute.ops.team_codes import TEAM_REASONS
+from toporoute.types.team_codes import TEAM_REASONS
 
 pytestmark = NEEDS_VLLM
 

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toporoute import errors, ops
-from toporoute.ops import team_codes as codes
+from toporoute.types import team_codes as codes
 
 BACKENDS = [
     "reference",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from toporoute import errors, ops
 from toporoute.backends import cpu, cuda
-from toporoute.ops.results import TeamSchedule, TeamScores
+from toporoute.types.results import TeamSchedule, TeamScores
 
 BACKENDS = [
     "reference",

@@ -12,7 +12,7 @@ from typing import Any
 from . import errors, ops
 from ._engine_child import quiet_if_engine_child
 from ._info import build_info
-from .ops.results import Density, GraphStats, Order, Routes
+from .types.results import Density, GraphStats, Order, Routes
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,7 @@
 
 One method per endpoint. Arrays go in and come out as numpy; large float arrays travel as base64 float32
 (``binary=True``, the default for ``q``/``k``). Results are the in-process types where one exists
-(:class:`~toporoute.ops.results.Order`, :class:`~toporoute.ops.results.QMixStep`) and :class:`RoutedEpisode`
+(:class:`~toporoute.types.results.Order`, :class:`~toporoute.types.results.QMixStep`) and :class:`RoutedEpisode`
 for ``/v1/route``. A 4xx answer about the request raises the matching :mod:`toporoute.errors` ``ValueError``
 subclass (``ShapeError``, ``NonFiniteError``, ...; :class:`~toporoute.errors.InvalidArgumentError` otherwise)
 whose ``arg`` is the server's ``field``; 401 raises :class:`AuthenticationError`, 409/503
@@ -28,7 +28,7 @@ import numpy as np
 
 from . import errors
 from .errors import InvalidArgumentError, ToporouteError
-from .ops.results import Order, QMixStep
+from .types.results import Order, QMixStep
 
 if TYPE_CHECKING:  # Python 3.10 has no typing.Self; annotations are not evaluated at run time
     from typing_extensions import Self
@@ -83,7 +83,7 @@ class RoutedEpisode:
     inboxes : list of (K_i,) int64
         Agent ``i``'s providers by descending score.
     in_degree, order, levels : (n,) int64
-        As :class:`~toporoute.ops.results.Routes` ``in_degree`` and :class:`~toporoute.ops.results.Order`.
+        As :class:`~toporoute.types.results.Routes` ``in_degree`` and :class:`~toporoute.types.results.Order`.
     removed : (R, 2) int64
         Back edges ``[src, dst]`` dropped to break cycles.
     scores : (n, n) float32 or None
@@ -104,7 +104,7 @@ class RoutedEpisode:
         return int(self.in_degree.shape[0])
 
     def adjacency(self) -> np.ndarray:
-        """(n, n) bool, ``adjacency[src, dst]`` (as :class:`~toporoute.ops.results.Routes` ``adjacency``)."""
+        """(n, n) bool, ``adjacency[src, dst]`` (as :class:`~toporoute.types.results.Routes` ``adjacency``)."""
         return _edge_matrix(self.edges, self.n)
 
 

@@ -60,7 +60,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import NonFiniteError, OutOfRangeError
-from ..ops.results import BanditSelection, BetaState, SynergyState
+from ..types.results import BanditSelection, BetaState, SynergyState
 
 __all__ = ["bandit_select", "bandit_update", "beta_draws", "philox4x32", "synergy_update"]
 

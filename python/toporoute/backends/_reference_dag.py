@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
-from ..ops import dag_codes as c
-from ..ops.results import DagEdits, DagRepair
+from ..types import dag_codes as c
+from ..types.results import DagEdits, DagRepair
 
 __all__ = ["check_alive_ends", "check_consistent", "dag_edit", "dag_repair"]
 

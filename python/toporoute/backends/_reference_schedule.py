@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import NonFiniteError, OutOfRangeError
-from ..ops.results import TeamSchedule, TeamScores
+from ..types.results import TeamSchedule, TeamScores
 from ._reference_dag import check_consistent
 
 __all__ = ["team_schedule", "team_scores", "topology_distance"]

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
-from ..ops import team_codes as c
-from ..ops.results import TeamProjection
+from ..types import team_codes as c
+from ..types.results import TeamProjection
 
 __all__ = ["check_team_inputs", "team_project"]
 
@@ -391,7 +391,7 @@ def team_project(
     """Validates and applies each graph's proposed team edits ``edits[b, p] = (kind, a, b, role)``, then repairs.
 
     Exact rules (the first failing check gives the reason; a rejected row changes nothing and consumes no
-    budget). Node references: ``0 .. N-1`` a slot; ``-2 - i`` (:func:`~toporoute.ops.team_codes.placeholder`)
+    budget). Node references: ``0 .. N-1`` a slot; ``-2 - i`` (:func:`~toporoute.types.team_codes.placeholder`)
     the node born by row ``i``, only in edge rows.
 
     1. Screening, every row: kind -1 ``padding``; kind outside -1 .. 4 ``bad_kind``. Edge rows: a slot ``a`` then

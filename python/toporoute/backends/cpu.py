@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..ops.results import (
+from ..types.results import (
     BanditSelection,
     BetaState,
     DagEdits,
@@ -33,7 +33,7 @@ from ..ops.results import (
 )
 
 if TYPE_CHECKING:
-    from ..ops.qmix_params import QMixParams
+    from ..types.qmix_params import QMixParams
 
 try:
     from .. import _core
@@ -261,7 +261,7 @@ def conductor_raw(texts: list[str], contexts: list[Any], options: Any) -> dict[s
 
 def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
     """Plans in the compiled core (OpenMP over the batch); those it hands back go to the reference."""
-    from ..ops.conductor_topology import TopologyBatch, assemble, check
+    from ..types.conductor_topology import TopologyBatch, assemble, check
 
     out = conductor_raw(texts, contexts, options)
 

@@ -9,7 +9,7 @@ what needs a pass over the data (non-finite values, negative weights) and where 
   current stream. ``route`` and the Q-Mix ops read one error word back afterwards (a synchronisation) to
   report NaN or infinity in their inputs; ``toposort`` on device arrays validates ``weights`` with the
   framework first.
-- Q-Mix weights are copied to each device once and cached on the :class:`~toporoute.ops.qmix_params.QMixParams`.
+- Q-Mix weights are copied to each device once and cached on the :class:`~toporoute.types.qmix_params.QMixParams`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import errors
-from ..ops.results import BanditSelection, BetaState, Density, GraphStats, Order, Routes, SynergyState
+from ..types.results import BanditSelection, BetaState, Density, GraphStats, Order, Routes, SynergyState
 from .reference import inbox_width
 
 if TYPE_CHECKING:
-    from ..ops.qmix_params import QMixParams
+    from ..types.qmix_params import QMixParams
 
 __all__ = [
     "available",

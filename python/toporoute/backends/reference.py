@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
-from ..ops.results import Density, GraphStats, Order, Routes
+from ..types.results import Density, GraphStats, Order, Routes
 from ._reference_bandit import bandit_select, bandit_update, synergy_update
 from ._reference_dag import dag_edit, dag_repair
 from ._reference_schedule import team_schedule, team_scores, topology_distance
 from ._reference_team import team_project
 
 if TYPE_CHECKING:
-    from ..ops.qmix_params import QMixParams
+    from ..types.qmix_params import QMixParams
 
 __all__ = [
     "available",
@@ -481,7 +481,7 @@ def available() -> tuple[bool, str]:
 
 
 def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
-    """AgentConductor plans, one at a time with PyYAML (:func:`toporoute.ops.conductor_topology.check`)."""
-    from ..ops.conductor_topology import check_batch
+    """AgentConductor plans, one at a time with PyYAML (:func:`toporoute.types.conductor_topology.check`)."""
+    from ..types.conductor_topology import check_batch
 
     return check_batch(texts, contexts, options)

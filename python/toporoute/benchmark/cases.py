@@ -111,7 +111,7 @@ def _load_sentence_transformer() -> Any:
 
 
 def _load_qmix() -> tuple[Any, ops.QMixParams]:
-    from ..ops.qmix_params import QMixConfig
+    from ..types.qmix_params import QMixConfig
 
     if _missing("torch"):
         return None, ops.QMixParams.random(QMixConfig(), seed=0)

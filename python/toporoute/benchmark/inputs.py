@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops import team_codes as tc
+from ..types import team_codes as tc
 
 __all__ = [
     "AGENT_ROLES",

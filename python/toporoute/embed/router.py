@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
-from ..ops.results import Routes
+from ..types.results import Routes
 from .cache import ZERO_ROW
 from .encoder import Encoder, check_texts
 

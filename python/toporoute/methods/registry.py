@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, ToporouteError
-from ..ops.qmix_params import ADJ_MODES, QMixConfig
+from ..types.qmix_params import ADJ_MODES, QMixConfig
 from .episode import DOMAINS, Method
 from .prompting import KINDS as _PROMPTING_KINDS
 

@@ -11,31 +11,17 @@
 See ``backends/reference.py`` for the exact semantics of each op.
 
 Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod:`._validate` (input checks),
-:mod:`.results` (result types), :mod:`.qmix_params` (Agent Q-Mix weights, :mod:`._safetensors` files without
-torch), :mod:`.conductor_topology` (the AgentConductor plan language and its PyYAML reference checker),
 :mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA
-DAG evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.dag_codes` (their edit kinds and reason codes),
-:mod:`.team` (the team edit projection ``team_project``), :mod:`.team_codes` (its operation kinds and reason
-codes) and :mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance).
+DAG evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.team` (the team edit projection ``team_project``) and
+:mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance). The types
+they return and take live below ``ops`` and ``backends`` alike, in :mod:`toporoute.types` (result types, Q-Mix
+weights, the AgentConductor plan language, the DAG and team code tables), and are re-exported here.
 """
 
 from __future__ import annotations
 
-from ._bandit import bandit_select, bandit_update, synergy_update
-from ._facade import (
-    conductor_check,
-    conductor_density,
-    graph_stats,
-    mean_pool,
-    qmix_forward,
-    qmix_mix,
-    route,
-    route_indexed,
-    toposort,
-)
-from .conductor_topology import CheckOptions, Context, TopologyBatch
-from .dag import dag_edit, dag_repair
-from .dag_codes import (
+from ..types.conductor_topology import CheckOptions, Context, TopologyBatch
+from ..types.dag_codes import (
     EDIT_ADD_PARALLEL,
     EDIT_ADD_SERIAL,
     EDIT_CONNECT_TO_AGGREGATOR,
@@ -45,8 +31,8 @@ from .dag_codes import (
     EDIT_REASONS,
     EDIT_REMOVE_SUCCESSOR,
 )
-from .qmix_params import QMixParams
-from .results import (
+from ..types.qmix_params import QMixParams
+from ..types.results import (
     BanditSelection,
     BetaState,
     DagEdits,
@@ -61,8 +47,7 @@ from .results import (
     TeamSchedule,
     TeamScores,
 )
-from .team import team_project
-from .team_codes import (
+from ..types.team_codes import (
     TEAM_BIRTH,
     TEAM_DEATH,
     TEAM_EDGE_ADD,
@@ -72,6 +57,20 @@ from .team_codes import (
     TEAM_REASONS,
     TEAM_REPLACE,
 )
+from ._bandit import bandit_select, bandit_update, synergy_update
+from ._facade import (
+    conductor_check,
+    conductor_density,
+    graph_stats,
+    mean_pool,
+    qmix_forward,
+    qmix_mix,
+    route,
+    route_indexed,
+    toposort,
+)
+from .dag import dag_edit, dag_repair
+from .team import team_project
 from .team_schedule import team_schedule, team_scores, topology_distance
 
 __all__ = [

@@ -10,8 +10,8 @@ from typing import Any
 
 from .. import backends
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
+from ..types.results import BanditSelection, BetaState, SynergyState
 from . import _validate as _v
-from .results import BanditSelection, BetaState, SynergyState
 
 __all__ = ["MODES", "bandit_select", "bandit_update", "synergy_update"]
 

@@ -9,10 +9,10 @@ import numpy as np
 
 from .. import backends
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
+from ..types.conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
+from ..types.qmix_params import QMixParams
+from ..types.results import Density, GraphStats, Order, QMixStep, Routes
 from . import _validate as _v
-from .conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
-from .qmix_params import QMixParams
-from .results import Density, GraphStats, Order, QMixStep, Routes
 
 __all__ = [
     "conductor_check",
@@ -381,7 +381,7 @@ def conductor_check(
 ) -> TopologyBatch:
     """Extracts, parses, validates and decodes AgentConductor YAML plans (methods/agentconductor.md §3.1, §3.2).
 
-    The semantics are those of :func:`toporoute.ops.conductor_topology.check` (PyYAML-based, the reference): the
+    The semantics are those of :func:`toporoute.types.conductor_topology.check` (PyYAML-based, the reference): the
     error classes, the checks and their order, ids, ref resolution, cross-turn and self edges. The compiled
     core parses the plain block layout orchestrators write and checks it in parallel; a plan outside that
     layout (flow mappings, anchors, escapes, ...) is handed to the reference, so the result never depends on
@@ -401,7 +401,7 @@ def conductor_check(
     TopologyBatch
         ``error (B,) uint8`` (0 valid, else the class), ``nodes, edges, steps, depth (B,)`` (the inputs of
         :func:`conductor_density`), the decoded graphs in CSR arrays, and ``item(b)`` for one
-        :class:`~toporoute.ops.conductor_topology.TopologyCheck`.
+        :class:`~toporoute.types.conductor_topology.TopologyCheck`.
     """
     if isinstance(texts, str):
         texts = [texts]

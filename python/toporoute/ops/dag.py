@@ -15,8 +15,8 @@ import numpy as np
 
 from .. import backends
 from ..errors import InvalidArgumentError, ShapeError
+from ..types.results import DagEdits, DagRepair
 from . import _validate as _v
-from .results import DagEdits, DagRepair
 
 __all__ = ["dag_edit", "dag_repair"]
 

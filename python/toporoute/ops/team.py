@@ -4,7 +4,7 @@ the graph repaired so that every node reaches the sink. Validation and batching 
 ``backends/_reference_team.py`` (the oracle), the compiled kernel in ``cpp/src/team_project.cpp``.
 
 Graphs are dense boolean adjacency ``adj[b, src, dst]`` with ``alive[b, n]`` marking the nodes that exist (dead
-slots are where new nodes go); cycles are allowed. Codes: :mod:`toporoute.ops.team_codes`.
+slots are where new nodes go); cycles are allowed. Codes: :mod:`toporoute.types.team_codes`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 
 from .. import backends
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
+from ..types.results import TeamProjection
+from ..types.team_codes import TEAM_MAX_NODES
 from . import _validate as _v
-from .results import TeamProjection
-from .team_codes import TEAM_MAX_NODES
 
 __all__ = ["team_project"]
 
@@ -163,7 +163,7 @@ def team_project(
     - ``TEAM_PADDING`` (-1): skipped.
 
     Node references are slots ``0 .. N-1`` or, in edge rows, placeholders ``-2 - i`` for the node born by row
-    ``i`` (:func:`toporoute.ops.team_codes.placeholder`). Reasons (names in ``toporoute.ops.TEAM_REASONS``):
+    ``i`` (:func:`toporoute.types.team_codes.placeholder`). Reasons (names in ``toporoute.ops.TEAM_REASONS``):
     ``padding``, ``bad_kind``, ``unknown_node``, ``placeholder``, ``self_loop``, ``bad_role``, ``sink``,
     ``protected``, ``duplicate``, ``budget_nodes``, ``budget_pure``, ``critical_role``, ``min_nodes``,
     ``max_nodes``, ``no_capacity``, ``dead_node``, ``edge_missing``, ``conflict``, ``edge_exists``,

@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import backends
 from ..errors import ShapeError
+from ..types.results import TeamSchedule, TeamScores
 from . import _validate as _v
-from .results import TeamSchedule, TeamScores
 
 __all__ = ["MAX_NODES", "team_schedule", "team_scores", "topology_distance"]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import InvalidArgumentError, ShapeError
-from ..ops.results import Routes
+from ..types.results import Routes
 from .config import ServeConfig
 from .convert import array_in, array_out, bool_array, check_count, edge_list, routed_episode
 from .schemas import (

@@ -111,7 +111,7 @@ add::
                                                                                 "completion_tokens", "latency_s"}},
                  "errors": [{"agent", "step", "error"}]}
 
-An operation's ``reason`` is a name of ``ops.team_codes.TEAM_REASONS`` or a parse-level one (``unparsed``,
+An operation's ``reason`` is a name of ``ops.TEAM_REASONS`` or a parse-level one (``unparsed``,
 ``unknown_role_name``, ``over_row_limit``). The episode record adds ``"tacomas": {"scorer", "oracle": bool,
 "slow_steps", "stopped": "tau" | "rounds" | "meta_stop", "final": "sink_last" | "best_scored", "rounds", ...}``.
 

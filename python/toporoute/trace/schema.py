@@ -23,7 +23,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..llm.types import Result
-    from ..ops.results import GraphStats
+    from ..types.results import GraphStats
 
 __all__ = [
     "FORMAT_VERSION",

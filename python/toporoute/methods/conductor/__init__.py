@@ -1,7 +1,7 @@
 """AgentConductor (methods/agentconductor.md): an orchestrator LLM writes each problem's team topology as a YAML
 layered DAG, the layers run in order with the tester's feedback, and a rule-based reward scores every turn.
 
-- :mod:`toporoute.ops.conductor_topology` / ``ops.conductor_check``: the topology language (extraction, parsing,
+- :mod:`toporoute.types.conductor_topology` / ``ops.conductor_check``: the topology language (extraction, parsing,
   validation, decoding) — in the compiled core, with a PyYAML reference.
 - :mod:`.method`: the episode loop (:class:`Conductor`, :class:`ConductorSettings`); :func:`plan_regex` is the
   orchestrator's plan grammar for guided decoding (:data:`GRAMMARS`: ``validator``, ``strict``).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from ...errors import InvalidArgumentError
-from ...ops.conductor_topology import CheckOptions
+from ...types.conductor_topology import CheckOptions
 from ..prompt_files import read_json, read_text
 
 __all__ = ["GRAMMARS", "agent_parts", "plan_regex", "role_duties", "text"]
@@ -41,7 +41,7 @@ GRAMMARS = ("validator", "strict")
 @functools.cache
 def plan_regex(options: CheckOptions, first_turn: bool, grammar: str = "validator") -> str:
     """A regular expression of the plan block for guided decoding, in the layout the orchestrator's prompt shows
-    (:func:`~toporoute.ops.conductor_topology.render_yaml`'s): a ```yaml fence, ``- step: N`` items, each with
+    (:func:`~toporoute.types.conductor_topology.render_yaml`'s): a ```yaml fence, ``- step: N`` items, each with
     ``agents:`` entries ``- agent: <token>`` and a flow ``ref: [...]`` list.
 
     Parameters

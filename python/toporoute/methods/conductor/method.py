@@ -24,10 +24,10 @@ from ... import ops
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
-from ...ops.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ...tasks import Task, extract_code
 from ...tasks.codetest import NO_TESTS, TestReport, run_hidden_tests, run_public_tests
 from ...trace.schema import CallUsage, Edge, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
+from ...types.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ..episode import (
     Clock,
     Emit,
@@ -91,7 +91,7 @@ class ConductorSettings(SamplingSettings):
         unverified. False: the episode ends there. Either way it never counts as passed.
     pool : tuple of str
         Role names.
-    lenient, strict_tester, concise : see :class:`~toporoute.ops.conductor_topology.CheckOptions`.
+    lenient, strict_tester, concise : see :class:`~toporoute.types.conductor_topology.CheckOptions`.
     retrieval_k : int
         Documents the searcher retrieves.
     view_chars : int

@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import ops
 from ...errors import InvalidArgumentError
-from ...ops.conductor_topology import LOGIC, NO_YAML, OK, PARSE, SCHEMA
+from ...types.conductor_topology import LOGIC, NO_YAML, OK, PARSE, SCHEMA
 
 __all__ = [
     "CAPS",
@@ -106,7 +106,7 @@ def turn_rewards(
     Parameters
     ----------
     errors : (T,) ints
-        The plan's error class per turn (0 valid; see :mod:`toporoute.ops.conductor_topology`).
+        The plan's error class per turn (0 valid; see :mod:`toporoute.types.conductor_topology`).
     verdicts : (T,) str or None
         The sandbox verdict of valid turns (a key of :data:`EXEC_REWARD`), or None for a valid plan that was
         not executed (r_e = 0: "valid YAML, no bonus"); ignored for invalid ones.

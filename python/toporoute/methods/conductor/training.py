@@ -27,7 +27,7 @@ import numpy as np
 from ... import ops
 from ..._atomic import write_bytes_atomic
 from ...errors import InvalidArgumentError
-from ...ops.conductor_topology import CheckOptions, Context, Node, TurnGraph
+from ...types.conductor_topology import CheckOptions, Context, Node, TurnGraph
 from .method import LEVELS_BY_LABEL
 from .reward import CAPS, RewardConfig, grpo_advantages, trajectory_return, turn_rewards
 
@@ -65,7 +65,7 @@ def agents_json(nodes: Iterable[Node]) -> list[dict[str, Any]]:
 
 
 def context_of(turn: int, earlier_agents: Iterable[Node | Mapping[str, Any]] = ()) -> Context:
-    """The :class:`~toporoute.ops.conductor_topology.Context` a plan of turn ``turn`` (0-based) is checked in:
+    """The :class:`~toporoute.types.conductor_topology.Context` a plan of turn ``turn`` (0-based) is checked in:
     the agents of the earlier turns' valid plans, in order, as Nodes or as :func:`agents_json` gives them."""
     if not isinstance(turn, (int, np.integer)) or isinstance(turn, bool):
         raise InvalidArgumentError(f"turn must be an int; got {type(turn).__name__}", "turn")

@@ -25,9 +25,9 @@ from ... import ops
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
-from ...ops.qmix_params import QMixParams
 from ...tasks import Task, choice_prompt
 from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
+from ...types.qmix_params import QMixParams
 from ..episode import (
     Clock,
     Emit,

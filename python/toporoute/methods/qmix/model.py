@@ -1,6 +1,6 @@
 """The Agent Q-Mix networks in PyTorch, for training (spec §4). Inference uses the compiled core
 (:func:`toporoute.ops.qmix_forward`) on the same weights: ``state_dict`` keys are the checkpoint's tensor names
-(:mod:`toporoute.ops.qmix_params`), and the two are tested for parity.
+(:mod:`toporoute.types.qmix_params`), and the two are tested for parity.
 
 Importing this module imports torch; nothing on the inference path does.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ...ops.qmix_params import QMixConfig, QMixParams
+from ...types.qmix_params import QMixConfig, QMixParams
 
 __all__ = ["QMixAgentNet", "QMixMixer", "QMixNets"]
 

@@ -44,9 +44,9 @@ from ..._atomic import write_bytes_atomic, write_json_atomic
 from ..._runlock import RunLock
 from ...errors import InvalidArgumentError, ToporouteError
 from ...llm.base import Engine
-from ...ops.qmix_params import QMixConfig, QMixParams
 from ...runtime import Runtime
 from ...tasks import Task
+from ...types.qmix_params import QMixConfig, QMixParams
 from ..harness import check_resume, episode_fn, versions
 from ._features import Features
 from .method import QMix, QMixPolicy, QMixSettings

@@ -41,9 +41,9 @@ import numpy as np
 from ... import ops
 from ...llm.types import Message as ChatMessage
 from ...llm.types import Request, Result, Tags
-from ...ops import team_codes as tc
 from ...tasks import Task
 from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Usage, clip
+from ...types import team_codes as tc
 from ..episode import (
     Clock,
     Emit,

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...llm.structured import extract_json, strip_reasoning
 from ...llm.types import Result
-from ...ops import team_codes as tc
+from ...types import team_codes as tc
 from .team import Team, role_key
 
 __all__ = [
