@@ -346,6 +346,7 @@ def test_info_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     for part in (
         "backends:",
         "  reference: available",
+        "ops (toporoute.ops; kernels registered per backend):",
         "optional packages",
         "bench alternatives:",
         "model and data files:",
@@ -354,7 +355,14 @@ def test_info_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
         assert part in out, part
     assert main(["info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert set(info) == {"build_info", "extras", "models", "cache"}
+    assert set(info) == {"build_info", "ops", "extras", "models", "cache"}
+    # every op of the table, with the backends that register a kernel for it
+    from toporoute.types.op_table import OPS as OP_TABLE
+
+    assert list(info["ops"]) == list(OP_TABLE)
+    assert info["ops"]["route"]["kernels"] == ["reference", "cpu", "cuda"]
+    assert info["ops"]["graph_stats"]["kernels"] == ["reference", "cpu"]
+    assert "  graph_stats" in out and "reference, cpu: edges, density" in out
     assert info["extras"]["report"]["matplotlib"]["found"] == (
         bench_cases.importlib.util.find_spec("matplotlib") is not None
     )

@@ -45,8 +45,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toporoute import errors, ops
-from toporoute.backends import cpu, cuda
+from toporoute.backends import cpu, cuda, reference
 from toporoute.types.conductor_topology import CheckOptions, Context
+from toporoute.types.op_table import OPS as OP_TABLE
 from toporoute.types.qmix_params import ADJ_MODES, QMixConfig, QMixParams
 
 TAUS = (-0.5, 0.0, 0.3)
@@ -69,32 +70,41 @@ def test_simd_levels() -> None:
 
 
 def test_backend_op_sets_match_the_package() -> None:
-    # tests/_backends.py's SIMD_OPS are the ops whose CPU functions take isa=, and its CUDA_OPS the ops with
-    # a CUDA kernel: the others raise BackendUnavailableError (without touching a GPU)
-    for op in OPS:
-        assert ("isa" in inspect.signature(getattr(cpu, op)).parameters) == (op in SIMD_OPS), op
+    # the op table declares every op once; the reference and the CPU backend register a kernel for each, CUDA
+    # for CUDA_OPS alone; tests/_backends.py's SIMD_OPS are the ops whose CPU kernels take isa=
+    assert set(reference.KERNELS) == set(cpu.KERNELS) == set(OP_TABLE)
+    assert set(cuda.KERNELS) == CUDA_OPS
+    assert set(OPS) <= set(OP_TABLE)
+    for op, fn in cpu.KERNELS.items():
+        assert fn.__name__ == op and reference.KERNELS[op].__name__ == op
+        assert ("isa" in inspect.signature(fn).parameters) == (op in SIMD_OPS), op
     one = np.ones(1, np.int64)
     hidden, mask = np.zeros((1, 2, 3), np.float32), np.ones((1, 2), bool)
     table, rows = np.zeros((2, 3), np.float32), np.zeros((1, 2), np.int64)
+    adj, f = np.zeros((1, 2, 2), bool), np.zeros((1, 2, 2), np.float32)
+    alive, h = np.ones((1, 2), bool), np.zeros((1, 2), np.float32)
+    # an op CUDA has no kernel for is refused by name before the GPU is looked for, through toporoute.ops
     calls = {
-        "route_indexed": lambda: cuda.route_indexed(table, rows, rows, tau=0.0, k_in=1),
-        "mean_pool": lambda: cuda.mean_pool(hidden, mask, out=None, rows=None),
-        "graph_stats": lambda: cuda.graph_stats(np.zeros((1, 2, 2), bool), active=None, prev=None),
-        "conductor_density": lambda: cuda.conductor_density(one, one, one, one),
-        "conductor_check": lambda: cuda.conductor_check(["x"], [Context()], CheckOptions()),
-        "bandit_select": lambda: cuda.bandit_select(np.zeros((1, 2, 2), bool), hidden, hidden, 1),
-        "bandit_update": lambda: cuda.bandit_update(hidden, hidden, mask, hidden),
-        "synergy_update": lambda: cuda.synergy_update(hidden, hidden, hidden, hidden, hidden),
+        "route_indexed": lambda: ops.route_indexed(table, rows, rows, backend="cuda"),
+        "mean_pool": lambda: ops.mean_pool(hidden, mask, backend="cuda"),
+        "graph_stats": lambda: ops.graph_stats(adj, backend="cuda"),
+        "conductor_density": lambda: ops.conductor_density(one, one, one, one, backend="cuda"),
+        "conductor_check": lambda: ops.conductor_check(["x"], backend="cuda"),
+        "bandit_select": lambda: ops.bandit_select(adj, h, h, 1, seed=0, backend="cuda"),
+        "bandit_update": lambda: ops.bandit_update(h, h, alive, h, backend="cuda"),
+        "synergy_update": lambda: ops.synergy_update(f, f, f, f, h, backend="cuda"),
+        "dag_edit": lambda: ops.dag_edit(adj, alive, np.zeros((1, 1, 3), np.int32), backend="cuda"),
+        "dag_repair": lambda: ops.dag_repair(adj, alive, backend="cuda"),
+        "team_schedule": lambda: ops.team_schedule(adj, alive, backend="cuda"),
+        "team_scores": lambda: ops.team_scores(h[:, None], alive[:, None], backend="cuda"),
+        "topology_distance": lambda: ops.topology_distance(adj, alive, adj, alive, backend="cuda"),
     }
-    assert set(calls) == set(OPS) - CUDA_OPS
+    assert set(calls) | {"team_project"} == set(OP_TABLE) - CUDA_OPS
     for op, call in calls.items():
-        with pytest.raises(errors.BackendUnavailableError, match=f"{op} has no CUDA kernel"):
+        with pytest.raises(
+            errors.BackendUnavailableError, match=f"^{op} has no CUDA kernel; use backend='cpu'$"
+        ):
             call()
-    # through toporoute.ops too (here either no kernel or no usable GPU)
-    with pytest.raises(errors.BackendUnavailableError):
-        ops.mean_pool(hidden, mask, backend="cuda")
-    with pytest.raises(errors.BackendUnavailableError):
-        ops.route_indexed(table, rows, rows, backend="cuda")
 
 
 # ----------------------------------------------------------------------------------------------------- route

@@ -1,4 +1,5 @@
-"""``toporoute info``: what this installation can do. :func:`toporoute.build_info`, the optional packages found
+"""``toporoute info``: what this installation can do. :func:`toporoute.build_info`, the ops of the op table and the
+backends with a kernel for each, the optional packages found
 (per extra of pyproject.toml, and the benchmarks' alternatives), the model and data files found, and the cache
 directory with what it holds.
 
@@ -100,15 +101,36 @@ def _cache() -> dict[str, Any]:
     return {"path": str(root), "exists": root.is_dir(), "entries": entries}
 
 
+def _ops() -> dict[str, dict[str, Any]]:
+    """Every op of the op table: what it returns and the backends that register a kernel for it."""
+    from . import backends
+    from .types.op_table import OPS
+
+    return {
+        name: {
+            "returns": spec.returns,
+            "summary": spec.summary,
+            "kernels": [b for b in backends.NAMES if name in backends.kernels(b)],
+        }
+        for name, spec in OPS.items()
+    }
+
+
 def installation_info() -> dict[str, Any]:
-    """``{"build_info", "extras", "models", "cache"}``: see the module docstring."""
+    """``{"build_info", "ops", "extras", "models", "cache"}``: see the module docstring."""
     from ._info import build_info
 
     extras = {
         extra: {module: _package(module, dist) for module, dist in packages}
         for extra, packages in EXTRAS.items()
     }
-    return {"build_info": build_info(), "extras": extras, "models": _models(), "cache": _cache()}
+    return {
+        "build_info": build_info(),
+        "ops": _ops(),
+        "extras": extras,
+        "models": _models(),
+        "cache": _cache(),
+    }
 
 
 def _size(n: int) -> str:
@@ -148,6 +170,10 @@ def format_installation(info: dict[str, Any]) -> str:
         lines.append(f"  {name}: {'available' if st['available'] else 'not available: ' + st['reason']}")
     if b.get("env"):
         lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in b["env"].items()))
+    lines.append("ops (toporoute.ops; kernels registered per backend):")
+    width = max(map(len, info["ops"]))
+    for name, op in info["ops"].items():
+        lines.append(f"  {name.ljust(width)}  {', '.join(op['kernels'])}: {op['summary']}")
     lines.append("optional packages (found = installed; not imported):")
     for extra, pkgs in info["extras"].items():
         cells = [f"{m} {p['version'] or 'found'}" if p["found"] else f"{m} -" for m, p in pkgs.items()]

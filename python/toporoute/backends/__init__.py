@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -24,7 +25,9 @@ from ..errors import BackendUnavailableError, InvalidArgumentError
 NAMES = ("reference", "cpu", "cuda")
 ENV = "TOPOROUTE_BACKEND"
 
-__all__ = ["ENV", "NAMES", "available", "get", "is_device_array", "select", "select_op"]
+__all__ = ["ENV", "NAMES", "available", "get", "is_device_array", "kernel", "kernels", "select"]
+
+_LABELS = {"reference": "reference", "cpu": "CPU", "cuda": "CUDA"}
 
 
 def is_device_array(x: Any) -> bool:
@@ -82,19 +85,59 @@ def select(backend: str | None, first: Any) -> ModuleType:
     return _select(backend, first)
 
 
-def select_op(backend: str | None, first: Any, op: str) -> ModuleType:
-    """:func:`select` for ``op``, where a compiled core built before the op existed counts as not having it:
-    the default then falls back to the reference (same results, slower), an explicit ``backend="cpu"`` raises."""
+def kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
+    """The kernel of ``op`` (a name of :data:`toporoute.types.op_table.OPS`) on the backend chosen for a call
+    whose first array argument is ``first``.
+
+    A backend that registers no kernel for ``op`` (its ``KERNELS``) refuses a call that names it, before
+    anything else is checked, with :class:`~toporoute.errors.BackendUnavailableError` naming the op and the
+    backend. A compiled core built before the op existed counts as not having it: the default backend then
+    falls back to the reference (same results, slower), an explicit ``backend="cpu"`` raises.
+    """
+    if type(first) is np.ndarray and (backend is None or type(backend) is str):
+        fn = _HOST_KERNEL.get((backend, op))
+        if fn is not None:
+            return fn
+    return _kernel(op, backend, first)
+
+
+# The kernel chosen for numpy inputs, by (backend= value, op), filled by the first call that resolves each pair;
+# like _HOST_CHOICE, it never changes an answer (the core's ops and the environment are fixed for the process).
+_HOST_KERNEL: dict[tuple[str | None, str], Callable[..., Any]] = {}
+
+
+def _kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
+    """:func:`kernel` in full; remembers its answer for numpy inputs."""
+    if type(backend) is str and backend in NAMES and op not in kernels(backend):
+        other = "cpu" if op in kernels("cpu") else "reference"
+        raise BackendUnavailableError(
+            f"{op} has no {_LABELS[backend]} kernel; use backend={other!r}", arg="backend"
+        )
     impl = select(backend, first)
     has = getattr(impl, "has_op", None)
-    if has is None or has(op):
-        return impl
-    if backend is None:
-        return get("reference")
-    raise BackendUnavailableError(
-        f"{op}: this build of toporoute._core has no {op} kernel; rebuild the core or use backend='reference'",
-        arg="backend",
-    )
+    if has is not None and not has(op):
+        if backend is not None:
+            raise BackendUnavailableError(
+                f"{op}: this build of toporoute._core has no {op} kernel; rebuild the core or use "
+                "backend='reference'",
+                arg="backend",
+            )
+        impl = get("reference")
+    fn: Callable[..., Any] | None = impl.KERNELS.get(op)
+    if fn is None:  # the default chose CUDA for a device array, and CUDA has no kernel for op
+        raise BackendUnavailableError(
+            f"{op} has no {_LABELS[impl.__name__.rsplit('.', 1)[-1]]} kernel; pass host (numpy) arrays",
+            arg="backend",
+        )
+    if type(first) is np.ndarray and (backend is None or type(backend) is str):
+        _HOST_KERNEL[(backend, op)] = fn
+    return fn
+
+
+@functools.cache
+def kernels(name: str) -> frozenset[str]:
+    """The ops backend ``name`` registers a kernel for (whether or not it can run here)."""
+    return frozenset(importlib.import_module(f"{__name__}.{name}").KERNELS)
 
 
 def _select(backend: str | None, first: Any) -> ModuleType:

@@ -4,7 +4,7 @@ the core re-checks dtypes and shapes, never copies its inputs, releases the GIL 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +44,7 @@ else:
     _IMPORT_ERROR = ""
 
 __all__ = [
+    "KERNELS",
     "available",
     "bandit_select",
     "bandit_update",
@@ -333,3 +334,26 @@ def synergy_update(
     lr: float,
 ) -> SynergyState:
     return SynergyState(*_core.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr))
+
+
+# every op of toporoute.types.op_table (one missing from an older build of the core: has_op)
+KERNELS: dict[str, Callable[..., Any]] = {
+    "route": route,
+    "route_indexed": route_indexed,
+    "mean_pool": mean_pool,
+    "toposort": toposort,
+    "graph_stats": graph_stats,
+    "conductor_density": conductor_density,
+    "conductor_check": conductor_check,
+    "qmix_forward": qmix_forward,
+    "qmix_mix": qmix_mix,
+    "bandit_select": bandit_select,
+    "bandit_update": bandit_update,
+    "synergy_update": synergy_update,
+    "dag_edit": dag_edit,
+    "dag_repair": dag_repair,
+    "team_project": team_project,
+    "team_schedule": team_schedule,
+    "team_scores": team_scores,
+    "topology_distance": topology_distance,
+}

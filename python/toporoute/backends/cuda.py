@@ -15,39 +15,20 @@ what needs a pass over the data (non-finite values, negative weights) and where 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import errors
-from ..types.results import BanditSelection, BetaState, Density, GraphStats, Order, Routes, SynergyState
+from ..types.results import Order, Routes
 from .reference import inbox_width
 
 if TYPE_CHECKING:
     from ..types.qmix_params import QMixParams
 
-__all__ = [
-    "available",
-    "bandit_select",
-    "bandit_update",
-    "conductor_check",
-    "conductor_density",
-    "dag_edit",
-    "dag_repair",
-    "graph_stats",
-    "mean_pool",
-    "qmix_forward",
-    "qmix_mix",
-    "route",
-    "route_indexed",
-    "synergy_update",
-    "team_project",
-    "team_schedule",
-    "team_scores",
-    "topology_distance",
-    "toposort",
-]
+__all__ = ["KERNELS", "available", "qmix_forward", "qmix_mix", "route", "toposort"]
 
 _NO_ERROR = 2**64 - 1  # the err word's initial value: no non-finite row seen
 _LEGACY_STREAM = 1  # DLPack's name for CUDA's legacy default stream (0 is reserved there)
@@ -396,79 +377,6 @@ def _check_weights(fw: _Framework, weights: Any) -> None:
         )
 
 
-def graph_stats(adj: Any, *, active: Any | None, prev: Any | None) -> GraphStats:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("graph_stats has no CUDA kernel; use backend='cpu'")
-
-
-def dag_edit(adj: Any, alive: Any, edits: Any, *, source: int, sink: int, max_out: int) -> Any:
-    """Not implemented on the GPU (small graphs, branchy per-edit checks): raises
-    :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("dag_edit has no CUDA kernel; use backend='cpu'")
-
-
-def dag_repair(adj: Any, alive: Any, edge_alpha: Any, edge_beta: Any, **kwargs: Any) -> Any:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("dag_repair has no CUDA kernel; use backend='cpu'")
-
-
-def team_schedule(adj: Any, alive: Any) -> Any:
-    """Not implemented on the GPU (graphs of at most 64 nodes): raises
-    :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("team_schedule has no CUDA kernel; use backend='cpu'")
-
-
-def team_scores(history: Any, present: Any, **kwargs: Any) -> Any:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("team_scores has no CUDA kernel; use backend='cpu'")
-
-
-def topology_distance(adj_a: Any, alive_a: Any, adj_b: Any, alive_b: Any, **kwargs: Any) -> Any:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("topology_distance has no CUDA kernel; use backend='cpu'")
-
-
-def conductor_density(nodes: Any, edges: Any, steps: Any, n_max: Any) -> Density:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("conductor_density has no CUDA kernel; use backend='cpu'")
-
-
-def route_indexed(
-    table: Any,
-    q_rows: Any,
-    k_rows: Any,
-    *,
-    tau: float,
-    k_in: int,
-    active: Any | None = None,
-    pool: Any = None,
-) -> Routes:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("route_indexed has no CUDA kernel; use backend='cpu'")
-
-
-def mean_pool(hidden: Any, mask: Any, *, out: Any | None, rows: Any | None) -> Any:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("mean_pool has no CUDA kernel; use backend='cpu'")
-
-
-def bandit_select(adj: Any, alpha: Any, beta: Any, k: int, **options: Any) -> BanditSelection:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("bandit_select has no CUDA kernel; use backend='cpu'")
-
-
-def bandit_update(alpha: Any, beta: Any, selected: Any, reward: Any, **options: Any) -> BetaState:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("bandit_update has no CUDA kernel; use backend='cpu'")
-
-
-def synergy_update(
-    c_syn: Any, edge_alpha: Any, edge_beta: Any, routed: Any, reward: Any, **options: Any
-) -> SynergyState:
-    """Not implemented on the GPU: raises :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("synergy_update has no CUDA kernel; use backend='cpu'")
-
-
 # ---------------------------------------------------------------------------------------------------- Q-Mix
 
 
@@ -565,12 +473,10 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, device: int = 0) -
     return out
 
 
-def conductor_check(texts: Any, contexts: Any, options: Any) -> Any:
-    """Plans are text: parsed on the host."""
-    raise errors.BackendUnavailableError("conductor_check has no CUDA kernel; use backend='cpu'")
-
-
-def team_project(adj: Any, alive: Any, roles: Any, sink: Any, edits: Any, **kwargs: Any) -> Any:
-    """Not implemented on the GPU (small graphs, branchy per-row checks): raises
-    :class:`~toporoute.errors.BackendUnavailableError`."""
-    raise errors.BackendUnavailableError("team_project has no CUDA kernel; use backend='cpu'")
+# the ops with a CUDA kernel; the others are not registered (toporoute.backends.kernel refuses them)
+KERNELS: dict[str, Callable[..., Any]] = {
+    "route": route,
+    "toposort": toposort,
+    "qmix_forward": qmix_forward,
+    "qmix_mix": qmix_mix,
+}

@@ -11,7 +11,7 @@ agree exactly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..types.qmix_params import QMixParams
 
 __all__ = [
+    "KERNELS",
     "available",
     "bandit_select",
     "bandit_update",
@@ -485,3 +486,26 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
     from ..types.conductor_topology import check_batch
 
     return check_batch(texts, contexts, options)
+
+
+# every op of toporoute.types.op_table: the reference defines them all
+KERNELS: dict[str, Callable[..., Any]] = {
+    "route": route,
+    "route_indexed": route_indexed,
+    "mean_pool": mean_pool,
+    "toposort": toposort,
+    "graph_stats": graph_stats,
+    "conductor_density": conductor_density,
+    "conductor_check": conductor_check,
+    "qmix_forward": qmix_forward,
+    "qmix_mix": qmix_mix,
+    "bandit_select": bandit_select,
+    "bandit_update": bandit_update,
+    "synergy_update": synergy_update,
+    "dag_edit": dag_edit,
+    "dag_repair": dag_repair,
+    "team_project": team_project,
+    "team_schedule": team_schedule,
+    "team_scores": team_scores,
+    "topology_distance": topology_distance,
+}

@@ -125,14 +125,14 @@ def bandit_select(
     graph_offset = _integer(
         graph_offset, "graph_offset", 0, _U32 - n_graphs + 1, f"in [0, 2**32 - {n_graphs}]"
     )
-    impl = backends.select_op(backend, adj, "bandit_select")
+    impl = backends.kernel("bandit_select", backend, adj)
     if len(shape) == 3:
-        result: BanditSelection = impl.bandit_select(
+        result: BanditSelection = impl(
             adj, alpha, beta, k, weights=weights, seed=seed, step=step, mode=mode, active=active,
             graph_offset=graph_offset,
         )  # fmt: skip
         return result
-    one: BanditSelection = impl.bandit_select(
+    one: BanditSelection = impl(
         adj[None], alpha[None], beta[None], k,
         weights=None if weights is None else weights[None], seed=seed, step=step, mode=mode,
         active=None if active is None else active[None], graph_offset=graph_offset,
@@ -193,13 +193,13 @@ def bandit_update(
     gamma = _real(gamma, "gamma", 0.0, 1.0)
     delta = _real(delta, "delta", 0.0, math.inf)
     prior = _real(prior, "prior", 0.0, math.inf, open_lo=True)
-    impl = backends.select_op(backend, alpha, "bandit_update")
+    impl = backends.kernel("bandit_update", backend, alpha)
     if len(shape) == 2:
-        state: BetaState = impl.bandit_update(
+        state: BetaState = impl(
             alpha, beta, selected, reward, dt=dt, gamma=gamma, km=km, delta=delta, prior=prior
         )
         return state
-    one: BetaState = impl.bandit_update(
+    one: BetaState = impl(
         alpha[None], beta[None], selected[None], reward[None],
         dt=None if dt is None else dt[None], gamma=gamma, km=None if km is None else km[None], delta=delta,
         prior=prior,
@@ -251,11 +251,11 @@ def synergy_update(
         _v.same_shape(xs, name, shape, "the shape of c_syn")
     _nodes(reward, "reward", shape[:-1], "float32")
     lr = _real(lr, "lr", 0.0, math.inf)
-    impl = backends.select_op(backend, c_syn, "synergy_update")
+    impl = backends.kernel("synergy_update", backend, c_syn)
     if len(shape) == 3:
-        state: SynergyState = impl.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr=lr)
+        state: SynergyState = impl(c_syn, edge_alpha, edge_beta, routed, reward, lr=lr)
         return state
-    one: SynergyState = impl.synergy_update(
+    one: SynergyState = impl(
         c_syn[None], edge_alpha[None], edge_beta[None], routed[None], reward[None], lr=lr
     )
     return SynergyState(one.c_syn[0], one.edge_alpha[0], one.edge_beta[0])

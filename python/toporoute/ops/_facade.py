@@ -72,12 +72,12 @@ def route(
         descending score, -1 padded; ``K = k_in``, or ``N - 1`` when uncapped) and ``in_degree (B, N) int32``.
     """
     qs, tau, k_in = _v.route_args(q, k, active, tau, k_in)
-    impl = backends.select(backend, q)
+    impl = backends.kernel("route", backend, q)
     if len(qs) == 3:
-        routes: Routes = impl.route(q, k, tau=tau, k_in=k_in, active=active)
+        routes: Routes = impl(q, k, tau=tau, k_in=k_in, active=active)
         return routes
     q, k, active = _batch(q, k, active)
-    batched: Routes = impl.route(q, k, tau=tau, k_in=k_in, active=active)
+    batched: Routes = impl(q, k, tau=tau, k_in=k_in, active=active)
     return _unbatch(batched)
 
 
@@ -135,12 +135,12 @@ def route_indexed(
     """
     shape, tau, k_in = _v.route_indexed_args(table, q_rows, k_rows, tau, k_in)
     triples = None if pool is None else _v.pool_args(pool, table)
-    impl = backends.select(backend, table)
+    impl = backends.kernel("route_indexed", backend, table)
     if len(shape) == 2:
-        routes: Routes = impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
+        routes: Routes = impl(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
         return routes
     q_rows, k_rows = _batch(q_rows, k_rows)
-    batched: Routes = impl.route_indexed(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
+    batched: Routes = impl(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
     return _unbatch(batched)
 
 
@@ -183,8 +183,8 @@ def mean_pool(
         NaN or infinity in a counted token of ``hidden`` (the first row and token are named).
     """
     _v.mean_pool_args(hidden, mask, out, rows)
-    impl = backends.select(backend, hidden)
-    pooled: np.ndarray = impl.mean_pool(hidden, mask, out=out, rows=rows)
+    impl = backends.kernel("mean_pool", backend, hidden)
+    pooled: np.ndarray = impl(hidden, mask, out=out, rows=rows)
     return pooled
 
 
@@ -212,12 +212,12 @@ def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str 
         ``order (B, N) int32``, ``level (B, N) int32``, ``removed (B, N, N) bool``, ``is_dag (B,) bool``.
     """
     shape = _v.graph_args(adj, weights, "weights", "float32", active)
-    impl = backends.select(backend, adj)
+    impl = backends.kernel("toposort", backend, adj)
     if len(shape) == 3:
-        order: Order = impl.toposort(adj, weights=weights, active=active)
+        order: Order = impl(adj, weights=weights, active=active)
         return order
     adj, weights, active = _batch(adj, weights, active)
-    batched: Order = impl.toposort(adj, weights=weights, active=active)
+    batched: Order = impl(adj, weights=weights, active=active)
     return _unbatch(batched)
 
 
@@ -236,12 +236,12 @@ def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str 
     GraphStats
     """
     shape = _v.graph_args(adj, prev, "prev", "bool", active)
-    impl = backends.select(backend, adj)
+    impl = backends.kernel("graph_stats", backend, adj)
     if len(shape) == 3:
-        stats: GraphStats = impl.graph_stats(adj, active=active, prev=prev)
+        stats: GraphStats = impl(adj, active=active, prev=prev)
         return stats
     adj, prev, active = _batch(adj, prev, active)
-    batched: GraphStats = impl.graph_stats(adj, active=active, prev=prev)
+    batched: GraphStats = impl(adj, active=active, prev=prev)
     return _unbatch(batched)
 
 
@@ -288,8 +288,8 @@ def conductor_density(
             f"nodes={nodes[tuple(i)]} at index {tuple(int(x) for x in i)}",
             arg="steps",
         )
-    impl = backends.select(backend, nodes)
-    density: Density = impl.conductor_density(nodes, edges, steps, n_max)
+    impl = backends.kernel("conductor_density", backend, nodes)
+    density: Density = impl(nodes, edges, steps, n_max)
     return density
 
 
@@ -331,11 +331,11 @@ def qmix_forward(
             f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
         )
     shape = _v.qmix_forward_args(params.config, obs, adj, hidden, active)
-    impl = backends.select(backend, obs)
+    impl = backends.kernel("qmix_forward", backend, obs)
     if len(shape) == 3:
-        return _step(impl.qmix_forward(params, obs, adj, hidden, active=active))
+        return _step(impl(params, obs, adj, hidden, active=active))
     obs, adj, hidden, active = _batch(obs, adj, hidden, active)
-    q, h = impl.qmix_forward(params, obs, adj, hidden, active=active)
+    q, h = impl(params, obs, adj, hidden, active=active)
     return QMixStep(q[0], h[0])
 
 
@@ -361,11 +361,11 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | Non
     if not params.has_mixer:
         params.mixer_arrays()  # raises the error
     qs = _v.qmix_mix_args(params.config, q_taken, state)
-    impl = backends.select(backend, q_taken)
+    impl = backends.kernel("qmix_mix", backend, q_taken)
     single = len(qs) == 1
     if single:
         q_taken, state = _batch(q_taken, state)
-    out = impl.qmix_mix(params, q_taken, state)
+    out = impl(params, q_taken, state)
     return out[0] if single else out
 
 
@@ -437,6 +437,6 @@ def conductor_check(
                     f"context node {n.token} has role {n.role!r}, which is not in the pool {options.pool}",
                     "context",
                 )
-    impl = backends.select(backend, np.empty(0))
-    batch: TopologyBatch = impl.conductor_check(texts, contexts, options)
+    impl = backends.kernel("conductor_check", backend, np.empty(0))
+    batch: TopologyBatch = impl(texts, contexts, options)
     return batch

@@ -125,7 +125,7 @@ def dag_edit(
         and edits.shape[0] == adj.shape[0]
         and edits.shape[2] == 3
     ):
-        fast: DagEdits = backends.select_op(backend, adj, "dag_edit").dag_edit(
+        fast: DagEdits = backends.kernel("dag_edit", backend, adj)(
             adj, alive, edits, source=source, sink=sink, max_out=max_out
         )
         return fast
@@ -136,11 +136,11 @@ def dag_edit(
         raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
     s, t = _ends(source, sink, shape[-1])
     cap = _v.integer(max_out, "max_out", 1)
-    impl = backends.select_op(backend, adj, "dag_edit")
+    impl = backends.kernel("dag_edit", backend, adj)
     if len(shape) == 3:
-        result: DagEdits = impl.dag_edit(adj, alive, edits, source=s, sink=t, max_out=cap)
+        result: DagEdits = impl(adj, alive, edits, source=s, sink=t, max_out=cap)
         return result
-    batched: DagEdits = impl.dag_edit(adj[None], alive[None], edits[None], source=s, sink=t, max_out=cap)
+    batched: DagEdits = impl(adj[None], alive[None], edits[None], source=s, sink=t, max_out=cap)
     return DagEdits(*(x[0] for x in vars(batched).values()))
 
 
@@ -212,7 +212,7 @@ def dag_repair(
             )
         )
     ):
-        fast: DagRepair = backends.select_op(backend, adj, "dag_repair").dag_repair(
+        fast: DagRepair = backends.kernel("dag_repair", backend, adj)(
             adj,
             alive,
             edge_alpha,
@@ -240,7 +240,7 @@ def dag_repair(
     obs = _v.real(min_obs, "min_obs", 0.0)
     pri = _v.real(prior, "prior", 0.0)
     cap = _v.integer(max_out, "max_out", 1)
-    impl = backends.select_op(backend, adj, "dag_repair")
+    impl = backends.kernel("dag_repair", backend, adj)
     kw: dict[str, Any] = {
         "source": s,
         "sink": t,
@@ -250,9 +250,9 @@ def dag_repair(
         "max_out": cap,
     }
     if len(shape) == 3:
-        result: DagRepair = impl.dag_repair(adj, alive, edge_alpha, edge_beta, **kw)
+        result: DagRepair = impl(adj, alive, edge_alpha, edge_beta, **kw)
         return result
     ea = None if edge_alpha is None else edge_alpha[None]
     eb = None if edge_beta is None else edge_beta[None]
-    batched: DagRepair = impl.dag_repair(adj[None], alive[None], ea, eb, **kw)
+    batched: DagRepair = impl(adj[None], alive[None], ea, eb, **kw)
     return DagRepair(*(x[0] for x in vars(batched).values()))

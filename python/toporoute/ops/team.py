@@ -220,7 +220,7 @@ def team_project(
     opts = (protected, critical, scores, generation)
     ints = (budget_pairs, budget_edges, max_removals, max_pure_births, max_pure_deaths, n_min, n_max)
     if _plain(adj, alive, roles, sink, edits, opts, ints):
-        fast: TeamProjection = backends.select_op(backend, adj, "team_project").team_project(
+        fast: TeamProjection = backends.kernel("team_project", backend, adj)(
             adj,
             alive,
             roles,
@@ -263,7 +263,7 @@ def team_project(
         )
         if cs[:-1] != batch[:-1]:
             raise ShapeError(f"critical must have shape (B, R) with B of adj; got {cs}", arg="critical")
-    impl = backends.select_op(backend, adj, "team_project")
+    impl = backends.kernel("team_project", backend, adj)
     sinks = _sink_array(sink, batch)
     kw: dict[str, Any] = {
         "budget_pairs": _v.integer(budget_pairs, "budget_pairs", 0, _LIMIT),
@@ -281,7 +281,7 @@ def team_project(
     if kw["n_max"] < kw["n_min"]:
         raise InvalidArgumentError(f"n_max must be >= n_min = {kw['n_min']}; got {kw['n_max']}", arg="n_max")
     if len(shape) == 3:
-        result: TeamProjection = impl.team_project(
+        result: TeamProjection = impl(
             adj,
             alive,
             roles,
@@ -294,7 +294,7 @@ def team_project(
             **kw,
         )
         return result
-    batched: TeamProjection = impl.team_project(
+    batched: TeamProjection = impl(
         adj[None],
         alive[None],
         roles[None],

@@ -79,15 +79,15 @@ def team_schedule(adj: Any, alive: Any, *, backend: str | None = None) -> TeamSc
         An edge touching a dead node (on ``adj``); shapes and dtypes are named likewise (N > 64: ShapeError).
     """
     if _plain_graph(adj, alive):
-        fast: TeamSchedule = backends.select_op(backend, adj, "team_schedule").team_schedule(adj, alive)
+        fast: TeamSchedule = backends.kernel("team_schedule", backend, adj)(adj, alive)
         return fast
     shape = _v.graph(adj, alive)
     _capacity(shape, "adj")
-    impl = backends.select_op(backend, adj, "team_schedule")
+    impl = backends.kernel("team_schedule", backend, adj)
     if len(shape) == 3:
-        result: TeamSchedule = impl.team_schedule(adj, alive)
+        result: TeamSchedule = impl(adj, alive)
         return result
-    batched: TeamSchedule = impl.team_schedule(adj[None], alive[None])
+    batched: TeamSchedule = impl(adj[None], alive[None])
     return TeamSchedule(*(x[0] for x in vars(batched).values()))
 
 
@@ -153,7 +153,7 @@ def team_scores(
         and type(death_threshold) is float
         and 0.0 <= death_threshold <= 1.0
     ):
-        fast: TeamScores = backends.select_op(backend, history, "team_scores").team_scores(
+        fast: TeamScores = backends.kernel("team_scores", backend, history)(
             history, present, eta=eta, window=window, death_threshold=death_threshold
         )
         return fast
@@ -167,11 +167,11 @@ def team_scores(
         "window": min(_v.integer(window, "window", 2), max(hs[-2], 2)),  # a longer window sees every round
         "death_threshold": _v.real(death_threshold, "death_threshold", 0.0, 1.0),
     }
-    impl = backends.select_op(backend, history, "team_scores")
+    impl = backends.kernel("team_scores", backend, history)
     if len(hs) == 3:
-        result: TeamScores = impl.team_scores(history, present, **kw)
+        result: TeamScores = impl(history, present, **kw)
         return result
-    batched: TeamScores = impl.team_scores(history[None], present[None], **kw)
+    batched: TeamScores = impl(history[None], present[None], **kw)
     return TeamScores(*(x[0] for x in vars(batched).values()))
 
 
@@ -224,7 +224,7 @@ def topology_distance(
         and (gen_a is None or (type(gen_a) is _ND and gen_a.dtype == _I32 and gen_a.shape == alive_a.shape))
         and (gen_b is None or (type(gen_b) is _ND and gen_b.dtype == _I32 and gen_b.shape == alive_a.shape))
     ):
-        fast: np.ndarray = backends.select_op(backend, adj_a, "topology_distance").topology_distance(
+        fast: np.ndarray = backends.kernel("topology_distance", backend, adj_a)(
             adj_a, alive_a, adj_b, alive_b, gen_a=gen_a, gen_b=gen_b
         )
         return fast
@@ -234,13 +234,11 @@ def topology_distance(
     _v.same_shape(shape_b, "adj_b", shape, "the shape of adj_a")
     _generation(gen_a, "gen_a", shape[:-1], "alive_a")
     _generation(gen_b, "gen_b", shape[:-1], "alive_b")
-    impl = backends.select_op(backend, adj_a, "topology_distance")
+    impl = backends.kernel("topology_distance", backend, adj_a)
     if len(shape) == 3:
-        result: np.ndarray = impl.topology_distance(adj_a, alive_a, adj_b, alive_b, gen_a=gen_a, gen_b=gen_b)
+        result: np.ndarray = impl(adj_a, alive_a, adj_b, alive_b, gen_a=gen_a, gen_b=gen_b)
         return result
     ga = None if gen_a is None else gen_a[None]
     gb = None if gen_b is None else gen_b[None]
-    batched: np.ndarray = impl.topology_distance(
-        adj_a[None], alive_a[None], adj_b[None], alive_b[None], gen_a=ga, gen_b=gb
-    )
+    batched: np.ndarray = impl(adj_a[None], alive_a[None], adj_b[None], alive_b[None], gen_a=ga, gen_b=gb)
     return int(batched[0])
