@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "bits.hpp"
 #include "parallel.hpp"
 
 namespace toporoute {
@@ -200,30 +201,6 @@ inline bool better(const Candidate& x, const Candidate& y) {
   return x.score > y.score || (x.score == y.score && x.index < y.index);
 }
 
-// Bit i set when row[i * stride] != 0, for i < n <= 64. Unit-stride rows go 8 bytes at a time: a SWAR step turns
-// every non-zero byte into 0x01 and one multiply gathers the eight low bits (little-endian only).
-inline std::uint64_t nonzero_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n) {
-  std::uint64_t bits = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  if (stride == 1) {
-    for (std::int64_t c = 0; c < n; c += 8) {
-      std::uint64_t x = 0;
-      if (c + 8 <= n) {
-        std::memcpy(&x, row + c, 8);
-      } else {
-        std::memcpy(&x, row + c, static_cast<std::size_t>(n - c));
-      }
-      const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
-      const std::uint64_t ones = ((((x & low7) + low7) | x) & ~low7) >> 7;
-      bits |= ((ones * 0x0102040810204080ULL) >> 56) << c;
-    }
-    return bits;
-  }
-#endif
-  for (std::int64_t i = 0; i < n; ++i) bits |= std::uint64_t{row[i * stride] != 0} << i;
-  return bits;
-}
-
 // Keeps the best `K` of `count` candidates at the front of cand, best first; returns how many are kept.
 inline std::int64_t top_k(Candidate* cand, std::int64_t count, std::int64_t K) {
   const std::int64_t kept = std::min(count, K);
@@ -387,7 +364,7 @@ void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int6
     const float* wrow = wg == nullptr ? nullptr : wg + s * a.w_sr;
     if (bits && K <= kSmallK) {
       SmallTop top;
-      const std::uint64_t m = nonzero_bits(row, a.adj_sc, N) & alive & ~(std::uint64_t{1} << s);
+      const std::uint64_t m = detail::row_bits(row, a.adj_sc, N) & alive & ~(std::uint64_t{1} << s);
       switch (K) {
         case 1: push_row<1>(top, m, theta, wrow, a.w_sc); break;
         case 2: push_row<2>(top, m, theta, wrow, a.w_sc); break;

@@ -1,39 +1,41 @@
 #pragma once
-// Bitset rows shared by the graph kernels (dag_edit, dag_repair, team_project): u8 adjacency rows to and from
-// 64-bit words, and a popcount that needs no POPCNT instruction.
+// The bit toolkit of the graph kernels (toposort, bandit_select, dag_edit, dag_repair, team_project): u8 adjacency
+// rows to and from 64-bit words, and a popcount that needs no POPCNT instruction. Unit tests: cpp/tests/.
 #include <cstdint>
 #include <cstring>
 
 namespace toporoute::detail {
 
-/// Bits of row[i * stride] != 0 for i in [0, n) into ceil(n / 64) words. Contiguous rows go 8 bytes at a time
-/// (little-endian): a SWAR step turns each non-zero byte into 0x01 and one multiply gathers the eight bits. Each
-/// word is gathered in a register and stored once (an |= into memory per 8 bytes chains store-to-load
-/// forwarding: it was most of the time of loading a small graph).
-inline void load_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n, std::uint64_t* words) {
-  const std::int64_t W = (n + 63) / 64;
-  for (std::int64_t w = 0; w < W; ++w) {
-    const std::int64_t begin = w * 64, end = begin + 64 < n ? begin + 64 : n;
-    std::uint64_t acc = 0;
+/// Bit i set when row[i * stride] != 0, for i in [0, n), n <= 64: one word. Contiguous rows go 8 bytes at a time
+/// (little-endian): a SWAR step turns each non-zero byte into 0x01 and one multiply gathers the eight bits. The
+/// word is gathered in a register and returned (an |= into memory per 8 bytes chains store-to-load forwarding:
+/// it was most of the time of loading a small graph).
+inline std::uint64_t row_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n) {
+  std::uint64_t bits = 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (stride == 1) {
-      for (std::int64_t c = begin; c < end; c += 8) {
-        std::uint64_t x = 0;
-        if (c + 8 <= end) {
-          std::memcpy(&x, row + c, 8);  // a fixed size: one load, never a call
-        } else {
-          for (std::int64_t i = c; i < end; ++i) x |= std::uint64_t{row[i]} << (8 * (i - c));
-        }
-        const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
-        const std::uint64_t ones = (((((x & low7) + low7) | x) & ~low7) >> 7);
-        acc |= ((ones * 0x0102040810204080ULL) >> 56) << (c - begin);
+  if (stride == 1) {
+    for (std::int64_t c = 0; c < n; c += 8) {
+      std::uint64_t x = 0;
+      if (c + 8 <= n) {
+        std::memcpy(&x, row + c, 8);  // a fixed size: one load, never a call
+      } else {
+        for (std::int64_t i = c; i < n; ++i) x |= std::uint64_t{row[i]} << (8 * (i - c));
       }
-      words[w] = acc;
-      continue;
+      const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
+      const std::uint64_t ones = (((((x & low7) + low7) | x) & ~low7) >> 7);
+      bits |= ((ones * 0x0102040810204080ULL) >> 56) << c;
     }
+    return bits;
+  }
 #endif
-    for (std::int64_t i = begin; i < end; ++i) acc |= std::uint64_t{row[i * stride] != 0} << (i - begin);
-    words[w] = acc;
+  for (std::int64_t i = 0; i < n; ++i) bits |= std::uint64_t{row[i * stride] != 0} << i;
+  return bits;
+}
+
+/// Bits of row[i * stride] != 0 for i in [0, n) into ceil(n / 64) words (row_bits per word).
+inline void load_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n, std::uint64_t* words) {
+  for (std::int64_t begin = 0, w = 0; begin < n; begin += 64, ++w) {
+    words[w] = row_bits(row + begin * stride, stride, n - begin < 64 ? n - begin : 64);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "bits.hpp"
 #include "parallel.hpp"
 #include "toporoute/ops.hpp"
 
@@ -22,30 +23,6 @@ bool is_active(const ToposortArgs& a, std::int64_t b, std::int64_t n) {
 
 bool edge(const ToposortArgs& a, std::int64_t b, std::int64_t src, std::int64_t dst) {
   return a.adj[b * a.adj_sb + src * a.adj_sr + dst * a.adj_sc] != 0;
-}
-
-// Bit i set when row[i * stride] != 0, for i < n <= 64. Contiguous rows go 8 bytes at a time: a SWAR step
-// turns every non-zero byte into 0x01 and one multiply gathers the eight low bits (little-endian only).
-inline std::uint64_t row_bits(const std::uint8_t* row, std::int64_t stride, std::int64_t n) {
-  std::uint64_t bits = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  if (stride == 1) {
-    for (std::int64_t c = 0; c < n; c += 8) {
-      std::uint64_t x = 0;
-      if (c + 8 <= n) {
-        std::memcpy(&x, row + c, 8);
-      } else {
-        std::memcpy(&x, row + c, static_cast<std::size_t>(n - c));
-      }
-      const std::uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
-      const std::uint64_t ones = (((((x & low7) + low7) | x) & ~low7) >> 7);
-      bits |= ((ones * 0x0102040810204080ULL) >> 56) << c;
-    }
-    return bits;
-  }
-#endif
-  for (std::int64_t i = 0; i < n; ++i) bits |= std::uint64_t{row[i * stride] != 0} << i;
-  return bits;
 }
 
 void finish_inactive(const ToposortArgs& a, const ToposortOut& o, std::int64_t b, std::int64_t placed) {
@@ -77,7 +54,7 @@ void sort_bitset(const ToposortArgs& a, const ToposortOut& o, std::int64_t b) {
   for (std::int64_t j = 0; j < N; ++j) {
     const std::uint64_t keep = (unplaced >> j & 1u) ? unplaced & ~(std::uint64_t{1} << j) : 0;  // no self-loops,
     const std::uint8_t* row = g + j * a.adj_sr;                                                  // no inactive ends
-    const std::uint64_t raw = row_bits(row, a.adj_sc, N);
+    const std::uint64_t raw = detail::row_bits(row, a.adj_sc, N);
     const std::uint64_t out = raw & keep;
     out_mask[j] = out;
     if (a.adj_sc == 1 && keep != 0) {
