@@ -607,7 +607,9 @@ def test_a_core_without_the_kernels_falls_back_to_the_reference(monkeypatch: pyt
     from toporoute.backends import cpu
 
     monkeypatch.setattr(cpu, "has_op", lambda name: False)
-    monkeypatch.setattr(backends, "_HOST_KERNEL", {})  # what earlier calls resolved, with the real core
+    # what earlier calls resolved, with the real core
+    monkeypatch.setattr(backends, "_DEFAULT_KERNEL", {})
+    monkeypatch.setattr(backends, "_HOST_KERNEL", {})
     kw = _select_inputs()
     args = (kw["adj"], kw["alpha"], kw["beta"], 2)
     want = REFERENCE.bandit_select(*args, seed=3)

@@ -94,16 +94,21 @@ def kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
     backend. A compiled core built before the op existed counts as not having it: the default backend then
     falls back to the reference (same results, slower), an explicit ``backend="cpu"`` raises.
     """
-    if type(first) is np.ndarray and (backend is None or type(backend) is str):
-        fn = _HOST_KERNEL.get((backend, op))
+    if type(first) is np.ndarray:
+        if backend is None:  # the common case: one look-up by the op's (interned) name
+            fn = _DEFAULT_KERNEL.get(op)
+        else:
+            fn = _HOST_KERNEL.get((backend, op)) if type(backend) is str else None
         if fn is not None:
             return fn
     return _kernel(op, backend, first)
 
 
-# The kernel chosen for numpy inputs, by (backend= value, op), filled by the first call that resolves each pair;
-# like _HOST_CHOICE, it never changes an answer (the core's ops and the environment are fixed for the process).
-_HOST_KERNEL: dict[tuple[str | None, str], Callable[..., Any]] = {}
+# The kernel chosen for numpy inputs, by op for the default backend and by (backend= value, op) for a named one,
+# filled by the first call that resolves each; like _HOST_CHOICE, they never change an answer (the core's ops and
+# the environment are fixed for the life of the process).
+_DEFAULT_KERNEL: dict[str, Callable[..., Any]] = {}
+_HOST_KERNEL: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
 def _kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
@@ -129,8 +134,11 @@ def _kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
             f"{op} has no {_LABELS[impl.__name__.rsplit('.', 1)[-1]]} kernel; pass host (numpy) arrays",
             arg="backend",
         )
-    if type(first) is np.ndarray and (backend is None or type(backend) is str):
-        _HOST_KERNEL[(backend, op)] = fn
+    if type(first) is np.ndarray:
+        if backend is None:
+            _DEFAULT_KERNEL[op] = fn
+        elif type(backend) is str:
+            _HOST_KERNEL[(backend, op)] = fn
     return fn
 
 
