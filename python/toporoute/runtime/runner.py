@@ -6,7 +6,9 @@ ctx.generate(requests)`` for its LLM calls; the runtime batches those across epi
 episode id, and records each call in the episode's :class:`~toporoute.runtime.usage.Ledger`.
 
 With ``out_dir``, every finished episode is written atomically to ``out_dir/episodes/<id>.json`` the moment it
-finishes; a rerun skips episodes whose record says ``"status": "ok"``.
+finishes; a rerun skips episodes whose record says ``"status": "ok"``. Ctrl-C (or cancelling :meth:`Runtime.run`)
+cancels the episodes in flight: every finished record is already on disk, so a crash or interrupt loses at
+most the episodes in flight.
 
 Engine failures are errors, never results: when the engine gives no reply to a call (connection refused, a
 timeout or server error after its retries; :attr:`~toporoute.llm.types.ErrorRecord.engine_failure`),
@@ -15,9 +17,7 @@ timeout or server error after its retries; :attr:`~toporoute.llm.types.ErrorReco
 ``engine_failures``: ``"any"`` (the default) ends the episode at the first call the engine failed; ``"all"``
 (methods whose calls are independent samples) only when the engine failed every call of one ``generate``, the
 calls lost in part being counted in the usage's ``engine_failed_calls``. A reply that did not validate is the
-model's answer, not a failure of the engine: it never ends an episode here. Ctrl-C (or cancelling :meth:`Runtime.run`)
-cancels the episodes in flight: every finished record is already on disk, so a crash or interrupt loses at
-most the episodes in flight.
+model's answer, not a failure of the engine: it never ends an episode here.
 """
 
 from __future__ import annotations
