@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..types.op_table import OPS
 from ..types.results import (
     BanditSelection,
     BetaState,
@@ -336,24 +337,5 @@ def synergy_update(
     return SynergyState(*_core.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr))
 
 
-# every op of toporoute.types.op_table (one missing from an older build of the core: has_op)
-KERNELS: dict[str, Callable[..., Any]] = {
-    "route": route,
-    "route_indexed": route_indexed,
-    "mean_pool": mean_pool,
-    "toposort": toposort,
-    "graph_stats": graph_stats,
-    "conductor_density": conductor_density,
-    "conductor_check": conductor_check,
-    "qmix_forward": qmix_forward,
-    "qmix_mix": qmix_mix,
-    "bandit_select": bandit_select,
-    "bandit_update": bandit_update,
-    "synergy_update": synergy_update,
-    "dag_edit": dag_edit,
-    "dag_repair": dag_repair,
-    "team_project": team_project,
-    "team_schedule": team_schedule,
-    "team_scores": team_scores,
-    "topology_distance": topology_distance,
-}
+# every op of the op table (one an older build of the core lacks: has_op, checked by backends.kernel)
+KERNELS: dict[str, Callable[..., Any]] = {name: globals()[name] for name in OPS}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
+from ..types.op_table import OPS
 from ..types.results import Density, GraphStats, Order, Routes
 from ._reference_bandit import bandit_select, bandit_update, synergy_update
 from ._reference_dag import dag_edit, dag_repair
@@ -488,24 +489,5 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
     return check_batch(texts, contexts, options)
 
 
-# every op of toporoute.types.op_table: the reference defines them all
-KERNELS: dict[str, Callable[..., Any]] = {
-    "route": route,
-    "route_indexed": route_indexed,
-    "mean_pool": mean_pool,
-    "toposort": toposort,
-    "graph_stats": graph_stats,
-    "conductor_density": conductor_density,
-    "conductor_check": conductor_check,
-    "qmix_forward": qmix_forward,
-    "qmix_mix": qmix_mix,
-    "bandit_select": bandit_select,
-    "bandit_update": bandit_update,
-    "synergy_update": synergy_update,
-    "dag_edit": dag_edit,
-    "dag_repair": dag_repair,
-    "team_project": team_project,
-    "team_schedule": team_schedule,
-    "team_scores": team_scores,
-    "topology_distance": topology_distance,
-}
+# every op of the op table: the reference defines them all
+KERNELS: dict[str, Callable[..., Any]] = {name: globals()[name] for name in OPS}
