@@ -520,9 +520,9 @@ async def _run(args: argparse.Namespace) -> int:
     methods = sorted(named, key=lambda m: any(dep in named for dep in REGISTRY[m].after))
     specs = [REGISTRY[m] for m in methods]
     check_shared_options(args, methods)
-    for spec in specs:  # bad options fail before anything starts (the methods' settings are checked below)
-        if spec.options is not None and not spec.after:
-            spec.options.read(args, args.out)
+    # bad options fail before anything starts (the methods' settings are checked below); a method that reads
+    # another's results (the random baseline) reads its options once that one has run
+    options = {s.name: s.options.read(args, args.out) for s in specs if s.options is not None and not s.after}
     tasks = _load_tasks(args)
     for spec in specs:
         other = next((t for t in tasks if t.kind not in spec.kinds), None)
@@ -541,7 +541,9 @@ async def _run(args: argparse.Namespace) -> int:
             encoder.encode(["I need a warm start.", "I provide one."])  # first ONNX run: not routing
         # every method that does not read another's results is built, and its folder checked, before the
         # engine starts: a bad setting, a missing checkpoint or a folder of other settings costs no model start
-        built = {spec.name: _build(spec, args, encoder) for spec in specs if not spec.after}
+        built = {
+            spec.name: _build(spec, args, encoder, options.get(spec.name)) for spec in specs if not spec.after
+        }
         engine = await _engine(args) if args.engine != "vllm" else None
         try:
             for method in built.values():
@@ -587,15 +589,18 @@ def _load_tasks(args: argparse.Namespace) -> list[Task]:
     return tasks
 
 
-def _build(spec: MethodSpec, args: argparse.Namespace, encoder: Any) -> Method:
-    """The method of ``spec`` with the command's settings (its settings classes check them)."""
+def _build(
+    spec: MethodSpec, args: argparse.Namespace, encoder: Any, options: dict[str, Any] | None = None
+) -> Method:
+    """The method of ``spec`` with the command's settings (its settings classes check them); ``options`` are
+    its options as read already (None: read them now)."""
     from .methods.registry import make_method
 
     settings: dict[str, Any] = {"max_tokens": args.max_tokens, "seed": args.seed}
     if args.temperature is not None:  # else the method's own default (its settings class)
         settings["temperature"] = args.temperature
     if spec.options is not None:
-        settings.update(spec.options.read(args, args.out))
+        settings.update(spec.options.read(args, args.out) if options is None else options)
     return make_method(spec.name, rounds=args.rounds, encoder=encoder, **settings)
 
 
