@@ -246,7 +246,6 @@ def bandit_select(
     alpha: np.ndarray,
     beta: np.ndarray,
     k: int,
-    *,
     weights: np.ndarray | None,
     seed: int,
     step: int,
@@ -301,10 +300,9 @@ def bandit_update(
     beta: np.ndarray,
     selected: np.ndarray,
     reward: np.ndarray,
-    *,
     dt: np.ndarray | None,
-    gamma: float,
     km: np.ndarray | None,
+    gamma: float,
     delta: float,
     prior: float,
 ) -> BetaState:
@@ -347,7 +345,6 @@ def synergy_update(
     edge_beta: np.ndarray,
     routed: np.ndarray,
     reward: np.ndarray,
-    *,
     lr: float,
 ) -> SynergyState:
     """Eq. B2: for every edge ``i -> j`` with ``routed[b, i, j] > 0``, in float64 with float32 results::

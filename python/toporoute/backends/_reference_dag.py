@@ -165,7 +165,7 @@ def _edit_one(
 
 
 def dag_edit(
-    adj: np.ndarray, alive: np.ndarray, edits: np.ndarray, *, source: int, sink: int, max_out: int
+    adj: np.ndarray, alive: np.ndarray, edits: np.ndarray, source: int, sink: int, max_out: int
 ) -> DagEdits:
     """Applies the topology edits ``edits[b, e] = (kind, node, arg)`` of each graph in order, each checked at once.
 
@@ -315,7 +315,6 @@ def dag_repair(
     alive: np.ndarray,
     edge_alpha: np.ndarray | None,
     edge_beta: np.ndarray | None,
-    *,
     source: int,
     sink: int,
     threshold: float,

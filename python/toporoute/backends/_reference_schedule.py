@@ -180,7 +180,7 @@ def _last_rounds(use: np.ndarray, window: int) -> np.ndarray:
 
 
 def team_scores(
-    history: np.ndarray, present: np.ndarray, *, eta: float, window: int, death_threshold: float
+    history: np.ndarray, present: np.ndarray, eta: float, window: int, death_threshold: float
 ) -> TeamScores:
     """Score statistics of (B, T, N) float32 ``history`` where (B, T, N) bool ``present``.
 
@@ -250,7 +250,6 @@ def topology_distance(
     alive_a: np.ndarray,
     adj_b: np.ndarray,
     alive_b: np.ndarray,
-    *,
     gen_a: np.ndarray | None,
     gen_b: np.ndarray | None,
 ) -> np.ndarray:

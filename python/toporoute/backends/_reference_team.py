@@ -375,7 +375,6 @@ def team_project(
     roles: np.ndarray,
     sink: np.ndarray,
     edits: np.ndarray,
-    *,
     protected: np.ndarray | None,
     critical: np.ndarray | None,
     scores: np.ndarray | None,

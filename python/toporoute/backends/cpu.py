@@ -13,19 +13,13 @@ from ..types.op_table import OPS
 from ..types.results import (
     BanditSelection,
     BetaState,
-    DagEdits,
-    DagRepair,
     Density,
-    GraphStats,
-    Order,
-    Routes,
+    QMixStep,
     SynergyState,
-    TeamProjection,
-    TeamSchedule,
-    TeamScores,
     dag_edits_of,
     dag_repair_of,
     graph_stats_of,
+    maker,
     order_of,
     routes_of,
     team_projection_of,
@@ -44,29 +38,7 @@ except ImportError as exc:  # built without a C++ compiler, or a broken build
 else:
     _IMPORT_ERROR = ""
 
-__all__ = [
-    "KERNELS",
-    "available",
-    "bandit_select",
-    "bandit_update",
-    "conductor_check",
-    "conductor_density",
-    "dag_edit",
-    "dag_repair",
-    "graph_stats",
-    "mean_pool",
-    "qmix_forward",
-    "qmix_mix",
-    "qmix_weights",
-    "route",
-    "route_indexed",
-    "synergy_update",
-    "team_project",
-    "team_schedule",
-    "team_scores",
-    "topology_distance",
-    "toposort",
-]
+__all__ = ["DEFERRED", "KERNELS", "available", "conductor_raw", "has_op", "qmix_weights"]
 
 
 def available() -> tuple[bool, str]:
@@ -80,132 +52,6 @@ def has_op(name: str) -> bool:
     return _core is not None and hasattr(_core, name)
 
 
-def route(
-    q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None, isa: str = ""
-) -> Routes:
-    return routes_of(_core.route(q, k, active, tau, k_in, isa))
-
-
-def route_indexed(
-    table: np.ndarray,
-    q_rows: np.ndarray,
-    k_rows: np.ndarray,
-    *,
-    tau: float,
-    k_in: int,
-    active: np.ndarray | None = None,
-    pool: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
-    isa: str = "",
-) -> Routes:
-    """Indexed routing; with ``pool``, pooling into ``table`` and routing run in one core call."""
-    if not pool:
-        return routes_of(_core.route_indexed(table, q_rows, k_rows, active, tau, k_in, isa))
-    hiddens, masks, rows = (list(x) for x in zip(*pool))
-    return routes_of(_core.pool_route(hiddens, masks, rows, table, q_rows, k_rows, active, tau, k_in, isa))
-
-
-def mean_pool(
-    hidden: np.ndarray, mask: np.ndarray, *, out: np.ndarray | None, rows: np.ndarray | None
-) -> np.ndarray:
-    return _core.mean_pool(hidden, mask, out, rows)
-
-
-def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray | None) -> Order:
-    return order_of(_core.toposort(adj, weights, active))
-
-
-def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
-    return graph_stats_of(_core.graph_stats(adj, active, prev))
-
-
-def dag_edit(
-    adj: np.ndarray, alive: np.ndarray, edits: np.ndarray, *, source: int, sink: int, max_out: int
-) -> DagEdits:
-    return dag_edits_of(_core.dag_edit(adj, alive, edits, source, sink, max_out))
-
-
-def dag_repair(
-    adj: np.ndarray,
-    alive: np.ndarray,
-    edge_alpha: np.ndarray | None,
-    edge_beta: np.ndarray | None,
-    *,
-    source: int,
-    sink: int,
-    threshold: float,
-    min_obs: float,
-    prior: float,
-    max_out: int,
-) -> DagRepair:
-    return dag_repair_of(
-        _core.dag_repair(adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
-    )
-
-
-def team_project(
-    adj: np.ndarray,
-    alive: np.ndarray,
-    roles: np.ndarray,
-    sink: np.ndarray,
-    edits: np.ndarray,
-    *,
-    protected: np.ndarray | None,
-    critical: np.ndarray | None,
-    scores: np.ndarray | None,
-    generation: np.ndarray | None,
-    budget_pairs: int,
-    budget_edges: int,
-    max_removals: int,
-    max_pure_births: int,
-    max_pure_deaths: int,
-    n_min: int,
-    n_max: int,
-) -> TeamProjection:
-    return team_projection_of(
-        _core.team_project(
-            adj,
-            alive,
-            roles,
-            sink,
-            edits,
-            protected,
-            critical,
-            scores,
-            generation,
-            budget_pairs,
-            budget_edges,
-            max_removals,
-            max_pure_births,
-            max_pure_deaths,
-            n_min,
-            n_max,
-        )
-    )
-
-
-def team_schedule(adj: np.ndarray, alive: np.ndarray) -> TeamSchedule:
-    return team_schedule_of(_core.team_schedule(adj, alive))
-
-
-def team_scores(
-    history: np.ndarray, present: np.ndarray, *, eta: float, window: int, death_threshold: float
-) -> TeamScores:
-    return team_scores_of(_core.team_scores(history, present, eta, window, death_threshold))
-
-
-def topology_distance(
-    adj_a: np.ndarray,
-    alive_a: np.ndarray,
-    adj_b: np.ndarray,
-    alive_b: np.ndarray,
-    *,
-    gen_a: np.ndarray | None,
-    gen_b: np.ndarray | None,
-) -> np.ndarray:
-    distance: np.ndarray = _core.topology_distance(adj_a, alive_a, adj_b, alive_b, gen_a, gen_b)
-    return distance
-
-
 def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n_max: np.ndarray) -> Density:
     shape = nodes.shape
     flat = [np.ascontiguousarray(a.reshape(-1)) for a in (nodes, edges, steps, n_max)]
@@ -215,22 +61,6 @@ def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n
 def qmix_weights(params: QMixParams) -> Any:
     """The params' weights packed for the core (``_core.QMixWeights``), built once and cached on the params."""
     return params.packed("cpu", _core.QMixWeights)
-
-
-def qmix_forward(
-    params: QMixParams,
-    obs: np.ndarray,
-    adj: np.ndarray,
-    hidden: np.ndarray | None,
-    *,
-    active: np.ndarray | None,
-    isa: str = "",
-) -> tuple[np.ndarray, np.ndarray]:
-    return _core.qmix_forward(qmix_weights(params), obs, adj, hidden, active, isa)
-
-
-def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray, *, isa: str = "") -> np.ndarray:
-    return _core.qmix_mix(qmix_weights(params), q_taken, state, isa)
 
 
 DEFERRED = 255  # the core's code for a plan outside its block layout: checked by the reference
@@ -288,54 +118,88 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
     return assemble(items, contexts, options)
 
 
-_MODE_CODES = {"thompson": 0, "mean": 1}
+_MODES = {"thompson": 0, "mean": 1}
 
 
-def bandit_select(
-    adj: np.ndarray,
-    alpha: np.ndarray,
-    beta: np.ndarray,
-    k: int,
-    *,
-    weights: np.ndarray | None,
-    seed: int,
-    step: int,
-    mode: str,
+def _pool_route(
+    table: np.ndarray,
+    q_rows: np.ndarray,
+    k_rows: np.ndarray,
     active: np.ndarray | None,
-    graph_offset: int,
-) -> BanditSelection:
-    chosen, choices, theta = _core.bandit_select(
-        adj, alpha, beta, weights, active, k, seed, step, _MODE_CODES[mode], graph_offset
-    )
-    return BanditSelection(chosen, choices, theta)
+    tau: float,
+    k_in: int,
+    pool: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]] | None,
+    isa: str,
+) -> Any:
+    """Indexed routing; with ``pool``, pooling into ``table`` and routing run in one core call."""
+    if not pool:
+        return _core.route_indexed(table, q_rows, k_rows, active, tau, k_in, isa)
+    hiddens, masks, rows = (list(x) for x in zip(*pool))
+    return _core.pool_route(hiddens, masks, rows, table, q_rows, k_rows, active, tau, k_in, isa)
 
 
-def bandit_update(
-    alpha: np.ndarray,
-    beta: np.ndarray,
-    selected: np.ndarray,
-    reward: np.ndarray,
-    *,
-    dt: np.ndarray | None,
-    gamma: float,
-    km: np.ndarray | None,
-    delta: float,
-    prior: float,
-) -> BetaState:
-    return BetaState(*_core.bandit_update(alpha, beta, selected, reward, dt, km, gamma, delta, prior))
-
-
-def synergy_update(
-    c_syn: np.ndarray,
-    edge_alpha: np.ndarray,
-    edge_beta: np.ndarray,
-    routed: np.ndarray,
-    reward: np.ndarray,
-    *,
-    lr: float,
-) -> SynergyState:
-    return SynergyState(*_core.synergy_update(c_syn, edge_alpha, edge_beta, routed, reward, lr))
+def _thin(
+    name: str, convert: Callable[[Any], Any] | None = None, *, call: str = "", isa: bool = False
+) -> Callable[..., Any]:
+    """The kernel of op ``name``: a call of ``_core.<name>`` with the op table's arguments in order (or the
+    expression ``call`` over them), its tuple turned into the result by ``convert``; ``isa=''`` last for the
+    ops with a kernel per SIMD level. Made from the table, its signature (keywords, and None defaults for the
+    trailing optional arguments) is the table's: no second copy to keep in step."""
+    names = [a.name for a in OPS[name].args]
+    optional = 0
+    while optional < len(names) and OPS[name].args[len(names) - 1 - optional].layout.endswith(" or None"):
+        optional += 1
+    params = [*names[: len(names) - optional], *(f"{n}=None" for n in names[len(names) - optional :])]
+    signature = ", ".join([*params, "isa=''"] if isa else params)
+    expr = call or f"_core.{name}({', '.join([*names, 'isa'] if isa else names)})"
+    src = f"def {name}({signature}):\n    return {f'convert({expr})' if convert else expr}\n"
+    scope: dict[str, Any] = {"convert": convert, **globals()}
+    exec(src, scope)  # noqa: S102 - a fixed template over the op table's argument names
+    fn: Callable[..., Any] = scope[name]
+    fn.__doc__ = f"``toporoute._core``: {OPS[name].summary}."
+    return fn
 
 
 # every op of the op table (one an older build of the core lacks: has_op, checked by backends.kernel)
-KERNELS: dict[str, Callable[..., Any]] = {name: globals()[name] for name in OPS}
+KERNELS: dict[str, Callable[..., Any]] = {
+    "route": _thin("route", routes_of, isa=True),
+    "route_indexed": _thin(
+        "route_indexed",
+        routes_of,
+        call="_pool_route(table, q_rows, k_rows, active, tau, k_in, pool, isa)",
+        isa=True,
+    ),
+    "mean_pool": _thin("mean_pool"),
+    "toposort": _thin("toposort", order_of),
+    "graph_stats": _thin("graph_stats", graph_stats_of),
+    "conductor_density": conductor_density,
+    "conductor_check": conductor_check,
+    "qmix_forward": _thin(
+        "qmix_forward",
+        QMixStep._make,
+        call="_core.qmix_forward(qmix_weights(params), obs, adj, hidden, active, isa)",
+        isa=True,
+    ),
+    "qmix_mix": _thin("qmix_mix", call="_core.qmix_mix(qmix_weights(params), q_taken, state, isa)", isa=True),
+    "bandit_select": _thin(
+        "bandit_select",
+        maker(BanditSelection),
+        call="_core.bandit_select(adj, alpha, beta, weights, active, k, seed, step, _MODES[mode], graph_offset)",
+    ),
+    "bandit_update": _thin("bandit_update", maker(BetaState)),
+    "synergy_update": _thin("synergy_update", maker(SynergyState)),
+    "dag_edit": _thin("dag_edit", dag_edits_of),
+    "dag_repair": _thin("dag_repair", dag_repair_of),
+    "team_project": _thin("team_project", team_projection_of),
+    "team_schedule": _thin("team_schedule", team_schedule_of),
+    "team_scores": _thin("team_scores", team_scores_of),
+    "topology_distance": _thin("topology_distance"),
+}
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    """``cpu.<op>``: the kernel registered for the op (tests call them with ``isa=``)."""
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import errors
-from ..types.results import Order, Routes
+from ..types.results import Order, QMixStep, Routes
 from .reference import inbox_width
 
 if TYPE_CHECKING:
@@ -250,7 +250,7 @@ def _framework(where: tuple[str, int]) -> _Framework:
 # ------------------------------------------------------------------------------------------------------ ops
 
 
-def route(q: Any, k: Any, *, tau: float, k_in: int, active: Any | None, device: int = 0) -> Routes:
+def route(q: Any, k: Any, active: Any | None, tau: float, k_in: int, device: int = 0) -> Routes:
     """Cosine routing on the GPU (semantics: :func:`toporoute.backends.reference.route`).
 
     Parameters
@@ -314,7 +314,7 @@ def _non_finite(code: int, n_agents: int) -> errors.NonFiniteError:
     )
 
 
-def toposort(adj: Any, *, weights: Any | None, active: Any | None, device: int = 0) -> Order:
+def toposort(adj: Any, weights: Any | None, active: Any | None, device: int = 0) -> Order:
     """Greedy topological order with cycle breaking on the GPU (semantics:
     :func:`toporoute.backends.reference.toposort`).
 
@@ -392,8 +392,8 @@ def _host(x: Any | None) -> np.ndarray | None:
 
 
 def qmix_forward(
-    params: QMixParams, obs: Any, adj: Any, hidden: Any | None, *, active: Any | None, device: int = 0
-) -> tuple[Any, Any]:
+    params: QMixParams, obs: Any, adj: Any, hidden: Any | None, active: Any | None, device: int = 0
+) -> QMixStep:
     """The Agent Q-Mix agent network on the GPU (semantics: :func:`toporoute.backends.reference.qmix_forward`).
 
     Parameters
@@ -414,10 +414,9 @@ def qmix_forward(
     where = _placement({"obs": obs, "adj": adj, "hidden": hidden, "active": active})
     if where[0] == "numpy":
         weights = _qmix_weights(core, params, device)
-        q_h: tuple[Any, Any] = core.qmix_forward_cuda_host(
-            weights, *(_host(x) for x in (obs, adj, hidden, active))
+        return QMixStep._make(
+            core.qmix_forward_cuda_host(weights, *(_host(x) for x in (obs, adj, hidden, active)))
         )
-        return q_h
 
     fw = _framework(where)
     c = params.config
@@ -440,7 +439,7 @@ def qmix_forward(
             raise errors.NonFiniteError(
                 f"{name} must be finite; got NaN or infinity at episode {b}, agent {n}", arg=name
             )
-    return q, h
+    return QMixStep(q, h)
 
 
 def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, device: int = 0) -> Any:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..types.op_table import OPS
-from ..types.results import Density, GraphStats, Order, Routes
+from ..types.results import Density, GraphStats, Order, QMixStep, Routes
 from ._reference_bandit import bandit_select, bandit_update, synergy_update
 from ._reference_dag import dag_edit, dag_repair
 from ._reference_schedule import team_schedule, team_scores, topology_distance
@@ -70,7 +70,7 @@ def _check_finite(q: np.ndarray, k: np.ndarray) -> None:
     raise NonFiniteError(f"{name} must be finite; got NaN or infinity at episode {b}, agent {n}", arg=name)
 
 
-def route(q: np.ndarray, k: np.ndarray, *, tau: float, k_in: int, active: np.ndarray | None) -> Routes:
+def route(q: np.ndarray, k: np.ndarray, active: np.ndarray | None, tau: float, k_in: int) -> Routes:
     """Cosine routing for (B, N, D) float32 ``q`` (needs) and ``k`` (offers).
 
     ``scores[b, j, i] = cos(k[b, j], q[b, i])`` (float64, clamped to [-1, 1], rounded to float32; 0 for a zero
@@ -185,7 +185,7 @@ def _pooled_rows(
 
 
 def mean_pool(
-    hidden: np.ndarray, mask: np.ndarray, *, out: np.ndarray | None, rows: np.ndarray | None
+    hidden: np.ndarray, mask: np.ndarray, out: np.ndarray | None, rows: np.ndarray | None
 ) -> np.ndarray:
     """Masked mean pooling and L2 normalisation (sentence-transformers semantics) of (n, L, D) float32 token
     states, ``mask`` (n, L) non-zero where a token counts.
@@ -208,7 +208,6 @@ def route_indexed(
     table: np.ndarray,
     q_rows: np.ndarray,
     k_rows: np.ndarray,
-    *,
     tau: float,
     k_in: int,
     active: np.ndarray | None = None,
@@ -263,7 +262,7 @@ def _gather(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray | None) -> Order:
+def toposort(adj: np.ndarray, weights: np.ndarray | None, active: np.ndarray | None) -> Order:
     """Greedy topological order with cycle breaking for (B, N, N) bool ``adj[b, src, dst]``.
 
     Self-loops and edges touching inactive nodes are ignored. Repeatedly place the unplaced active node with
@@ -325,7 +324,7 @@ def toposort(adj: np.ndarray, *, weights: np.ndarray | None, active: np.ndarray 
     return Order(order, level, removed, ~removed.any(axis=(1, 2)))
 
 
-def graph_stats(adj: np.ndarray, *, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
+def graph_stats(adj: np.ndarray, active: np.ndarray | None, prev: np.ndarray | None) -> GraphStats:
     """Edge count, density, degrees, reciprocity and Jaccard distance to ``prev`` for (B, N, N) bool graphs."""
     B, N, _ = adj.shape
     act = np.ones((B, N), dtype=bool) if active is None else active.astype(bool)
@@ -397,9 +396,8 @@ def qmix_forward(
     obs: np.ndarray,
     adj: np.ndarray,
     hidden: np.ndarray | None,
-    *,
     active: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> QMixStep:
     """The Agent Q-Mix agent network over (B, N) agents, in float64, results rounded to float32.
 
     ``obs (B, N, obs_dim)``, ``adj (B, N, N)`` bool (``adj[b, src, dst]``), ``hidden (B, N, H)`` (None: zeros)
@@ -438,7 +436,7 @@ def qmix_forward(
     q = q @ w["agent.head.2.weight"].T + w["agent.head.2.bias"]
     q[~act] = 0.0
     z[~act] = 0.0
-    return q.astype(np.float32), z.astype(np.float32)
+    return QMixStep(q.astype(np.float32), z.astype(np.float32))
 
 
 def _mlp(x: np.ndarray, w: dict[str, np.ndarray], prefix: str) -> np.ndarray:

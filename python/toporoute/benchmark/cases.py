@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import ops
+from ..types import op_table
 from . import inputs
 
 __all__ = ["OPS", "Context", "OpCase", "OpSpec", "Unsupported"]
@@ -167,6 +168,13 @@ def _toposort(B: int, ctx: Context) -> OpCase:
             return [[sorted(gen) for gen in nx.topological_generations(g)] for g in graphs]
 
     return OpCase(lambda b: functools.partial(ops.toposort, adj, backend=b), alternative, note)
+
+
+def _mean_pool(B: int, ctx: Context) -> OpCase:
+    rng = np.random.default_rng(0)
+    hidden = rng.standard_normal((B, 32, 384), dtype=np.float32)
+    mask = np.arange(32)[None, :] < rng.integers(4, 33, size=(B, 1))
+    return OpCase(lambda b: functools.partial(ops.mean_pool, hidden, mask, backend=b))
 
 
 def _graph_stats(B: int, ctx: Context) -> OpCase:
@@ -342,7 +350,7 @@ _B = (1, 64, 1024)
 _BQ = (1, 64)
 _TEAM = "graphs of N=32 agent slots"
 
-OPS: dict[str, OpSpec] = {
+_CASES: dict[str, OpSpec] = {
     s.name: s
     for s in (
         OpSpec("route", "B episodes of N=8 agents, D=384, tau=0.3, k_in=3", _B, _BQ, _route),
@@ -353,6 +361,7 @@ OPS: dict[str, OpSpec] = {
             _BQ,
             _route_indexed,
         ),
+        OpSpec("mean_pool", "B sequences of L=32 tokens (4-32 counted), D=384", _B, _BQ, _mean_pool),
         OpSpec("toposort", "B DAGs of N=16 nodes (p=0.3)", _B, _BQ, _toposort, "networkx"),
         OpSpec("graph_stats", "B graphs of N=8 agents with the previous round", _B, _BQ, _graph_stats),
         OpSpec(
@@ -398,4 +407,8 @@ OPS: dict[str, OpSpec] = {
         ),
     )
 }
-"""The ops of ``toporoute bench``, in the order of its tables."""
+_EXTRAS = ("encoder", "router")  # timed like ops, but not ops of the table: the embedding layers above them
+OPS: dict[str, OpSpec] = {name: _CASES[name] for name in (*op_table.OPS, *_EXTRAS) if name in _CASES}
+"""The ops of ``toporoute bench``, in the order of its tables: the op table's order (every op of
+:data:`toporoute.types.op_table.OPS` with a case; tests/test_bench_cases.py checks that none lacks one), then the
+encoder and the Router."""

@@ -10,12 +10,19 @@
 
 See ``backends/reference.py`` for the exact semantics of each op.
 
-Layout: :mod:`._facade` (the op functions: validation, batching, dispatch), :mod:`._validate` (input checks),
-:mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA
-DAG evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.team` (the team edit projection ``team_project``) and
-:mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance). The types
-they return and take live below ``ops`` and ``backends`` alike, in :mod:`toporoute.types` (result types, Q-Mix
-weights, the AgentConductor plan language, the DAG and team code tables), and are re-exported here.
+Layout: every op is declared once in :data:`toporoute.types.op_table.OPS` (its arguments in the order every
+backend's kernel takes them, which carry the batch axis, its result); :mod:`._dispatch` builds from that
+declaration the one recipe of every op (check, pick the backend's kernel, add and drop the batch axis of a single
+graph). The public functions live by family: :mod:`._facade` (routing, pooling, graphs, AgentConductor, Q-Mix),
+:mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA DAG
+evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.team` (the team edit projection ``team_project``) and
+:mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance); each holds the
+checks of its ops (:mod:`._validate` the shared ones). Where each backend's kernel is:
+``backends/reference.py`` and ``backends/_reference_*.py`` (numpy, the semantics), ``backends/cpu.py`` (over
+``toporoute._core``, built from ``cpp/``), ``backends/cuda.py`` (over the CUDA kernels in ``kernels/``);
+``toporoute info`` lists which backend registers which op. The types they return and take live below ``ops``
+and ``backends`` alike, in :mod:`toporoute.types` (result types, Q-Mix weights, the AgentConductor plan
+language, the DAG and team code tables), and are re-exported here.
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ import math
 import numbers
 from typing import Any
 
-from .. import backends
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from ..types.results import BanditSelection, BetaState, SynergyState
 from . import _validate as _v
+from ._dispatch import Args, dispatcher
 
 __all__ = ["MODES", "bandit_select", "bandit_update", "synergy_update"]
 
@@ -47,6 +47,64 @@ def _nodes(x: Any, name: str, batch: tuple[int, ...], dtype: str) -> None:
     """A (B, N) or (N,) array of ``dtype`` whose shape is ``batch``."""
     shape = _v.array(x, name, dtype, (len(batch),), "(B, N) or (N,) matching the graph")
     _v.same_shape(shape, name, batch, "(B, N)" if len(batch) == 2 else "(N,)")
+
+
+def _select_args(args: Args) -> Args:
+    """The checks of ``bandit_select`` on its arguments in the op table's order."""
+    adj, alpha, beta, k, weights, seed, step, mode, active, graph_offset = args
+    shape = _v.square(adj, "adj")
+    batch = shape[:-1]
+    _nodes(alpha, "alpha", batch, "float32")
+    _nodes(beta, "beta", batch, "float32")
+    if weights is not None:
+        ws = _v.array(weights, "weights", "float32", (2, 3), "(B, N, N) or (N, N)")
+        _v.same_shape(ws, "weights", shape, "the shape of adj")
+    _v.active_mask(active, batch)
+    k = _integer(k, "k", 1, _U32, ">= 1")
+    seed = _integer(seed, "seed", 0, _U64, "in [0, 2**64)")
+    step = _integer(step, "step", 0, _U32, "in [0, 2**32)")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}; got {mode!r}", arg="mode")
+    n_graphs = shape[0] if len(shape) == 3 else 1
+    graph_offset = _integer(
+        graph_offset, "graph_offset", 0, _U32 - n_graphs + 1, f"in [0, 2**32 - {n_graphs}]"
+    )
+    return adj, alpha, beta, k, weights, seed, step, mode, active, graph_offset
+
+
+def _update_args(args: Args) -> Args:
+    """The checks of ``bandit_update`` on its arguments in the op table's order."""
+    alpha, beta, selected, reward, dt, km, gamma, delta, prior = args
+    shape = _v.array(alpha, "alpha", "float32", (1, 2), "(B, N) or (N,)")
+    _nodes(beta, "beta", shape, "float32")
+    _nodes(selected, "selected", shape, "bool")
+    _nodes(reward, "reward", shape, "float32")
+    if dt is not None:
+        _nodes(dt, "dt", shape, "float32")
+    if km is not None:
+        _nodes(km, "km", shape, "float32")
+    gamma = _real(gamma, "gamma", 0.0, 1.0)
+    delta = _real(delta, "delta", 0.0, math.inf)
+    prior = _real(prior, "prior", 0.0, math.inf, open_lo=True)
+    return alpha, beta, selected, reward, dt, km, gamma, delta, prior
+
+
+def _synergy_args(args: Args) -> Args:
+    """The checks of ``synergy_update`` on its arguments in the op table's order."""
+    c_syn, edge_alpha, edge_beta, routed, reward, lr = args
+    shape = _v.array(c_syn, "c_syn", "float32", (2, 3), "(B, N, N) or (N, N)")
+    if shape[-1] != shape[-2]:
+        raise ShapeError(f"c_syn must be square in its last two axes (N, N); got {shape}", arg="c_syn")
+    for x, name in ((edge_alpha, "edge_alpha"), (edge_beta, "edge_beta"), (routed, "routed")):
+        xs = _v.array(x, name, "float32", (2, 3), "(B, N, N) or (N, N)")
+        _v.same_shape(xs, name, shape, "the shape of c_syn")
+    _nodes(reward, "reward", shape[:-1], "float32")
+    return c_syn, edge_alpha, edge_beta, routed, reward, _real(lr, "lr", 0.0, math.inf)
+
+
+_bandit_select = dispatcher("bandit_select", _select_args, BanditSelection)
+_bandit_update = dispatcher("bandit_update", _update_args, BetaState)
+_synergy_update = dispatcher("synergy_update", _synergy_args, SynergyState)
 
 
 def bandit_select(
@@ -108,36 +166,7 @@ def bandit_select(
         ``alpha`` / ``beta`` not finite or <= 0 at an active node, ``weights`` not finite or negative (the first
         offending graph and node are named).
     """
-    shape = _v.square(adj, "adj")
-    batch = shape[:-1]
-    _nodes(alpha, "alpha", batch, "float32")
-    _nodes(beta, "beta", batch, "float32")
-    if weights is not None:
-        ws = _v.array(weights, "weights", "float32", (2, 3), "(B, N, N) or (N, N)")
-        _v.same_shape(ws, "weights", shape, "the shape of adj")
-    _v.active_mask(active, batch)
-    k = _integer(k, "k", 1, _U32, ">= 1")
-    seed = _integer(seed, "seed", 0, _U64, "in [0, 2**64)")
-    step = _integer(step, "step", 0, _U32, "in [0, 2**32)")
-    if not isinstance(mode, str) or mode not in MODES:
-        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}; got {mode!r}", arg="mode")
-    n_graphs = shape[0] if len(shape) == 3 else 1
-    graph_offset = _integer(
-        graph_offset, "graph_offset", 0, _U32 - n_graphs + 1, f"in [0, 2**32 - {n_graphs}]"
-    )
-    impl = backends.kernel("bandit_select", backend, adj)
-    if len(shape) == 3:
-        result: BanditSelection = impl(
-            adj, alpha, beta, k, weights=weights, seed=seed, step=step, mode=mode, active=active,
-            graph_offset=graph_offset,
-        )  # fmt: skip
-        return result
-    one: BanditSelection = impl(
-        adj[None], alpha[None], beta[None], k,
-        weights=None if weights is None else weights[None], seed=seed, step=step, mode=mode,
-        active=None if active is None else active[None], graph_offset=graph_offset,
-    )  # fmt: skip
-    return BanditSelection(one.chosen[0], one.choices[0], one.theta[0])
+    return _bandit_select(backend, (adj, alpha, beta, k, weights, seed, step, mode, active, graph_offset))
 
 
 def bandit_update(
@@ -182,29 +211,7 @@ def bandit_update(
     BetaState
         New ``alpha, beta (B, N) float32`` arrays (the inputs are not modified).
     """
-    shape = _v.array(alpha, "alpha", "float32", (1, 2), "(B, N) or (N,)")
-    _nodes(beta, "beta", shape, "float32")
-    _nodes(selected, "selected", shape, "bool")
-    _nodes(reward, "reward", shape, "float32")
-    if dt is not None:
-        _nodes(dt, "dt", shape, "float32")
-    if km is not None:
-        _nodes(km, "km", shape, "float32")
-    gamma = _real(gamma, "gamma", 0.0, 1.0)
-    delta = _real(delta, "delta", 0.0, math.inf)
-    prior = _real(prior, "prior", 0.0, math.inf, open_lo=True)
-    impl = backends.kernel("bandit_update", backend, alpha)
-    if len(shape) == 2:
-        state: BetaState = impl(
-            alpha, beta, selected, reward, dt=dt, gamma=gamma, km=km, delta=delta, prior=prior
-        )
-        return state
-    one: BetaState = impl(
-        alpha[None], beta[None], selected[None], reward[None],
-        dt=None if dt is None else dt[None], gamma=gamma, km=None if km is None else km[None], delta=delta,
-        prior=prior,
-    )  # fmt: skip
-    return BetaState(one.alpha[0], one.beta[0])
+    return _bandit_update(backend, (alpha, beta, selected, reward, dt, km, gamma, delta, prior))
 
 
 def synergy_update(
@@ -243,19 +250,4 @@ def synergy_update(
     SynergyState
         New ``c_syn, edge_alpha, edge_beta`` arrays (the inputs are not modified).
     """
-    shape = _v.array(c_syn, "c_syn", "float32", (2, 3), "(B, N, N) or (N, N)")
-    if shape[-1] != shape[-2]:
-        raise ShapeError(f"c_syn must be square in its last two axes (N, N); got {shape}", arg="c_syn")
-    for x, name in ((edge_alpha, "edge_alpha"), (edge_beta, "edge_beta"), (routed, "routed")):
-        xs = _v.array(x, name, "float32", (2, 3), "(B, N, N) or (N, N)")
-        _v.same_shape(xs, name, shape, "the shape of c_syn")
-    _nodes(reward, "reward", shape[:-1], "float32")
-    lr = _real(lr, "lr", 0.0, math.inf)
-    impl = backends.kernel("synergy_update", backend, c_syn)
-    if len(shape) == 3:
-        state: SynergyState = impl(c_syn, edge_alpha, edge_beta, routed, reward, lr=lr)
-        return state
-    one: SynergyState = impl(
-        c_syn[None], edge_alpha[None], edge_beta[None], routed[None], reward[None], lr=lr
-    )
-    return SynergyState(one.c_syn[0], one.edge_alpha[0], one.edge_beta[0])
+    return _synergy_update(backend, (c_syn, edge_alpha, edge_beta, routed, reward, lr))

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from .. import backends
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from ..types.conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
 from ..types.qmix_params import QMixParams
 from ..types.results import Density, GraphStats, Order, QMixStep, Routes
 from . import _validate as _v
+from ._dispatch import Args, dispatcher
 
 __all__ = [
     "conductor_check",
@@ -27,17 +27,81 @@ __all__ = [
 ]
 
 
-def _batch(*arrays: Any) -> tuple[Any, ...]:
-    """Adds a batch axis of one to each array of a single-graph call (None stays None)."""
-    return tuple(None if a is None else a[None] for a in arrays)
+def _density_args(args: Args) -> Args:
+    """The checks of ``ops.conductor_density``: integer arrays in range that broadcast together, ``steps <=
+    nodes``; returns them broadcast, as int64."""
+    arrays = [
+        _v.int_array(args[0], "nodes", 1),
+        _v.int_array(args[1], "edges", 0),
+        _v.int_array(args[2], "steps", 1),
+        _v.int_array(args[3], "n_max", 1),
+    ]
+    try:
+        nodes, edges, steps, n_max = np.broadcast_arrays(*arrays)
+    except ValueError as exc:
+        raise ShapeError(
+            f"nodes, edges, steps and n_max must broadcast together: {exc}", arg="nodes"
+        ) from exc
+    if (steps > nodes).any():
+        i = np.argwhere(steps > nodes)[0]
+        raise OutOfRangeError(
+            f"steps must be <= nodes (every step holds an agent); got steps={steps[tuple(i)]}, "
+            f"nodes={nodes[tuple(i)]} at index {tuple(int(x) for x in i)}",
+            arg="steps",
+        )
+    return nodes, edges, steps, n_max
 
 
-_R = TypeVar("_R")
+def _plan_args(args: Args) -> Args:
+    """The checks of ``ops.conductor_check`` on ``(texts, context, options)``; returns the texts and one
+    context per text as lists, and the options."""
+    texts, context, options = args
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, Sequence) or isinstance(texts, bytes):
+        raise InvalidArgumentError(
+            f"texts must be a string or a sequence of strings; got {type(texts).__name__}", "texts"
+        )
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InvalidArgumentError(f"texts[{i}] must be a string; got {type(t).__name__}", "texts")
+    options = options or DEFAULT_OPTIONS
+    if not isinstance(options, CheckOptions):
+        raise InvalidArgumentError(f"options must be a CheckOptions; got {type(options).__name__}", "options")
+    if context is None or isinstance(context, Context):
+        contexts = [context or Context()] * len(texts)
+    else:
+        contexts = list(context)
+        if len(contexts) != len(texts):
+            raise ShapeError(
+                f"context must be one Context or one per text ({len(texts)}); got {len(contexts)}",
+                arg="context",
+            )
+        for i, c in enumerate(contexts):
+            if not isinstance(c, Context):
+                raise InvalidArgumentError(
+                    f"context[{i}] must be a Context; got {type(c).__name__}", "context"
+                )
+    for c in {id(c): c for c in contexts}.values():
+        for n in c.nodes:
+            if n.role not in options.pool:
+                raise InvalidArgumentError(
+                    f"context node {n.token} has role {n.role!r}, which is not in the pool {options.pool}",
+                    "context",
+                )
+    return texts, contexts, options
 
 
-def _unbatch(result: _R) -> _R:
-    """Drops the batch axis that the facade added to a single-graph call."""
-    return type(result)(*[None if f is None else f[0] for f in vars(result).values()])
+_route = dispatcher("route", _v.route, Routes)
+_route_indexed = dispatcher("route_indexed", _v.route_indexed, Routes)
+_mean_pool = dispatcher("mean_pool", _v.mean_pool, np.ndarray)
+_toposort = dispatcher("toposort", _v.toposort, Order)
+_graph_stats = dispatcher("graph_stats", _v.graph_stats, GraphStats)
+_conductor_density = dispatcher("conductor_density", _density_args, Density)
+_conductor_check = dispatcher("conductor_check", _plan_args, TopologyBatch)
+_qmix_forward = dispatcher("qmix_forward", _v.qmix_forward, QMixStep)
+_qmix_mix = dispatcher("qmix_mix", _v.qmix_mix, np.ndarray)
 
 
 def route(
@@ -71,14 +135,7 @@ def route(
         ``scores (B, N, N) float32``, ``adjacency (B, N, N) bool``, ``inbox (B, N, K) int32`` (providers by
         descending score, -1 padded; ``K = k_in``, or ``N - 1`` when uncapped) and ``in_degree (B, N) int32``.
     """
-    qs, tau, k_in = _v.route_args(q, k, active, tau, k_in)
-    impl = backends.kernel("route", backend, q)
-    if len(qs) == 3:
-        routes: Routes = impl(q, k, tau=tau, k_in=k_in, active=active)
-        return routes
-    q, k, active = _batch(q, k, active)
-    batched: Routes = impl(q, k, tau=tau, k_in=k_in, active=active)
-    return _unbatch(batched)
+    return _route(backend, (q, k, active, tau, k_in))
 
 
 def route_indexed(
@@ -133,15 +190,7 @@ def route_indexed(
     NonFiniteError
         NaN or infinity in a referenced table row (on ``table``) or a counted token (on ``pool``).
     """
-    shape, tau, k_in = _v.route_indexed_args(table, q_rows, k_rows, tau, k_in)
-    triples = None if pool is None else _v.pool_args(pool, table)
-    impl = backends.kernel("route_indexed", backend, table)
-    if len(shape) == 2:
-        routes: Routes = impl(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
-        return routes
-    q_rows, k_rows = _batch(q_rows, k_rows)
-    batched: Routes = impl(table, q_rows, k_rows, tau=tau, k_in=k_in, pool=triples)
-    return _unbatch(batched)
+    return _route_indexed(backend, (table, q_rows, k_rows, tau, k_in, None, pool))
 
 
 def mean_pool(
@@ -182,10 +231,7 @@ def mean_pool(
     NonFiniteError
         NaN or infinity in a counted token of ``hidden`` (the first row and token are named).
     """
-    _v.mean_pool_args(hidden, mask, out, rows)
-    impl = backends.kernel("mean_pool", backend, hidden)
-    pooled: np.ndarray = impl(hidden, mask, out=out, rows=rows)
-    return pooled
+    return _mean_pool(backend, (hidden, mask, out, rows))
 
 
 def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str | None = None) -> Order:
@@ -211,14 +257,7 @@ def toposort(adj: Any, *, weights: Any = None, active: Any = None, backend: str 
     Order
         ``order (B, N) int32``, ``level (B, N) int32``, ``removed (B, N, N) bool``, ``is_dag (B,) bool``.
     """
-    shape = _v.graph_args(adj, weights, "weights", "float32", active)
-    impl = backends.kernel("toposort", backend, adj)
-    if len(shape) == 3:
-        order: Order = impl(adj, weights=weights, active=active)
-        return order
-    adj, weights, active = _batch(adj, weights, active)
-    batched: Order = impl(adj, weights=weights, active=active)
-    return _unbatch(batched)
+    return _toposort(backend, (adj, weights, active))
 
 
 def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str | None = None) -> GraphStats:
@@ -235,14 +274,7 @@ def graph_stats(adj: Any, active: Any = None, *, prev: Any = None, backend: str 
     -------
     GraphStats
     """
-    shape = _v.graph_args(adj, prev, "prev", "bool", active)
-    impl = backends.kernel("graph_stats", backend, adj)
-    if len(shape) == 3:
-        stats: GraphStats = impl(adj, active=active, prev=prev)
-        return stats
-    adj, prev, active = _batch(adj, prev, active)
-    batched: GraphStats = impl(adj, active=active, prev=prev)
-    return _unbatch(batched)
+    return _graph_stats(backend, (adj, active, prev))
 
 
 def conductor_density(
@@ -269,28 +301,7 @@ def conductor_density(
         ``s_depth = 1 - s/V``, ``s_complex = exp(s_node + 2 s_edge + s_depth)`` and ``reward`` = s_complex
         within the cap, else ``tanh((N_max - V)/N_max)``.
     """
-    arrays = [
-        _v.int_array(nodes, "nodes", 1),
-        _v.int_array(edges, "edges", 0),
-        _v.int_array(steps, "steps", 1),
-        _v.int_array(n_max, "n_max", 1),
-    ]
-    try:
-        nodes, edges, steps, n_max = np.broadcast_arrays(*arrays)
-    except ValueError as exc:
-        raise ShapeError(
-            f"nodes, edges, steps and n_max must broadcast together: {exc}", arg="nodes"
-        ) from exc
-    if (steps > nodes).any():
-        i = np.argwhere(steps > nodes)[0]
-        raise OutOfRangeError(
-            f"steps must be <= nodes (every step holds an agent); got steps={steps[tuple(i)]}, "
-            f"nodes={nodes[tuple(i)]} at index {tuple(int(x) for x in i)}",
-            arg="steps",
-        )
-    impl = backends.kernel("conductor_density", backend, nodes)
-    density: Density = impl(nodes, edges, steps, n_max)
-    return density
+    return _conductor_density(backend, (nodes, edges, steps, n_max))
 
 
 def qmix_forward(
@@ -326,17 +337,7 @@ def qmix_forward(
     QMixStep
         ``q (B, N, n_actions) float32`` and the new ``hidden (B, N, H) float32`` (a named tuple).
     """
-    if not isinstance(params, QMixParams):
-        raise InvalidArgumentError(
-            f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
-        )
-    shape = _v.qmix_forward_args(params.config, obs, adj, hidden, active)
-    impl = backends.kernel("qmix_forward", backend, obs)
-    if len(shape) == 3:
-        return _step(impl(params, obs, adj, hidden, active=active))
-    obs, adj, hidden, active = _batch(obs, adj, hidden, active)
-    q, h = impl(params, obs, adj, hidden, active=active)
-    return QMixStep(q[0], h[0])
+    return _qmix_forward(backend, (params, obs, adj, hidden, active))
 
 
 def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | None = None) -> Any:
@@ -354,22 +355,7 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | Non
     -------
     (B,) float32, or a 0-d array for a single sample. ``dQ_tot/dq_i >= 0`` (absolute hypernetwork weights).
     """
-    if not isinstance(params, QMixParams):
-        raise InvalidArgumentError(
-            f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
-        )
-    if not params.has_mixer:
-        params.mixer_arrays()  # raises the error
-    qs = _v.qmix_mix_args(params.config, q_taken, state)
-    impl = backends.kernel("qmix_mix", backend, q_taken)
-    single = len(qs) == 1
-    if single:
-        q_taken, state = _batch(q_taken, state)
-    out = impl(params, q_taken, state)
-    return out[0] if single else out
-
-
-_step = QMixStep._make  # (q, hidden) from a backend, without NamedTuple.__new__'s argument parsing
+    return _qmix_mix(backend, (params, q_taken, state))
 
 
 def conductor_check(
@@ -403,40 +389,4 @@ def conductor_check(
         :func:`conductor_density`), the decoded graphs in CSR arrays, and ``item(b)`` for one
         :class:`~toporoute.types.conductor_topology.TopologyCheck`.
     """
-    if isinstance(texts, str):
-        texts = [texts]
-    if not isinstance(texts, Sequence) or isinstance(texts, bytes):
-        raise InvalidArgumentError(
-            f"texts must be a string or a sequence of strings; got {type(texts).__name__}", "texts"
-        )
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise InvalidArgumentError(f"texts[{i}] must be a string; got {type(t).__name__}", "texts")
-    options = options or DEFAULT_OPTIONS
-    if not isinstance(options, CheckOptions):
-        raise InvalidArgumentError(f"options must be a CheckOptions; got {type(options).__name__}", "options")
-    if context is None or isinstance(context, Context):
-        contexts = [context or Context()] * len(texts)
-    else:
-        contexts = list(context)
-        if len(contexts) != len(texts):
-            raise ShapeError(
-                f"context must be one Context or one per text ({len(texts)}); got {len(contexts)}",
-                arg="context",
-            )
-        for i, c in enumerate(contexts):
-            if not isinstance(c, Context):
-                raise InvalidArgumentError(
-                    f"context[{i}] must be a Context; got {type(c).__name__}", "context"
-                )
-    for c in {id(c): c for c in contexts}.values():
-        for n in c.nodes:
-            if n.role not in options.pool:
-                raise InvalidArgumentError(
-                    f"context node {n.token} has role {n.role!r}, which is not in the pool {options.pool}",
-                    "context",
-                )
-    impl = backends.kernel("conductor_check", backend, np.empty(0))
-    batch: TopologyBatch = impl(texts, contexts, options)
-    return batch
+    return _conductor_check(backend, (texts, context, options))

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import DTypeError, InvalidArgumentError, OutOfRangeError, ShapeError
+from ..types.qmix_params import QMixParams
+
+Args = tuple[Any, ...]
 
 
 def dtype_name(x: Any) -> str:
@@ -52,7 +55,7 @@ def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) ->
     """Checks dtype and rank; returns the shape. ``layout`` describes the expected shape for messages."""
     if type(x) is np.ndarray:  # fast path: this runs on every call of a microsecond op
         shape: tuple[int, ...] = x.shape
-        if x.dtype == _NP_DTYPES[dtype] and x.ndim in ndims:
+        if x.dtype is _NP_DTYPES[dtype] and x.ndim in ndims:
             return shape
     else:
         shape = _shape(x, name)
@@ -96,31 +99,29 @@ def graph(adj: Any, alive: Any, adj_name: str = "adj", alive_name: str = "alive"
     return shape
 
 
-def route_args(
-    q: Any, k: Any, active: Any, tau_value: Any, k_in_value: Any
-) -> tuple[tuple[int, ...], float, int]:
-    """All checks of ``ops.route``; returns (shape of q, tau, k_in). The common case (numpy float32 arrays, no
+def route(args: Args) -> Args:
+    """All checks of ``ops.route`` on ``(q, k, active, tau, k_in)``. The common case (numpy float32 arrays, no
     mask, a float and an int) is decided with a handful of comparisons: route itself takes microseconds."""
-    shape: tuple[int, ...]
+    q, k, active, tau_value, k_in_value = args
     if (
         type(q) is _ND
         and type(k) is _ND
         and active is None
         and type(tau_value) is float
         and type(k_in_value) is int
-        and q.dtype == _F32
-        and k.dtype == _F32
+        and q.dtype is _F32
+        and k.dtype is _F32
         and 2 <= q.ndim <= 3
-        and (shape := q.shape) == k.shape
+        and q.shape == k.shape
         and -1.0 <= tau_value <= 1.0
         and k_in_value >= 0
     ):
-        return shape, tau_value, k_in_value
+        return args
     qs = array(q, "q", "float32", (2, 3), "(B, N, D) or (N, D)")
     ks = array(k, "k", "float32", (2, 3), "(B, N, D) or (N, D)")
     same_shape(ks, "k", qs, "the shape of q")
     active_mask(active, qs[:-1])
-    return qs, tau(tau_value), k_in(k_in_value)
+    return q, k, active, tau(tau_value), k_in(k_in_value)
 
 
 def square(adj: Any, name: str) -> tuple[int, ...]:
@@ -131,36 +132,57 @@ def square(adj: Any, name: str) -> tuple[int, ...]:
     return shape
 
 
-def graph_args(adj: Any, other: Any, other_name: str, other_dtype: str, active: Any) -> tuple[int, ...]:
-    """All checks of ``ops.toposort`` (other: weights, float32) and ``ops.graph_stats`` (other: prev, bool);
-    returns the shape of adj."""
-    shape: tuple[int, ...]
+def _graph(adj: Any, other: Any, other_name: str, other_dtype: str, active: Any) -> None:
+    """The checks of ``ops.toposort`` (other: weights, float32) and ``ops.graph_stats`` (other: prev, bool)."""
     if (
         type(adj) is _ND
         and other is None
         and active is None
-        and adj.dtype == _BOOL
+        and adj.dtype is _BOOL
         and 2 <= adj.ndim <= 3
         and (shape := adj.shape)[-1] == shape[-2]
     ):
-        return shape
+        return
     shape = square(adj, "adj")
     if other is not None:
         os_ = array(other, other_name, other_dtype, (2, 3), "(B, N, N) or (N, N)")
         same_shape(os_, other_name, shape, "the shape of adj")
     active_mask(active, shape[:-1])
-    return shape
 
 
-def qmix_forward_args(config: Any, obs: Any, adj: Any, hidden: Any, active: Any) -> tuple[int, ...]:
-    """All array checks of ``ops.qmix_forward`` against ``config`` (a QMixConfig); returns the shape of obs."""
+def toposort(args: Args) -> Args:
+    """All checks of ``ops.toposort`` on ``(adj, weights, active)``."""
+    _graph(args[0], args[1], "weights", "float32", args[2])
+    return args
+
+
+def graph_stats(args: Args) -> Args:
+    """All checks of ``ops.graph_stats`` on ``(adj, active, prev)``."""
+    _graph(args[0], args[2], "prev", "bool", args[1])
+    return args
+
+
+def _qmix_params(params: Any) -> Any:
+    """The config of ``params``, which must be a QMixParams."""
+    if not isinstance(params, QMixParams):
+        raise InvalidArgumentError(
+            f"params must be a toporoute.ops.QMixParams; got {type(params).__name__}", arg="params"
+        )
+    return params.config
+
+
+def qmix_forward(args: Args) -> Args:
+    """All checks of ``ops.qmix_forward`` on ``(params, obs, adj, hidden, active)``, the arrays against the
+    params' config."""
+    params, obs, adj, hidden, active = args
+    config = _qmix_params(params)
     shape: tuple[int, ...]
     if (
         type(obs) is _ND
         and type(adj) is _ND
         and active is None
-        and obs.dtype == _F32
-        and adj.dtype == _BOOL
+        and obs.dtype is _F32
+        and adj.dtype is _BOOL
         and obs.ndim == 3
         and (shape := obs.shape)[2] == config.obs_dim
         and shape[1] >= 1
@@ -169,12 +191,12 @@ def qmix_forward_args(config: Any, obs: Any, adj: Any, hidden: Any, active: Any)
             hidden is None
             or (
                 type(hidden) is _ND
-                and hidden.dtype == _F32
+                and hidden.dtype is _F32
                 and hidden.shape == (shape[0], shape[1], config.hidden)
             )
         )
     ):
-        return shape
+        return args
     shape = array(obs, "obs", "float32", (2, 3), "(B, N, obs_dim) or (N, obs_dim)")
     if shape[-1] != config.obs_dim:
         raise ShapeError(
@@ -189,22 +211,27 @@ def qmix_forward_args(config: Any, obs: Any, adj: Any, hidden: Any, active: Any)
         hs = array(hidden, "hidden", "float32", (2, 3), "(B, N, H) or (N, H)")
         same_shape(hs, "hidden", (*batch, config.hidden), f"(B, N, {config.hidden}) matching obs")
     active_mask(active, batch)
-    return shape
+    return args
 
 
-def qmix_mix_args(config: Any, q_taken: Any, state: Any) -> tuple[int, ...]:
-    """All array checks of ``ops.qmix_mix`` against ``config``; returns the shape of q_taken."""
+def qmix_mix(args: Args) -> Args:
+    """All checks of ``ops.qmix_mix`` on ``(params, q_taken, state)``: params with a mixer, the arrays against
+    its config."""
+    params, q_taken, state = args
+    config = _qmix_params(params)
+    if not params.has_mixer:
+        params.mixer_arrays()  # raises the error
     qs: tuple[int, ...]
     if (
         type(q_taken) is _ND
         and type(state) is _ND
-        and q_taken.dtype == _F32
-        and state.dtype == _F32
+        and q_taken.dtype is _F32
+        and state.dtype is _F32
         and q_taken.ndim == 2
         and (qs := q_taken.shape)[1] == config.n_agents
         and state.shape == (qs[0], config.state_dim)
     ):
-        return qs
+        return args
     qs = array(q_taken, "q_taken", "float32", (1, 2), "(B, n_agents) or (n_agents,)")
     if qs[-1] != config.n_agents:
         raise ShapeError(
@@ -212,7 +239,7 @@ def qmix_mix_args(config: Any, q_taken: Any, state: Any) -> tuple[int, ...]:
         )
     ss = array(state, "state", "float32", (1, 2), "(B, state_dim) or (state_dim,)")
     same_shape(ss, "state", (*qs[:-1], config.state_dim), f"(B, {config.state_dim}) matching q_taken")
-    return qs
+    return args
 
 
 def same_shape(
@@ -328,14 +355,15 @@ def pool_input(
     return n, length, dim
 
 
-def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, int, int]:
-    """All shape and dtype checks of ``ops.mean_pool``; returns the shape of hidden. Values (row range and
+def mean_pool(args: Args) -> Args:
+    """All shape and dtype checks of ``ops.mean_pool`` on ``(hidden, mask, out, rows)``. Values (row range and
     repeats, non-finite tokens) are checked by the backends."""
+    hidden, mask, out, rows = args
     shape: tuple[int, int, int]
     if (
         type(hidden) is _ND
         and type(mask) is _ND
-        and hidden.dtype == _F32
+        and hidden.dtype is _F32
         and hidden.ndim == 3
         and mask.dtype in _NP_MASK_DTYPES
         and mask.shape == (shape := hidden.shape)[:2]
@@ -343,7 +371,7 @@ def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, in
             (out is None and rows is None)
             or (
                 type(out) is _ND
-                and out.dtype == _F32
+                and out.dtype is _F32
                 and out.ndim == 2
                 and out.shape[1] == shape[2]
                 and out.flags.c_contiguous
@@ -355,14 +383,14 @@ def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, in
             )
         )
     ):
-        return shape
-    n, L, D = pool_input(hidden, mask, rows)
+        return args
+    n, _, D = pool_input(hidden, mask, rows)
     if out is None:
         if rows is not None:
             raise InvalidArgumentError(
                 "rows needs out (the array whose rows it names); got out=None", arg="rows"
             )
-        return n, L, D
+        return args
     os_ = typed_array(out, "out", ("float32",), (2,), "(M, D)")
     if os_[1] != D:
         raise ShapeError(f"out must have shape (M, {D}) (D of hidden); got {_fmt(os_)}", arg="out")
@@ -371,36 +399,39 @@ def mean_pool_args(hidden: Any, mask: Any, out: Any, rows: Any) -> tuple[int, in
             f"out must have at least {n} rows (rows=None writes row i to out[i]); got {_fmt(os_)}", arg="out"
         )
     _writeable_c_contiguous(out, "out", "out")
-    return n, L, D
+    return args
 
 
-def route_indexed_args(
-    table: Any, q_rows: Any, k_rows: Any, tau_value: Any, k_in_value: Any
-) -> tuple[tuple[int, ...], float, int]:
-    """All checks of ``ops.route_indexed`` but the pool; returns (shape of q_rows, tau, k_in). Like
-    :func:`route_args`, the common case is decided with a handful of comparisons."""
-    shape: tuple[int, ...]
+def route_indexed(args: Args) -> Args:
+    """All checks of ``ops.route_indexed`` on ``(table, q_rows, k_rows, tau, k_in, active, pool)``; the pool
+    comes back as a list of triples (None when empty). Like :func:`route`, the common case is decided with a
+    handful of comparisons."""
+    table, q_rows, k_rows, tau_value, k_in_value, active, pool = args
     if (
-        type(table) is _ND
+        pool is None
+        and active is None
+        and type(table) is _ND
         and type(q_rows) is _ND
         and type(k_rows) is _ND
         and type(tau_value) is float
         and type(k_in_value) is int
-        and table.dtype == _F32
+        and table.dtype is _F32
         and table.ndim == 2
         and q_rows.dtype in _NP_INDEX_DTYPES
         and k_rows.dtype in _NP_INDEX_DTYPES
         and 1 <= q_rows.ndim <= 2
-        and (shape := q_rows.shape) == k_rows.shape
+        and q_rows.shape == k_rows.shape
         and -1.0 <= tau_value <= 1.0
         and k_in_value >= 0
     ):
-        return shape, tau_value, k_in_value
+        return args
     typed_array(table, "table", ("float32",), (2,), "(M, D)")
     qs = typed_array(q_rows, "q_rows", INDEX_DTYPES, (1, 2), "(B, N) or (N,)")
     ks = typed_array(k_rows, "k_rows", INDEX_DTYPES, (1, 2), "(B, N) or (N,)")
     same_shape(ks, "k_rows", qs, "the shape of q_rows")
-    return qs, tau(tau_value), k_in(k_in_value)
+    tau_value, k_in_value = tau(tau_value), k_in(k_in_value)
+    active_mask(active, qs)
+    return table, q_rows, k_rows, tau_value, k_in_value, active, pool_args(pool, table)
 
 
 def pool_args(pool: Any, table: Any) -> list[tuple[Any, Any, Any]] | None:

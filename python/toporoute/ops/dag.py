@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import backends
 from ..errors import InvalidArgumentError, ShapeError
 from ..types.results import DagEdits, DagRepair
 from . import _validate as _v
+from ._dispatch import Args, dispatcher
 
 __all__ = ["dag_edit", "dag_repair"]
 
@@ -36,8 +36,8 @@ def _plain_batch(adj: Any, alive: Any, source: Any, sink: Any, max_out: Any) -> 
         and type(source) is int
         and type(sink) is int
         and type(max_out) is int
-        and adj.dtype == _BOOL
-        and alive.dtype == _BOOL
+        and adj.dtype is _BOOL
+        and alive.dtype is _BOOL
         and adj.ndim == 3
         and adj.shape[1] == adj.shape[2]
         and alive.shape == adj.shape[:2]
@@ -56,6 +56,80 @@ def _ends(source: Any, sink: Any, n: int) -> tuple[int, int]:
     if s == t:
         raise InvalidArgumentError(f"source and sink must differ; got both {s}", arg="sink")
     return s, t
+
+
+def _edit_args(args: Args) -> Args:
+    """The checks of ``dag_edit`` on ``(adj, alive, edits, source, sink, max_out)``."""
+    adj, alive, edits, source, sink, max_out = args
+    if (
+        type(edits) is _ND
+        and edits.dtype is _I32
+        and _plain_batch(adj, alive, source, sink, max_out)
+        and edits.ndim == 3
+        and edits.shape[0] == adj.shape[0]
+        and edits.shape[2] == 3
+    ):
+        return args
+    shape = _v.graph(adj, alive)
+    es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, E, 3) or (E, 3) matching adj")
+    if es[-1] != 3 or es[:-2] != shape[:-2]:
+        want = "(B, E, 3) with B of adj" if len(shape) == 3 else "(E, 3)"
+        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
+    s, t = _ends(source, sink, shape[-1])
+    return adj, alive, edits, s, t, _v.integer(max_out, "max_out", 1)
+
+
+def _repair_args(args: Args) -> Args:
+    """The checks of ``dag_repair`` on its arguments in the op table's order."""
+    adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out = args
+    if (
+        _plain_batch(adj, alive, source, sink, max_out)
+        and type(threshold) is float
+        and 0.0 <= threshold <= 1.0
+        and type(prior) is float
+        and 0.0 <= prior < math.inf
+        and type(min_obs) in (int, float)
+        and 0 <= min_obs < math.inf
+        and (
+            (edge_alpha is None and edge_beta is None)
+            or (
+                type(edge_alpha) is _ND
+                and type(edge_beta) is _ND
+                and edge_alpha.dtype is _F32
+                and edge_beta.dtype is _F32
+                and edge_alpha.shape == adj.shape
+                and edge_beta.shape == adj.shape
+            )
+        )
+    ):
+        return adj, alive, edge_alpha, edge_beta, source, sink, threshold, float(min_obs), prior, max_out
+    shape = _v.graph(adj, alive)
+    if (edge_alpha is None) != (edge_beta is None):
+        missing = "edge_beta" if edge_beta is None else "edge_alpha"
+        raise InvalidArgumentError(
+            f"edge_alpha and edge_beta must be given together; got {missing}=None", arg=missing
+        )
+    for name, x in (("edge_alpha", edge_alpha), ("edge_beta", edge_beta)):
+        if x is not None:
+            xs = _v.array(x, name, "float32", (len(shape),), "(B, N, N) or (N, N) matching adj")
+            _v.same_shape(xs, name, shape, "the shape of adj")
+    s, t = _ends(source, sink, shape[-1])
+    return (
+        adj,
+        alive,
+        edge_alpha,
+        edge_beta,
+        s,
+        t,
+        _v.real(threshold, "threshold", 0.0, 1.0),
+        _v.real(min_obs, "min_obs", 0.0),
+        _v.real(prior, "prior", 0.0),
+        _v.integer(max_out, "max_out", 1),
+    )
+
+
+_dag_edit = dispatcher("dag_edit", _edit_args, DagEdits)
+_dag_repair = dispatcher("dag_repair", _repair_args, DagRepair)
 
 
 def dag_edit(
@@ -117,31 +191,7 @@ def dag_edit(
         A dead source or sink (on ``alive``), an edge touching a dead node (on ``adj``); shapes, dtypes and
         scalars are named likewise.
     """
-    if (
-        type(edits) is _ND
-        and edits.dtype == _I32
-        and _plain_batch(adj, alive, source, sink, max_out)
-        and edits.ndim == 3
-        and edits.shape[0] == adj.shape[0]
-        and edits.shape[2] == 3
-    ):
-        fast: DagEdits = backends.kernel("dag_edit", backend, adj)(
-            adj, alive, edits, source=source, sink=sink, max_out=max_out
-        )
-        return fast
-    shape = _v.graph(adj, alive)
-    es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, E, 3) or (E, 3) matching adj")
-    if es[-1] != 3 or es[:-2] != shape[:-2]:
-        want = "(B, E, 3) with B of adj" if len(shape) == 3 else "(E, 3)"
-        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
-    s, t = _ends(source, sink, shape[-1])
-    cap = _v.integer(max_out, "max_out", 1)
-    impl = backends.kernel("dag_edit", backend, adj)
-    if len(shape) == 3:
-        result: DagEdits = impl(adj, alive, edits, source=s, sink=t, max_out=cap)
-        return result
-    batched: DagEdits = impl(adj[None], alive[None], edits[None], source=s, sink=t, max_out=cap)
-    return DagEdits(*(x[0] for x in vars(batched).values()))
+    return _dag_edit(backend, (adj, alive, edits, source, sink, max_out))
 
 
 def dag_repair(
@@ -192,67 +242,6 @@ def dag_repair(
         ``adj (B, N, N) bool``, ``alive (B, N) bool`` (new arrays), ``pruned_nodes (B, N) bool``,
         ``pruned_edges (B, N, N) bool`` (input edges removed) and ``added_edges (B, N, N) bool``.
     """
-    if (
-        _plain_batch(adj, alive, source, sink, max_out)
-        and type(threshold) is float
-        and 0.0 <= threshold <= 1.0
-        and type(prior) is float
-        and 0.0 <= prior < math.inf
-        and type(min_obs) in (int, float)
-        and 0 <= min_obs < math.inf
-        and (
-            (edge_alpha is None and edge_beta is None)
-            or (
-                type(edge_alpha) is _ND
-                and type(edge_beta) is _ND
-                and edge_alpha.dtype == _F32
-                and edge_beta.dtype == _F32
-                and edge_alpha.shape == adj.shape
-                and edge_beta.shape == adj.shape
-            )
-        )
-    ):
-        fast: DagRepair = backends.kernel("dag_repair", backend, adj)(
-            adj,
-            alive,
-            edge_alpha,
-            edge_beta,
-            source=source,
-            sink=sink,
-            threshold=threshold,
-            min_obs=float(min_obs),
-            prior=prior,
-            max_out=max_out,
-        )
-        return fast
-    shape = _v.graph(adj, alive)
-    if (edge_alpha is None) != (edge_beta is None):
-        missing = "edge_beta" if edge_beta is None else "edge_alpha"
-        raise InvalidArgumentError(
-            f"edge_alpha and edge_beta must be given together; got {missing}=None", arg=missing
-        )
-    for name, x in (("edge_alpha", edge_alpha), ("edge_beta", edge_beta)):
-        if x is not None:
-            xs = _v.array(x, name, "float32", (len(shape),), "(B, N, N) or (N, N) matching adj")
-            _v.same_shape(xs, name, shape, "the shape of adj")
-    s, t = _ends(source, sink, shape[-1])
-    thr = _v.real(threshold, "threshold", 0.0, 1.0)
-    obs = _v.real(min_obs, "min_obs", 0.0)
-    pri = _v.real(prior, "prior", 0.0)
-    cap = _v.integer(max_out, "max_out", 1)
-    impl = backends.kernel("dag_repair", backend, adj)
-    kw: dict[str, Any] = {
-        "source": s,
-        "sink": t,
-        "threshold": thr,
-        "min_obs": obs,
-        "prior": pri,
-        "max_out": cap,
-    }
-    if len(shape) == 3:
-        result: DagRepair = impl(adj, alive, edge_alpha, edge_beta, **kw)
-        return result
-    ea = None if edge_alpha is None else edge_alpha[None]
-    eb = None if edge_beta is None else edge_beta[None]
-    batched: DagRepair = impl(adj[None], alive[None], ea, eb, **kw)
-    return DagRepair(*(x[0] for x in vars(batched).values()))
+    return _dag_repair(
+        backend, (adj, alive, edge_alpha, edge_beta, source, sink, threshold, min_obs, prior, max_out)
+    )

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import backends
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from ..types.results import TeamProjection
 from ..types.team_codes import TEAM_MAX_NODES
 from . import _validate as _v
+from ._dispatch import Args, dispatcher
 
 __all__ = ["team_project"]
 
@@ -106,11 +106,6 @@ def _per_node(x: Any, name: str, dtype: str, batch: tuple[int, ...]) -> None:
         _v.same_shape(xs, name, batch, layout)
 
 
-def _one(x: Any) -> Any:
-    """A single graph's optional array with a batch axis of 1."""
-    return None if x is None else x[None]
-
-
 def _sink_array(sink: Any, batch: tuple[int, ...]) -> np.ndarray:
     """The (B,) int32 sinks: an integer (every graph; the only form for a single graph) or a (B,) integer array,
     each in [0, N)."""
@@ -125,6 +120,58 @@ def _sink_array(sink: Any, batch: tuple[int, ...]) -> np.ndarray:
         i = int(bad[0])
         raise OutOfRangeError(f"sink[{i}] must be in [0, {n}); got {int(arr[i])}", arg="sink")
     return arr.astype(np.int32)
+
+
+def _project_args(args: Args) -> Args:
+    """The checks of ``team_project`` on its arguments in the op table's order; ``sink`` comes back as a (B,)
+    int32 array ((1,) for a single graph) and ``max_removals=None`` as ``budget_edges // 2``."""
+    adj, alive, roles, sink, edits = args[:5]
+    opts = args[5:9]
+    ints = args[9:]
+    budget_pairs, budget_edges, max_removals, max_pure_births, max_pure_deaths, n_min, n_max = ints
+    if _plain(adj, alive, roles, sink, edits, opts, ints):
+        if max_removals is None:
+            return (*args[:11], budget_edges // 2, *args[12:])
+        return args
+    shape = _v.square(adj, "adj")
+    if shape[-1] > TEAM_MAX_NODES:
+        raise ShapeError(f"adj must hold at most {TEAM_MAX_NODES} nodes; got N = {shape[-1]}", arg="adj")
+    if shape[-1] < 1:
+        raise ShapeError("adj must hold at least 1 node (the sink); got N = 0", arg="adj")
+    batch = shape[:-1]
+    layout = "(B, N)" if len(batch) == 2 else "(N,)"
+    ashape = _v.array(alive, "alive", "bool", (len(batch),), f"{layout} matching adj")
+    _v.same_shape(ashape, "alive", batch, layout)
+    rshape = _v.typed_array(roles, "roles", ("int32",), (len(batch),), f"{layout} matching adj")
+    _v.same_shape(rshape, "roles", batch, layout)
+    es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, P, 4) or (P, 4) matching adj")
+    if es[-1] != 4 or es[:-2] != shape[:-2]:
+        want = "(B, P, 4) with B of adj" if len(shape) == 3 else "(P, 4)"
+        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
+    protected, critical, scores, generation = opts
+    _per_node(protected, "protected", "bool", batch)
+    _per_node(scores, "scores", "float32", batch)
+    _per_node(generation, "generation", "int32", batch)
+    if critical is not None:
+        cs = _v.typed_array(
+            critical, "critical", ("bool",), (len(batch),), f"{'(B, R)' if len(batch) == 2 else '(R,)'}"
+        )
+        if cs[:-1] != batch[:-1]:
+            raise ShapeError(f"critical must have shape (B, R) with B of adj; got {cs}", arg="critical")
+    sinks = _sink_array(sink, batch)
+    pairs = _v.integer(budget_pairs, "budget_pairs", 0, _LIMIT)
+    edges = _v.integer(budget_edges, "budget_edges", 0, _LIMIT)
+    births = _v.integer(max_pure_births, "max_pure_births", 0, _LIMIT)
+    deaths = _v.integer(max_pure_deaths, "max_pure_deaths", 0, _LIMIT)
+    low = _v.integer(n_min, "n_min", 0, _LIMIT)
+    removals = edges // 2 if max_removals is None else _v.integer(max_removals, "max_removals", 0, _LIMIT)
+    high = _v.integer(n_max, "n_max", 0, _LIMIT)
+    if high < low:
+        raise InvalidArgumentError(f"n_max must be >= n_min = {low}; got {high}", arg="n_max")
+    return adj, alive, roles, sinks, edits, *opts, pairs, edges, removals, births, deaths, low, high
+
+
+_team_project = dispatcher("team_project", _project_args, TeamProjection)
 
 
 def team_project(
@@ -217,93 +264,10 @@ def team_project(
         alive node (on ``roles``), non-finite scores of alive nodes (on ``scores``); shapes, dtypes and scalars are
         named likewise.
     """
-    opts = (protected, critical, scores, generation)
-    ints = (budget_pairs, budget_edges, max_removals, max_pure_births, max_pure_deaths, n_min, n_max)
-    if _plain(adj, alive, roles, sink, edits, opts, ints):
-        fast: TeamProjection = backends.kernel("team_project", backend, adj)(
-            adj,
-            alive,
-            roles,
-            sink,
-            edits,
-            protected=protected,
-            critical=critical,
-            scores=scores,
-            generation=generation,
-            budget_pairs=budget_pairs,
-            budget_edges=budget_edges,
-            max_removals=budget_edges // 2 if max_removals is None else max_removals,
-            max_pure_births=max_pure_births,
-            max_pure_deaths=max_pure_deaths,
-            n_min=n_min,
-            n_max=n_max,
-        )
-        return fast
-    shape = _v.square(adj, "adj")
-    if shape[-1] > TEAM_MAX_NODES:
-        raise ShapeError(f"adj must hold at most {TEAM_MAX_NODES} nodes; got N = {shape[-1]}", arg="adj")
-    if shape[-1] < 1:
-        raise ShapeError("adj must hold at least 1 node (the sink); got N = 0", arg="adj")
-    batch = shape[:-1]
-    layout = "(B, N)" if len(batch) == 2 else "(N,)"
-    ashape = _v.array(alive, "alive", "bool", (len(batch),), f"{layout} matching adj")
-    _v.same_shape(ashape, "alive", batch, layout)
-    rshape = _v.typed_array(roles, "roles", ("int32",), (len(batch),), f"{layout} matching adj")
-    _v.same_shape(rshape, "roles", batch, layout)
-    es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, P, 4) or (P, 4) matching adj")
-    if es[-1] != 4 or es[:-2] != shape[:-2]:
-        want = "(B, P, 4) with B of adj" if len(shape) == 3 else "(P, 4)"
-        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
-    _per_node(protected, "protected", "bool", batch)
-    _per_node(scores, "scores", "float32", batch)
-    _per_node(generation, "generation", "int32", batch)
-    if critical is not None:
-        cs = _v.typed_array(
-            critical, "critical", ("bool",), (len(batch),), f"{'(B, R)' if len(batch) == 2 else '(R,)'}"
-        )
-        if cs[:-1] != batch[:-1]:
-            raise ShapeError(f"critical must have shape (B, R) with B of adj; got {cs}", arg="critical")
-    impl = backends.kernel("team_project", backend, adj)
-    sinks = _sink_array(sink, batch)
-    kw: dict[str, Any] = {
-        "budget_pairs": _v.integer(budget_pairs, "budget_pairs", 0, _LIMIT),
-        "budget_edges": _v.integer(budget_edges, "budget_edges", 0, _LIMIT),
-        "max_pure_births": _v.integer(max_pure_births, "max_pure_births", 0, _LIMIT),
-        "max_pure_deaths": _v.integer(max_pure_deaths, "max_pure_deaths", 0, _LIMIT),
-        "n_min": _v.integer(n_min, "n_min", 0, _LIMIT),
-    }
-    kw["max_removals"] = (
-        kw["budget_edges"] // 2
-        if max_removals is None
-        else _v.integer(max_removals, "max_removals", 0, _LIMIT)
-    )
-    kw["n_max"] = _v.integer(n_max, "n_max", 0, _LIMIT)
-    if kw["n_max"] < kw["n_min"]:
-        raise InvalidArgumentError(f"n_max must be >= n_min = {kw['n_min']}; got {kw['n_max']}", arg="n_max")
-    if len(shape) == 3:
-        result: TeamProjection = impl(
-            adj,
-            alive,
-            roles,
-            sinks,
-            edits,
-            protected=protected,
-            critical=critical,
-            scores=scores,
-            generation=generation,
-            **kw,
-        )
-        return result
-    batched: TeamProjection = impl(
-        adj[None],
-        alive[None],
-        roles[None],
-        sinks,
-        edits[None],
-        protected=_one(protected),
-        critical=_one(critical),
-        scores=_one(scores),
-        generation=_one(generation),
-        **kw,
-    )
-    return TeamProjection(*(x[0] for x in vars(batched).values()))
+    return _team_project(
+        backend,
+        (
+            adj, alive, roles, sink, edits, protected, critical, scores, generation, budget_pairs, budget_edges,
+            max_removals, max_pure_births, max_pure_deaths, n_min, n_max,
+        ),
+    )  # fmt: skip

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import backends
 from ..errors import ShapeError
 from ..types.results import TeamSchedule, TeamScores
 from . import _validate as _v
+from ._dispatch import Args, dispatcher
 
 __all__ = ["MAX_NODES", "team_schedule", "team_scores", "topology_distance"]
 
@@ -40,8 +40,8 @@ def _plain_graph(adj: Any, alive: Any) -> bool:
     return (
         type(adj) is _ND
         and type(alive) is _ND
-        and adj.dtype == _BOOL
-        and alive.dtype == _BOOL
+        and adj.dtype is _BOOL
+        and alive.dtype is _BOOL
         and adj.ndim == 3
         and adj.shape[1] == adj.shape[2] <= MAX_NODES
         and alive.shape == adj.shape[:2]
@@ -78,17 +78,7 @@ def team_schedule(adj: Any, alive: Any, *, backend: str | None = None) -> TeamSc
     InvalidArgumentError
         An edge touching a dead node (on ``adj``); shapes and dtypes are named likewise (N > 64: ShapeError).
     """
-    if _plain_graph(adj, alive):
-        fast: TeamSchedule = backends.kernel("team_schedule", backend, adj)(adj, alive)
-        return fast
-    shape = _v.graph(adj, alive)
-    _capacity(shape, "adj")
-    impl = backends.kernel("team_schedule", backend, adj)
-    if len(shape) == 3:
-        result: TeamSchedule = impl(adj, alive)
-        return result
-    batched: TeamSchedule = impl(adj[None], alive[None])
-    return TeamSchedule(*(x[0] for x in vars(batched).values()))
+    return _team_schedule(backend, (adj, alive))
 
 
 def team_scores(
@@ -138,11 +128,32 @@ def team_scores(
     InvalidArgumentError
         A present score outside [0, 1] or not finite (on ``history``); shapes, dtypes and scalars likewise.
     """
+    return _team_scores(backend, (history, present, eta, window, death_threshold))
+
+
+def _generation(gen: Any, name: str, batch: tuple[int, ...], alive_name: str) -> None:
+    if gen is None:
+        return
+    gs = _v.typed_array(gen, name, ("int32",), (len(batch),), f"(B, N) or (N,) matching {alive_name}")
+    _v.same_shape(gs, name, batch, f"the shape of {alive_name}")
+
+
+def _schedule_args(args: Args) -> Args:
+    """The checks of ``team_schedule`` on ``(adj, alive)``."""
+    if not _plain_graph(*args):
+        _capacity(_v.graph(*args), "adj")
+    return args
+
+
+def _scores_args(args: Args) -> Args:
+    """The checks of ``team_scores`` on ``(history, present, eta, window, death_threshold)``; a window longer
+    than the history comes back shortened (it sees every round either way)."""
+    history, present, eta, window, death_threshold = args
     if (
         type(history) is _ND
         and type(present) is _ND
-        and history.dtype == _F32
-        and present.dtype == _BOOL
+        and history.dtype is _F32
+        and present.dtype is _BOOL
         and history.ndim == 3
         and history.shape == present.shape
         and history.shape[1] >= 1
@@ -153,33 +164,48 @@ def team_scores(
         and type(death_threshold) is float
         and 0.0 <= death_threshold <= 1.0
     ):
-        fast: TeamScores = backends.kernel("team_scores", backend, history)(
-            history, present, eta=eta, window=window, death_threshold=death_threshold
-        )
-        return fast
+        return args
     hs = _v.array(history, "history", "float32", (2, 3), "(B, T, N) or (T, N)")
     ps = _v.array(present, "present", "bool", (len(hs),), "(B, T, N) or (T, N) matching history")
     _v.same_shape(ps, "present", hs, "the shape of history")
     if hs[-2] < 1:
         raise ShapeError(f"history must hold at least one round (T >= 1); got shape {hs}", arg="history")
-    kw: dict[str, Any] = {
-        "eta": _v.real(eta, "eta", 0.0, open_lo=True),
-        "window": min(_v.integer(window, "window", 2), max(hs[-2], 2)),  # a longer window sees every round
-        "death_threshold": _v.real(death_threshold, "death_threshold", 0.0, 1.0),
-    }
-    impl = backends.kernel("team_scores", backend, history)
-    if len(hs) == 3:
-        result: TeamScores = impl(history, present, **kw)
-        return result
-    batched: TeamScores = impl(history[None], present[None], **kw)
-    return TeamScores(*(x[0] for x in vars(batched).values()))
+    return (
+        history,
+        present,
+        _v.real(eta, "eta", 0.0, open_lo=True),
+        min(_v.integer(window, "window", 2), max(hs[-2], 2)),
+        _v.real(death_threshold, "death_threshold", 0.0, 1.0),
+    )
 
 
-def _generation(gen: Any, name: str, batch: tuple[int, ...], alive_name: str) -> None:
-    if gen is None:
-        return
-    gs = _v.typed_array(gen, name, ("int32",), (len(batch),), f"(B, N) or (N,) matching {alive_name}")
-    _v.same_shape(gs, name, batch, f"the shape of {alive_name}")
+def _distance_args(args: Args) -> Args:
+    """The checks of ``topology_distance`` on ``(adj_a, alive_a, adj_b, alive_b, gen_a, gen_b)``."""
+    adj_a, alive_a, adj_b, alive_b, gen_a, gen_b = args
+    if (
+        _plain_graph(adj_a, alive_a)
+        and type(adj_b) is _ND
+        and type(alive_b) is _ND
+        and adj_b.dtype is _BOOL
+        and alive_b.dtype is _BOOL
+        and adj_b.shape == adj_a.shape
+        and alive_b.shape == alive_a.shape
+        and (gen_a is None or (type(gen_a) is _ND and gen_a.dtype is _I32 and gen_a.shape == alive_a.shape))
+        and (gen_b is None or (type(gen_b) is _ND and gen_b.dtype is _I32 and gen_b.shape == alive_a.shape))
+    ):
+        return args
+    shape = _v.graph(adj_a, alive_a, "adj_a", "alive_a")
+    _capacity(shape, "adj_a")
+    shape_b = _v.graph(adj_b, alive_b, "adj_b", "alive_b")
+    _v.same_shape(shape_b, "adj_b", shape, "the shape of adj_a")
+    _generation(gen_a, "gen_a", shape[:-1], "alive_a")
+    _generation(gen_b, "gen_b", shape[:-1], "alive_b")
+    return args
+
+
+_team_schedule = dispatcher("team_schedule", _schedule_args, TeamSchedule)
+_team_scores = dispatcher("team_scores", _scores_args, TeamScores)
+_topology_distance = dispatcher("topology_distance", _distance_args, object, single=lambda out: int(out[0]))
 
 
 def topology_distance(
@@ -213,32 +239,4 @@ def topology_distance(
     -------
     (B,) int32 array, or an int for single graphs
     """
-    if (
-        _plain_graph(adj_a, alive_a)
-        and type(adj_b) is _ND
-        and type(alive_b) is _ND
-        and adj_b.dtype == _BOOL
-        and alive_b.dtype == _BOOL
-        and adj_b.shape == adj_a.shape
-        and alive_b.shape == alive_a.shape
-        and (gen_a is None or (type(gen_a) is _ND and gen_a.dtype == _I32 and gen_a.shape == alive_a.shape))
-        and (gen_b is None or (type(gen_b) is _ND and gen_b.dtype == _I32 and gen_b.shape == alive_a.shape))
-    ):
-        fast: np.ndarray = backends.kernel("topology_distance", backend, adj_a)(
-            adj_a, alive_a, adj_b, alive_b, gen_a=gen_a, gen_b=gen_b
-        )
-        return fast
-    shape = _v.graph(adj_a, alive_a, "adj_a", "alive_a")
-    _capacity(shape, "adj_a")
-    shape_b = _v.graph(adj_b, alive_b, "adj_b", "alive_b")
-    _v.same_shape(shape_b, "adj_b", shape, "the shape of adj_a")
-    _generation(gen_a, "gen_a", shape[:-1], "alive_a")
-    _generation(gen_b, "gen_b", shape[:-1], "alive_b")
-    impl = backends.kernel("topology_distance", backend, adj_a)
-    if len(shape) == 3:
-        result: np.ndarray = impl(adj_a, alive_a, adj_b, alive_b, gen_a=gen_a, gen_b=gen_b)
-        return result
-    ga = None if gen_a is None else gen_a[None]
-    gb = None if gen_b is None else gen_b[None]
-    batched: np.ndarray = impl(adj_a[None], alive_a[None], adj_b[None], alive_b[None], gen_a=ga, gen_b=gb)
-    return int(batched[0])
+    return _topology_distance(backend, (adj_a, alive_a, adj_b, alive_b, gen_a, gen_b))
