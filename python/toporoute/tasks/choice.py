@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import string
 
+from .._checks import is_int
 from ..errors import InvalidArgumentError
 from .base import Score, Task
 
@@ -71,7 +72,7 @@ def extract_choice(text: str | None, n_choices: int) -> str | None:
     str or None
         An upper-case letter among the first ``n_choices``.
     """
-    if isinstance(n_choices, bool) or not isinstance(n_choices, int) or not 2 <= n_choices <= len(LETTERS):
+    if not is_int(n_choices) or not 2 <= n_choices <= len(LETTERS):
         raise InvalidArgumentError(f"n_choices must be an integer in 2..26; got {n_choices!r}", "n_choices")
     if text is None:
         return None

@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
+from .._checks import int_at_least
 from ..errors import InvalidArgumentError, ToporouteError
 
 __all__ = [
@@ -439,10 +440,7 @@ def check_limits(timeout_s: float, memory_mb: int) -> None:
         or timeout_s <= 0
     ):
         raise InvalidArgumentError(f"timeout_s must be a finite number > 0; got {timeout_s!r}", "timeout_s")
-    if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or memory_mb < MIN_MEMORY_MB:
-        raise InvalidArgumentError(
-            f"memory_mb must be an integer >= {MIN_MEMORY_MB}; got {memory_mb!r}", "memory_mb"
-        )
+    int_at_least("memory_mb", memory_mb, MIN_MEMORY_MB)
 
 
 def run_python(

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._checks import is_finite_number, is_int
 from ._badges import oracle_badge
 from .schema import EpisodeRecord, RoundRecord
 
@@ -56,13 +57,13 @@ def _seq(value: Any) -> Sequence[Any]:
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if is_finite_number(value):
         return float(value)
     return None
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_int(value) else None
 
 
 def _text(value: Any) -> str:

@@ -9,14 +9,14 @@ every format version since v1 are read (fields an older writer did not write tak
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
+from .._checks import is_finite_number, is_int
 from ..errors import InvalidArgumentError
 from .schema import FORMAT_VERSION, EpisodeFile, RoundRecord
 
@@ -244,10 +244,10 @@ def _read_trace(file: Path, problems: list[str]) -> list[RoundRecord]:
             else:
                 problems.append(f"{_rel(file)} line {i} is not JSON; skipped")
             continue
-        if not isinstance(rec, dict) or not _is_int(rec.get("round")):
+        if not isinstance(rec, dict) or not is_int(rec.get("round")):
             problems.append(f"{_rel(file)} line {i} is not a round record (no integer 'round'); skipped")
             continue
-        if _is_int(rec.get("v")) and rec["v"] > FORMAT_VERSION:
+        if is_int(rec.get("v")) and rec["v"] > FORMAT_VERSION:
             newer = True
         records.append(RoundRecord.from_json(rec))
     if newer:
@@ -337,7 +337,7 @@ def wall_from_summary(method_run: MethodRun) -> bool:
 
 def _summary_wall(method_run: MethodRun) -> float | None:
     wall = (method_run.summary_file or {}).get("wall_s")
-    return float(wall) if _is_num(wall) else None
+    return float(wall) if is_finite_number(wall) else None
 
 
 def episode_rows(method_run: MethodRun) -> list[EpisodeRow]:
@@ -445,14 +445,6 @@ def label(value: Any) -> str:
 
 def _first_task(trace: list[RoundRecord]) -> str:
     return trace[0].task if trace else ""
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_num(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _mean(values: list[float]) -> float:

@@ -34,6 +34,7 @@ except ImportError as exc:
     raise ImportError("the HTML report needs Jinja2: pip install 'toporoute[report]'") from exc
 
 from .._atomic import write_bytes_atomic
+from .._checks import is_number
 from ..errors import InvalidArgumentError
 from . import _hiva, _tacomas
 from ._badges import oracle_badge
@@ -267,7 +268,7 @@ def _values(run: RunData, key: str) -> str:
 def _config_text(config: dict[str, Any], key: str) -> str:
     if key == "started":
         value = next((config[k] for k in _START_KEYS if config.get(k) is not None), None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             return datetime.datetime.fromtimestamp(value, datetime.timezone.utc).strftime(
                 "%Y-%m-%d %H:%M:%S UTC"
             )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import ops
+from ..._checks import one_of
 from ...errors import InvalidArgumentError
 from ...types.conductor_topology import LOGIC, NO_YAML, OK, PARSE, SCHEMA
 
@@ -67,14 +68,8 @@ class RewardConfig:
     gamma: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.density_mode not in DENSITY_MODES:
-            raise InvalidArgumentError(
-                f"density_mode must be one of {DENSITY_MODES}; got {self.density_mode!r}", "density_mode"
-            )
-        if self.return_mode not in RETURN_MODES:
-            raise InvalidArgumentError(
-                f"return_mode must be one of {RETURN_MODES}; got {self.return_mode!r}", "return_mode"
-            )
+        one_of("density_mode", self.density_mode, DENSITY_MODES)
+        one_of("return_mode", self.return_mode, RETURN_MODES)
         if not 0.0 < self.gamma <= 1.0:
             raise InvalidArgumentError(f"gamma must be in (0, 1]; got {self.gamma}", "gamma")
         for name in ("w_e", "w_g"):
@@ -127,10 +122,7 @@ def turn_rewards(
             verdict = verdicts[i]
             if verdict is None:
                 continue
-            if verdict not in EXEC_REWARD:
-                raise InvalidArgumentError(
-                    f"verdicts[{i}] must be one of {tuple(EXEC_REWARD)}; got {verdict!r}", "verdicts"
-                )
+            one_of(f"verdicts[{i}]", verdict, tuple(EXEC_REWARD), field="verdicts")
             r_e[i] = EXEC_REWARD[verdict]
         else:
             if int(err[i]) not in YAML_REWARD:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
+from ..._checks import at_least, either, int_at_least, one_of, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Request, Result, Tags
 from ...tasks import Task
@@ -136,27 +137,14 @@ class LoopConfig(SamplingSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_role_max_tokens()
-        if self.topology not in TOPOLOGIES:
-            raise InvalidArgumentError(
-                f"topology must be one of {TOPOLOGIES}; got {self.topology!r}", "topology"
-            )
-        if self.tau is not None and not -1.0 <= self.tau <= 1.0:
-            raise InvalidArgumentError(f"tau must be in [-1, 1]; got {self.tau}", "tau")
-        if self.k_in < 0:
-            raise InvalidArgumentError(f"k_in must be >= 0; got {self.k_in}", "k_in")
-        if self.max_rounds < 1:
-            raise InvalidArgumentError(f"max_rounds must be >= 1; got {self.max_rounds}", "max_rounds")
-        if self.inbox_order not in ("relevance", "sigma"):
-            raise InvalidArgumentError(
-                f"inbox_order must be 'relevance' or 'sigma'; got {self.inbox_order!r}", "inbox_order"
-            )
-        if self.private_routing not in ("full", "addressed"):
-            raise InvalidArgumentError(
-                f"private_routing must be 'full' or 'addressed'; got {self.private_routing!r}",
-                "private_routing",
-            )
-        if self.random_edges < 0:
-            raise InvalidArgumentError(f"random_edges must be >= 0; got {self.random_edges}", "random_edges")
+        one_of("topology", self.topology, TOPOLOGIES)
+        if self.tau is not None:
+            within("tau", self.tau, -1, 1)
+        at_least("k_in", self.k_in, 0)
+        at_least("max_rounds", self.max_rounds, 1)
+        either("inbox_order", self.inbox_order, "relevance", "sigma")
+        either("private_routing", self.private_routing, "full", "addressed")
+        at_least("random_edges", self.random_edges, 0)
         if self.manager_sink and (self.topology != "semantic" or not self.manager):
             raise InvalidArgumentError(
                 "manager_sink matches the manager's descriptors, so it needs topology 'semantic' and the manager "
@@ -179,10 +167,7 @@ class LoopConfig(SamplingSettings):
                 "role_max_tokens",
             )
         for role, n in self.role_max_tokens.items():
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise InvalidArgumentError(
-                    f"role_max_tokens[{role!r}] must be an integer >= 1; got {n!r}", "role_max_tokens"
-                )
+            int_at_least(f"role_max_tokens[{role!r}]", n, 1, field="role_max_tokens")
         # a copy in name order: the recorded params do not depend on the caller's order or later changes
         object.__setattr__(self, "role_max_tokens", dict(sorted(self.role_max_tokens.items())))
 

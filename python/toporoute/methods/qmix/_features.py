@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..._checks import at_least, either
 from ...errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -57,12 +58,8 @@ class Features:
     legacy: bool = False
 
     def __post_init__(self) -> None:
-        if self.task_feature not in ("hash", "encoder"):
-            raise InvalidArgumentError(
-                f"task_feature must be 'hash' or 'encoder'; got {self.task_feature!r}", "task_feature"
-            )
-        if self.hash_dim < 1:
-            raise InvalidArgumentError(f"hash_dim must be >= 1; got {self.hash_dim}", "hash_dim")
+        either("task_feature", self.task_feature, "hash", "encoder")
+        at_least("hash_dim", self.hash_dim, 1)
 
     def task_dim(self, encoder_dim: int = 384) -> int:
         return self.hash_dim if self.task_feature == "hash" else encoder_dim

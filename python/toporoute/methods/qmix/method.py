@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
+from ..._checks import at_least, either, within
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
@@ -89,14 +90,10 @@ class QMixSettings(SamplingSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.rounds is not None and self.rounds < 1:
-            raise InvalidArgumentError(f"rounds must be >= 1; got {self.rounds}", "rounds")
-        if self.initial_adj not in ("identity", "zeros"):
-            raise InvalidArgumentError(
-                f"initial_adj must be 'identity' or 'zeros'; got {self.initial_adj!r}", "initial_adj"
-            )
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise InvalidArgumentError(f"epsilon must be in [0, 1]; got {self.epsilon}", "epsilon")
+        if self.rounds is not None:
+            at_least("rounds", self.rounds, 1)
+        either("initial_adj", self.initial_adj, "identity", "zeros")
+        within("epsilon", self.epsilon, 0, 1)
 
     def rounds_for(self, domain: str) -> int:
         return ROUNDS[domain] if self.rounds is None else self.rounds

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._checks import is_int
 from ...errors import InvalidArgumentError
 from ..prompt_files import read_json, read_text
 
@@ -134,14 +135,14 @@ def load_qmix_team(
     spec = _spec()
     if domain not in DOMAINS:
         raise InvalidArgumentError(f"domain must be one of {DOMAINS}, got {domain!r}", "domain")
-    if not _is_int(n_agents) or not 1 <= n_agents <= _MAX_AGENTS:
+    if not is_int(n_agents) or not 1 <= n_agents <= _MAX_AGENTS:
         raise InvalidArgumentError(
             f"n_agents must be an integer in 1..{_MAX_AGENTS}, got {n_agents!r}", "n_agents"
         )
-    if not _is_int(role_offset):
+    if not is_int(role_offset):
         raise InvalidArgumentError(f"role_offset must be an integer, got {role_offset!r}", "role_offset")
     if adversarial_agent_index is not None and (
-        not _is_int(adversarial_agent_index) or not 0 <= adversarial_agent_index < n_agents
+        not is_int(adversarial_agent_index) or not 0 <= adversarial_agent_index < n_agents
     ):
         raise InvalidArgumentError(
             f"adversarial_agent_index must be None or an integer in 0..{n_agents - 1}, "
@@ -221,7 +222,7 @@ def worker_prompt(
     InvalidArgumentError
         ``i`` is not a slot of ``team``.
     """
-    if not _is_int(i) or not 0 <= i < len(team.agents):
+    if not is_int(i) or not 0 <= i < len(team.agents):
         raise InvalidArgumentError(f"i must be an integer in 0..{len(team.agents) - 1}, got {i!r}", "i")
     sections = [_template("worker_task").format(task=task.strip())]
     items = [_agent_block(name, role, text) for name, role, text in inbound if text and text.strip()]
@@ -261,8 +262,3 @@ def final_prompt(team: QMixTeam, task: str, outputs: Sequence[tuple[str, str, st
 def _agent_block(name: str, role: str, text: str) -> str:
     """One agent's output as shown to another agent."""
     return _template("agent_output").format(name=name, role=role, text=text.strip())
-
-
-def _is_int(value: object) -> bool:
-    """True for an ``int`` that is not a ``bool``."""
-    return isinstance(value, int) and not isinstance(value, bool)

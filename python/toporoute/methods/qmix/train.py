@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ..._atomic import write_bytes_atomic, write_json_atomic
+from ..._checks import at_least, either, within
 from ..._runlock import RunLock
 from ...errors import InvalidArgumentError, ToporouteError
 from ...llm.base import Engine
@@ -107,15 +108,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("episodes", "batch_size", "buffer_size", "target_interval", "concurrency"):
-            if getattr(self, name) < 1:
-                raise InvalidArgumentError(f"{name} must be >= 1; got {getattr(self, name)}", name)
-        if self.target_update not in ("soft", "hard"):
-            raise InvalidArgumentError(
-                f"target_update must be 'soft' or 'hard'; got {self.target_update!r}", "target_update"
-            )
+            at_least(name, getattr(self, name), 1)
+        either("target_update", self.target_update, "soft", "hard")
         for name in ("target_tau", "eps_start", "eps_end", "gamma", "dropout"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise InvalidArgumentError(f"{name} must be in [0, 1]; got {getattr(self, name)}", name)
+            within(name, getattr(self, name), 0, 1)
         if self.lr <= 0 or self.grad_clip <= 0 or self.token_norm <= 0:
             raise InvalidArgumentError("lr, grad_clip and token_norm must be > 0", "lr")
 
