@@ -1,6 +1,7 @@
 """What every method's episode loop shares: the :class:`Method` protocol and its :class:`EpisodeOutput`, request
-seeds and sampling settings, timed LLM calls (:class:`Clock`), the routed-edge ledger, and answer
-extraction. A method is its own loop over these; its trace records are built with :mod:`toporoute.trace.schema`.
+seeds and sampling settings, the method and episode plumbing (:class:`SettingsMethod`, :class:`KindEpisode`,
+:class:`RoundErrors`), timed LLM calls (:class:`Clock`), the routed-edge ledger, and answer extraction. A method
+is its own loop over these; its trace records are built with :mod:`toporoute.trace.schema`.
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from .._checks import above, at_least, ints_in
 from ..errors import InvalidArgumentError
-from ..llm.types import Request, Result, Sampling
+from ..llm.types import Request, Result, Sampling, Tags
 from ..tasks import Task, extract_choice, extract_code, extract_math_answer
 from ..trace.schema import EdgeUsage, Graph, Message, RoundRecord, Stats, Timing, Usage
 
@@ -25,11 +27,15 @@ __all__ = [
     "Clock",
     "Emit",
     "EpisodeOutput",
+    "KindEpisode",
+    "KindSampling",
     "Method",
+    "RoundErrors",
     "SamplingSettings",
+    "SandboxSettings",
+    "SettingsMethod",
     "answer_from",
     "call_error",
-    "check_integers",
     "domain_of",
     "first_answer",
     "one_reply_round",
@@ -104,12 +110,14 @@ class SamplingSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise InvalidArgumentError(f"max_tokens must be >= 1; got {self.max_tokens}", "max_tokens")
-        if not 0.0 <= self.temperature:
-            raise InvalidArgumentError(f"temperature must be >= 0; got {self.temperature}", "temperature")
+        at_least("max_tokens", self.max_tokens, 1)
+        at_least("temperature", self.temperature, 0)
         if not 0.0 < self.top_p <= 1.0:
             raise InvalidArgumentError(f"top_p must be in (0, 1]; got {self.top_p}", "top_p")
+
+    def params(self) -> dict[str, Any]:
+        """The settings as run.json records them: every field, in the order the dataclass declares them."""
+        return asdict(self)
 
     def sampling(
         self,
@@ -130,12 +138,135 @@ class SamplingSettings:
         )
 
 
-def check_integers(ranges: Mapping[str, tuple[object, int, int]]) -> None:
-    """Checks settings that must be integers (not bool) in a range: ``{name: (value, lo, hi)}``; the first bad
-    one raises an :class:`~toporoute.errors.InvalidArgumentError` naming it."""
-    for name, (value, lo, hi) in ranges.items():
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise InvalidArgumentError(f"{name} must be an integer in [{lo}, {hi}]; got {value!r}", name)
+@dataclass(frozen=True)
+class SandboxSettings(SamplingSettings):
+    """The sampling settings and the limits of the sandboxed runs of a method that runs code (the visible
+    examples, a scorer's tests): HiVA, TacoMAS, self-consistency and debate extend this one.
+
+    Parameters
+    ----------
+    test_timeout_s : float
+        Wall-clock limit of one sandboxed run (> 0; 5 s).
+    test_memory_mb : int
+        Its address-space limit (64 MB to 1 TB; 1024 MB).
+    """
+
+    test_timeout_s: float = 5.0
+    test_memory_mb: int = 1024
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        ints_in({"test_memory_mb": (self.test_memory_mb, 64, 1 << 20)})
+        above("test_timeout_s", self.test_timeout_s, 0)
+
+    def params(self) -> dict[str, Any]:
+        """As :meth:`SamplingSettings.params`, with the two limits last (where each method recorded them before
+        they were shared, so that a resumed run's params and the report's order stay the same)."""
+        d = super().params()
+        for name in ("test_timeout_s", "test_memory_mb"):
+            d[name] = d.pop(name)
+        return d
+
+
+class Recorded(Protocol):
+    """Settings that record themselves as a run's params."""
+
+    def params(self) -> dict[str, Any]: ...
+
+
+_S = TypeVar("_S", bound=Recorded)
+
+
+class SettingsMethod(Generic[_S]):
+    """A method built from one settings object: its ``name`` in the run folder and its ``settings``, recorded
+    as the run's params (``{"method": name, **settings.params()}``)."""
+
+    def __init__(self, name: str, settings: _S) -> None:
+        self.name = name
+        self.settings = settings
+
+    def params(self) -> dict[str, Any]:
+        return {"method": self.name, **self.settings.params()}
+
+
+class KindSampling(Protocol):
+    """Settings that sample each kind of call their own way (HiVA's and TacoMAS's ``CALL_KINDS``)."""
+
+    @property
+    def guided(self) -> bool:
+        """Whether calls send their regular expression (for engines that constrain with one)."""
+        ...
+
+    def call(self, kind: str, episode: str, round: int, who: str, /) -> Sampling:
+        """The sampling of one call of ``kind`` by ``who`` in ``round``."""
+        ...
+
+
+_K = TypeVar("_K", bound=KindSampling)
+
+
+class KindEpisode(Generic[_K]):
+    """One episode of a method whose calls are sampled by kind (HiVA, TacoMAS): the method's name, its settings
+    ``s``, the runtime's context, the task and the trace callback, and the requests and round records built
+    from them."""
+
+    def __init__(self, method: str, settings: _K, ctx: EpisodeContext, task: Task, emit: Emit) -> None:
+        self.method, self.s, self.ctx, self.task, self.emit = method, settings, ctx, task, emit
+
+    def request(
+        self,
+        kind: str,
+        t: int,
+        who: str,
+        system: str | None,
+        user: str,
+        *,
+        schema: dict[str, Any] | None = None,
+        regex: str | None = None,
+    ) -> Request:
+        """A call of ``kind`` by ``who`` in round ``t``, sampled as the settings say for its kind; ``regex`` is
+        sent only when the settings are ``guided``."""
+        return Request.chat(
+            system,
+            user,
+            sampling=self.s.call(kind, self.ctx.episode, t, who),
+            tags=Tags(round=t, agent=who, role=kind),
+            schema=schema,
+            regex=regex if self.s.guided else None,
+        )
+
+    def record(
+        self,
+        t: int,
+        graph: Graph,
+        messages: dict[str, Message],
+        usage: Usage,
+        timing: Timing,
+        extra: dict[str, Any],
+    ) -> RoundRecord:
+        """Round ``t``'s trace record (the method's own block in ``extra``)."""
+        return RoundRecord(
+            method=self.method,
+            episode=self.ctx.episode,
+            task=self.task.id,
+            round=t,
+            graph=graph,
+            messages=messages,
+            usage=usage,
+            timing=timing,
+            extra=extra,
+        )
+
+
+@dataclass
+class RoundErrors:
+    """The errors a round records in its trace (a failed call, an output that could not be read), each with the
+    agent and the step it concerns."""
+
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def error(self, agent: str, step: str, message: str) -> None:
+        self.errors.append({"agent": agent, "step": step, "error": message})
 
 
 class Clock:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import ops
+from ..._checks import above, at_least, either, one_of
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
@@ -33,6 +34,7 @@ from ..episode import (
     Emit,
     EpisodeOutput,
     SamplingSettings,
+    SettingsMethod,
     call_error,
     record_edges,
 )
@@ -130,27 +132,15 @@ class ConductorSettings(SamplingSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "pool", tuple(self.pool))
-        if self.max_turns < 1:
-            raise InvalidArgumentError(f"max_turns must be >= 1; got {self.max_turns}", "max_turns")
+        at_least("max_turns", self.max_turns, 1)
         for name in ("level", "default_level"):
-            value = getattr(self, name)
-            if value is not None and value not in CAPS:
-                raise InvalidArgumentError(f"{name} must be one of {tuple(CAPS)}; got {value!r}", name)
-        if self.grammar not in _prompts.GRAMMARS:
-            raise InvalidArgumentError(
-                f"grammar must be one of {_prompts.GRAMMARS}; got {self.grammar!r}", "grammar"
-            )
-        if self.feedback_tests not in ("public", "hidden"):
-            raise InvalidArgumentError(
-                f"feedback_tests must be 'public' or 'hidden'; got {self.feedback_tests!r}", "feedback_tests"
-            )
+            if getattr(self, name) is not None:
+                one_of(name, getattr(self, name), tuple(CAPS))
+        one_of("grammar", self.grammar, _prompts.GRAMMARS)
+        either("feedback_tests", self.feedback_tests, "public", "hidden")
         for name in ("orchestrator_max_tokens", "retrieval_k", "view_chars", "test_memory_mb"):
-            if getattr(self, name) < 1:
-                raise InvalidArgumentError(f"{name} must be >= 1; got {getattr(self, name)}", name)
-        if self.test_timeout_s <= 0:
-            raise InvalidArgumentError(
-                f"test_timeout_s must be > 0; got {self.test_timeout_s}", "test_timeout_s"
-            )
+            at_least(name, getattr(self, name), 1)
+        above("test_timeout_s", self.test_timeout_s, 0)
         object.__setattr__(
             self,
             "check_options",
@@ -175,7 +165,7 @@ class ConductorSettings(SamplingSettings):
         return self.default_level, "default"
 
     def params(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = super().params()
         d.pop("check_options", None)
         d.pop("reward", None)
         d["pool"] = list(self.pool)
@@ -196,8 +186,8 @@ class _Turn:
     output: str = ""
 
 
-class Conductor:
-    """AgentConductor for the harness (``toporoute run conductor``).
+class Conductor(SettingsMethod[ConductorSettings]):
+    """AgentConductor for the harness (``toporoute run conductor``), named ``name`` in the run folder.
 
     Parameters
     ----------
@@ -217,8 +207,7 @@ class Conductor:
         encoder: Encoder | None = None,
         name: str = "conductor",
     ) -> None:
-        self.settings = settings or ConductorSettings()
-        self.name = name
+        super().__init__(name, settings or ConductorSettings())
         self._search = _SearchSlot(retriever, encoder)
 
     def with_settings(self, **changes: Any) -> Conductor:
@@ -226,9 +215,6 @@ class Conductor:
         other = Conductor(replace(self.settings, **changes), name=self.name)
         other._search = self._search
         return other
-
-    def params(self) -> dict[str, Any]:
-        return {"method": self.name, **self.settings.params()}
 
     # ------------------------------------------------------------------------------------------ the episode
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from ..._checks import above, at_least, either, ints_in, one_of, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
-from ..episode import SamplingSettings, check_integers, request_seed
+from ..episode import SandboxSettings, request_seed
 
 __all__ = ["CALL_KINDS", "MODES", "HiVASettings"]
 
@@ -34,7 +35,7 @@ values; the sentiment and the self-critique are this implementation's)."""
 
 
 @dataclass(frozen=True)
-class HiVASettings(SamplingSettings):
+class HiVASettings(SandboxSettings):
     """Settings of HiVA (``toporoute run hiva``).
 
     Parameters
@@ -93,7 +94,8 @@ class HiVASettings(SamplingSettings):
     tool_timeout_s, tool_retries, tool_memory_mb : limits of one sandboxed tool call (30 s, 3 retries).
     tool_workers : int
         Most tool or test processes at once.
-    test_timeout_s, test_memory_mb : limits of the environment's sandboxed test runs.
+    test_timeout_s, test_memory_mb : limits of the environment's sandboxed test runs (see
+        :class:`~toporoute.methods.episode.SandboxSettings`).
     temperature : float
         The agents' temperature (forward pass); the other calls use :data:`CALL_KINDS`.
     max_tokens : int
@@ -129,8 +131,6 @@ class HiVASettings(SamplingSettings):
     tool_retries: int = 3
     tool_memory_mb: int = 512
     tool_workers: int = 2
-    test_timeout_s: float = 5.0
-    test_memory_mb: int = 1024
     temperature: float = 0.7
     max_tokens: int = 4096
 
@@ -146,33 +146,22 @@ class HiVASettings(SamplingSettings):
             "tool_retries": (self.tool_retries, 0, 10),
             "tool_workers": (self.tool_workers, 1, 64),
             "tool_memory_mb": (self.tool_memory_mb, 64, 1 << 20),
-            "test_memory_mb": (self.test_memory_mb, 64, 1 << 20),
         }
-        check_integers(ints)
-        if self.mode not in MODES:
-            raise InvalidArgumentError(f"mode must be one of {MODES}; got {self.mode!r}", "mode")
-        if self.bandit_mode not in ("thompson", "mean"):
-            raise InvalidArgumentError(
-                f"bandit_mode must be 'thompson' or 'mean'; got {self.bandit_mode!r}", "bandit_mode"
-            )
-        if self.similarity not in ("embedding", "lexical"):
-            raise InvalidArgumentError(
-                f"similarity must be 'embedding' or 'lexical'; got {self.similarity!r}", "similarity"
-            )
+        ints_in(ints)
+        one_of("mode", self.mode, MODES)
+        either("bandit_mode", self.bandit_mode, "thompson", "mean")
+        either("similarity", self.similarity, "embedding", "lexical")
         if len(self.omega) != 4 or any(not w >= 0 for w in self.omega):
             raise InvalidArgumentError(f"omega must be 4 weights >= 0; got {self.omega!r}", "omega")
         for name in ("lam", "eta", "delta", "synergy_lr", "w_tool", "distance_threshold"):
-            if not getattr(self, name) >= 0:
-                raise InvalidArgumentError(f"{name} must be >= 0; got {getattr(self, name)!r}", name)
-        for name in ("c0", "w_prompt", "tool_timeout_s", "test_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise InvalidArgumentError(f"{name} must be > 0; got {getattr(self, name)!r}", name)
+            at_least(name, getattr(self, name), 0)
+        for name in ("c0", "w_prompt", "tool_timeout_s"):
+            above(name, getattr(self, name), 0)
         for name in ("gamma", "prune_threshold", "parallel_threshold"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise InvalidArgumentError(f"{name} must be in [0, 1]; got {getattr(self, name)!r}", name)
+            within(name, getattr(self, name), 0, 1)
 
     def params(self) -> dict[str, object]:
-        d = asdict(self)
+        d = super().params()
         d["omega"] = list(self.omega)
         return d
 

@@ -1,11 +1,12 @@
 """What the prompting baselines share: the task kinds they solve, the task as the model sees it, the
-chain-of-thought request, answer extraction from a reply, per-round graph blocks, and their recorded params."""
+chain-of-thought request, answer extraction from a reply, per-round records with their graph blocks
+(:class:`Baseline`), and the pick among independent samples (:class:`Voting`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -13,20 +14,48 @@ from ... import ops
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
 from ...tasks import Task, choice_prompt
-from ...trace.schema import Graph, Message, Stats
-from ..episode import SamplingSettings, answer_from, call_error, domain_of
+from ...tasks.codetest import run_public_tests
+from ...trace.schema import Graph, Message, RoundRecord, Stats, Timing, Usage
+from ..episode import SamplingSettings, SandboxSettings, SettingsMethod, answer_from, call_error, domain_of
 from ..prompt_files import read_text
+from ..selection import Pick, select_answer
+
+if TYPE_CHECKING:
+    from ..selection import TestRunner
 
 __all__ = [
     "KINDS",
+    "Baseline",
+    "Voting",
+    "VotingSettings",
     "answer_of",
     "cot_request",
     "cot_system",
     "graph_block",
     "message_of",
-    "params_of",
     "task_view",
 ]
+
+
+@dataclass(frozen=True)
+class VotingSettings(SandboxSettings):
+    """What the settings of a baseline that chooses among independent samples share (self-consistency,
+    debate).
+
+    Parameters
+    ----------
+    temperature : float
+        Sampling temperature of every call (default 0.7: the samples must differ to vote).
+    test_timeout_s, test_memory_mb : limits of one sandbox run on the visible examples (code; see
+        :class:`~toporoute.methods.episode.SandboxSettings`).
+    top_p, max_tokens, seed : see :class:`~toporoute.methods.episode.SamplingSettings`.
+    """
+
+    temperature: float = 0.7
+
+
+S = TypeVar("S", bound=SamplingSettings)
+V = TypeVar("V", bound=VotingSettings)
 
 KINDS = ("code", "math", "choice")
 """The task kinds the prompting baselines solve."""
@@ -106,6 +135,61 @@ def graph_block(
     return graph, stats
 
 
-def params_of(name: str, settings: Any) -> dict[str, Any]:
-    """The recorded params of a baseline: its name and every field of its settings."""
-    return {"method": name, **asdict(settings)}
+class Baseline(SettingsMethod[S]):
+    """A prompting baseline: a :class:`~toporoute.methods.episode.SettingsMethod` whose rounds are recorded
+    with their graph block and statistics."""
+
+    def record(
+        self,
+        episode: str,
+        task: Task,
+        round: int,
+        goal: str,
+        graph: tuple[list[str], list[str], Sequence[tuple[int, int]], Sequence[tuple[int, int]] | None],
+        messages: Mapping[str, Message],
+        usage: Usage,
+        timing: Timing,
+        extra: Mapping[str, Any],
+    ) -> RoundRecord:
+        """A round's record; ``graph`` is ``(agents, roles, edges, previous round's edges)`` as
+        :func:`graph_block` takes them."""
+        block, stats = graph_block(*graph)
+        return RoundRecord(
+            method=self.name,
+            episode=episode,
+            task=task.id,
+            round=round,
+            goal=goal,
+            graph=block,
+            messages=dict(messages),
+            usage=usage,
+            stats=stats,
+            timing=timing,
+            extra=dict(extra),
+        )
+
+
+class Voting(Baseline[V]):
+    """A baseline that chooses one answer among independent samples (self-consistency, debate): the vote for
+    math and choice, the test-based pick on the prompt's visible examples for code
+    (:func:`~toporoute.methods.selection.select_answer`, in the settings' sandbox limits).
+
+    ``run_tests`` is the visible-example runner (default :func:`~toporoute.tasks.codetest.run_public_tests`;
+    tests pass a stand-in).
+    """
+
+    engine_failures = "all"
+    """Its calls are independent samples: one the engine failed is left out of the vote and counted in the
+    usage's ``engine_failed_calls``; the episode is an error only when the engine failed every call of a
+    batch (:mod:`toporoute.runtime`)."""
+
+    def __init__(self, name: str, settings: V, run_tests: TestRunner | None) -> None:
+        super().__init__(name, settings)
+        self._run_tests = run_tests or run_public_tests
+
+    async def pick(self, task: Task, answers: Sequence[str]) -> Pick:
+        """The answer chosen among ``answers`` ("" for a sample without one)."""
+        s = self.settings
+        return await select_answer(
+            task, answers, timeout_s=s.test_timeout_s, memory_mb=s.test_memory_mb, run=self._run_tests
+        )

@@ -4,11 +4,11 @@ fenced block, math in ``\\boxed{}``, a choice as ``Answer: X``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...tasks import Task
 from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, one_reply_round
-from ._common import answer_of, cot_request, kind_of, message_of, params_of
+from ._common import Baseline, answer_of, cot_request, kind_of, message_of
 
 if TYPE_CHECKING:
     from ...runtime import EpisodeContext
@@ -24,15 +24,11 @@ class CotSettings(SamplingSettings):
     :class:`~toporoute.methods.episode.SamplingSettings`; temperature 0.3 as ``single``)."""
 
 
-class ChainOfThought:
+class ChainOfThought(Baseline[CotSettings]):
     """One chain-of-thought call per task; code, math and choice tasks."""
 
     def __init__(self, settings: CotSettings | None = None) -> None:
-        self.settings = settings or CotSettings()
-        self.name = "cot"
-
-    def params(self) -> dict[str, Any]:
-        return params_of(self.name, self.settings)
+        super().__init__("cot", settings or CotSettings())
 
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         kind_of(task)

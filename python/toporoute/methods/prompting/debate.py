@@ -16,20 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidArgumentError
+from ..._checks import int_at_least
 from ...llm.types import Message as ChatMessage
 from ...llm.types import Request, Result
 from ...tasks import Task
-from ...tasks.codetest import run_public_tests
-from ...trace.schema import EdgeUsage, RoundRecord, Usage, clip
+from ...trace.schema import EdgeUsage, Usage, clip
 from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, record_edges
 from ..prompt_files import read_json, read_text
-from ..selection import Pick, select_answer
-from ._common import answer_of, cot_request, graph_block, kind_of, message_of, params_of, reply_text
+from ._common import Voting, VotingSettings, answer_of, cot_request, kind_of, message_of, reply_text
 
 if TYPE_CHECKING:
     from ...runtime import EpisodeContext
-    from ..selection import TestRunner
+    from ..selection import Pick, TestRunner
 
 __all__ = ["Debate", "DebateSettings", "agent_name", "update_request"]
 
@@ -44,8 +42,9 @@ def agent_name(i: int) -> str:
 
 
 @dataclass(frozen=True)
-class DebateSettings(SamplingSettings):
-    """Settings of ``debate``.
+class DebateSettings(VotingSettings):
+    """Settings of ``debate``: the agents and the rounds (the sampling and the sandbox limits: see
+    :class:`~toporoute.methods.prompting._common.VotingSettings`; the first answers are independent samples).
 
     Parameters
     ----------
@@ -53,28 +52,15 @@ class DebateSettings(SamplingSettings):
         Agents of the debate (>= 2; the paper's comparison: 3).
     rounds : int
         Rounds, the independent first answers included (>= 1; the paper's comparison: 3).
-    temperature : float
-        Sampling temperature of every call (default 0.7: the first answers are independent samples).
-    test_timeout_s, test_memory_mb : limits of one sandbox run on the visible examples (code).
-    top_p, max_tokens, seed : see :class:`~toporoute.methods.episode.SamplingSettings`.
     """
 
-    temperature: float = 0.7
     agents: int = 3
     rounds: int = 3
-    test_timeout_s: float = 5.0
-    test_memory_mb: int = 1024
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name, least in (("agents", 2), ("rounds", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < least:
-                raise InvalidArgumentError(f"{name} must be an integer >= {least}; got {v!r}", name)
-        if not self.test_timeout_s > 0:
-            raise InvalidArgumentError(
-                f"test_timeout_s must be > 0; got {self.test_timeout_s}", "test_timeout_s"
-            )
+        int_at_least("agents", self.agents, 2)
+        int_at_least("rounds", self.rounds, 1)
 
 
 def update_request(
@@ -104,31 +90,15 @@ def update_request(
     return Request(messages, first.sampling, None, first.tags)
 
 
-class Debate:
+class Debate(Voting[DebateSettings]):
     """Multi-agent debate: independent answers, then rounds of updates given the others' answers, then the vote
-    (math, choice) or the test-based pick (code) over the last round.
-
-    Parameters
-    ----------
-    settings : DebateSettings, optional
-    run_tests : callable, optional
-        The visible-example runner (default :func:`~toporoute.tasks.codetest.run_public_tests`).
-    """
-
-    engine_failures = "all"
-    """Its calls are independent samples: one the engine failed is left out of the vote and counted in the
-    usage's ``engine_failed_calls``; the episode is an error only when the engine failed every call of a
-    batch (:mod:`toporoute.runtime`)."""
+    (math, choice) or the test-based pick (code) over the last round; ``run_tests`` as
+    :class:`~toporoute.methods.prompting._common.Voting` takes it."""
 
     def __init__(
         self, settings: DebateSettings | None = None, *, run_tests: TestRunner | None = None
     ) -> None:
-        self.settings = settings or DebateSettings()
-        self.name = "debate"
-        self._run_tests = run_tests or run_public_tests
-
-    def params(self) -> dict[str, Any]:
-        return params_of(self.name, self.settings)
+        super().__init__("debate", settings or DebateSettings(), run_tests)
 
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         kind_of(task)
@@ -171,23 +141,20 @@ class Debate:
             if t == s.rounds - 1:
                 pick, chosen_round = await self._select(task, history)
                 extra = {"selection": {**pick.to_json(), "round": chosen_round}}
-            graph, stats = graph_block(names, [_ROLE] * n, edges, prev_edges)
-            prev_edges = edges
             emit(
-                RoundRecord(
-                    method=self.name,
-                    episode=ctx.episode,
-                    task=task.id,
-                    round=t,
-                    goal=_GOALS[min(t, 1)],
-                    graph=graph,
-                    messages={a: message_of(task, r, ans) for a, r, ans in zip(names, results, answers)},
-                    usage=Usage.of(zip(names, results), routed),
-                    stats=stats,
-                    timing=rc.timing(),
-                    extra=extra,
+                self.record(
+                    ctx.episode,
+                    task,
+                    t,
+                    _GOALS[min(t, 1)],
+                    (names, [_ROLE] * n, edges, prev_edges),
+                    {a: message_of(task, r, ans) for a, r, ans in zip(names, results, answers)},
+                    Usage.of(zip(names, results), routed),
+                    rc.timing(),
+                    extra,
                 )
             )
+            prev_edges = edges
         assert pick is not None  # rounds >= 1
         agreed = max(pick.votes, default=0)
         return EpisodeOutput(
@@ -208,12 +175,9 @@ class Debate:
 
     async def _select(self, task: Task, history: list[list[str]]) -> tuple[Pick, int]:
         """The pick over the last round holding an answer, and that round (the last one when none does)."""
-        s = self.settings
         last: tuple[Pick, int] | None = None
         for t in range(len(history) - 1, -1, -1):
-            pick = await select_answer(
-                task, history[t], timeout_s=s.test_timeout_s, memory_mb=s.test_memory_mb, run=self._run_tests
-            )
+            pick = await self.pick(task, history[t])
             if pick.index >= 0:
                 return pick, t
             last = last or (pick, t)

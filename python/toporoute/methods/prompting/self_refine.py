@@ -14,24 +14,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ...errors import InvalidArgumentError
+from ..._checks import int_at_least
 from ...llm.types import Request, Tags
 from ...tasks import Task
-from ...trace.schema import EdgeUsage, Message, RoundRecord, Usage, clip
+from ...trace.schema import EdgeUsage, Message, Usage, clip
 from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, call_error, one_reply_round, record_edges
 from ..prompt_files import read_json, read_text
-from ._common import (
-    answer_of,
-    cot_request,
-    graph_block,
-    kind_of,
-    message_of,
-    params_of,
-    reply_text,
-    task_view,
-)
+from ._common import Baseline, answer_of, cot_request, kind_of, message_of, reply_text, task_view
 
 if TYPE_CHECKING:
     from ...llm.types import Result
@@ -72,21 +63,15 @@ class SelfRefineSettings(SamplingSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        n = self.iterations
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidArgumentError(f"iterations must be an integer >= 1; got {n!r}", "iterations")
+        int_at_least("iterations", self.iterations, 1)
 
 
-class SelfRefine:
+class SelfRefine(Baseline[SelfRefineSettings]):
     """An answer, then up to ``iterations`` rounds of self-feedback and refinement, stopping at a CORRECT
     verdict."""
 
     def __init__(self, settings: SelfRefineSettings | None = None) -> None:
-        self.settings = settings or SelfRefineSettings()
-        self.name = "self-refine"
-
-    def params(self) -> dict[str, Any]:
-        return params_of(self.name, self.settings)
+        super().__init__("self-refine", settings or SelfRefineSettings())
 
     def _feedback_request(self, episode: str, task: Task, it: int, reply: str) -> Request:
         s = self.settings
@@ -154,21 +139,17 @@ class SelfRefine:
                     answer, reply, reply_tokens = new, reply_text(refined), refined.usage.completion_tokens
                 else:
                     kept_previous = True  # a refinement without an answer does not replace the last one
-            graph, stats = graph_block([_ANSWER, _CRITIC], [_ANSWER, _CRITIC], edges, prev_edges)
-            prev_edges = edges
             emit(
-                RoundRecord(
-                    method=self.name,
-                    episode=ctx.episode,
-                    task=task.id,
-                    round=it,
-                    goal=f"Iteration {it}: critique the latest answer, then refine it.",
-                    graph=graph,
-                    messages=messages,
-                    usage=Usage.of(calls, record_edges(ctx, it, routed)),
-                    stats=stats,
-                    timing=rc.timing(),
-                    extra={
+                self.record(
+                    ctx.episode,
+                    task,
+                    it,
+                    f"Iteration {it}: critique the latest answer, then refine it.",
+                    ([_ANSWER, _CRITIC], [_ANSWER, _CRITIC], edges, prev_edges),
+                    messages,
+                    Usage.of(calls, record_edges(ctx, it, routed)),
+                    rc.timing(),
+                    {
                         "refine": {
                             "iteration": it,
                             "verdict": verdict,
@@ -178,6 +159,7 @@ class SelfRefine:
                     },
                 )
             )
+            prev_edges = edges
             rounds += 1
             if stop:
                 halted = verdict == CORRECT

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from ..._checks import above, at_least, ints_in, one_of, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
-from ..episode import SamplingSettings, check_integers, request_seed
+from ..episode import SandboxSettings, request_seed
 
 __all__ = ["CALL_KINDS", "FINALS", "SCORERS", "TacoMASSettings"]
 
@@ -36,7 +37,7 @@ coach, meta) always gets the tokens of the longest reply its schema or regex adm
 
 
 @dataclass(frozen=True)
-class TacoMASSettings(SamplingSettings):
+class TacoMASSettings(SandboxSettings):
     """Settings of TacoMAS (``toporoute run tacomas``).
 
     Parameters
@@ -81,7 +82,8 @@ class TacoMASSettings(SamplingSettings):
     guided : bool
         Send the judge's and the verifier's regular expression besides their JSON schema (for engines that
         constrain regexes but not schemas).
-    test_timeout_s, test_memory_mb : limits of the ``tests`` and ``oracle`` scorers' sandboxed runs.
+    test_timeout_s, test_memory_mb : limits of the ``tests`` and ``oracle`` scorers' sandboxed runs (see
+        :class:`~toporoute.methods.episode.SandboxSettings`).
     temperature : float
         The agents' temperature (0.0).
     max_tokens : int
@@ -109,8 +111,6 @@ class TacoMASSettings(SamplingSettings):
     death_threshold: float = 0.2
     meta_temperature: float = 0.3
     guided: bool = True
-    test_timeout_s: float = 5.0
-    test_memory_mb: int = 1024
     temperature: float = 0.0
     max_tokens: int = 4096
 
@@ -131,9 +131,8 @@ class TacoMASSettings(SamplingSettings):
             "prompt_deltas": (self.prompt_deltas, 0, 1000),
             "message_chars": (self.message_chars, 50, 1_000_000),
             "window": (self.window, 2, 1000),
-            "test_memory_mb": (self.test_memory_mb, 64, 1 << 20),
         }
-        check_integers(ints)
+        ints_in(ints)
         if self.min_agents > self.max_agents:
             raise InvalidArgumentError(
                 f"min_agents must be <= max_agents ({self.max_agents}); got {self.min_agents}", "min_agents"
@@ -144,31 +143,17 @@ class TacoMASSettings(SamplingSettings):
                 f"needs a fresh slot); got {self.max_agents} + {self.budget_pairs}",
                 "max_agents",
             )
-        if self.scorer not in SCORERS:
-            raise InvalidArgumentError(f"scorer must be one of {SCORERS}; got {self.scorer!r}", "scorer")
-        if self.final not in FINALS:
-            raise InvalidArgumentError(f"final must be one of {FINALS}; got {self.final!r}", "final")
-        if not 0.0 <= self.tau <= 1.0:
-            raise InvalidArgumentError(f"tau must be in [0, 1]; got {self.tau!r}", "tau")
-        if not 0.0 <= self.death_threshold <= 1.0:
-            raise InvalidArgumentError(
-                f"death_threshold must be in [0, 1]; got {self.death_threshold!r}", "death_threshold"
-            )
-        for name in ("eta", "test_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise InvalidArgumentError(f"{name} must be > 0; got {getattr(self, name)!r}", name)
-        if not self.meta_temperature >= 0:
-            raise InvalidArgumentError(
-                f"meta_temperature must be >= 0; got {self.meta_temperature!r}", "meta_temperature"
-            )
+        one_of("scorer", self.scorer, SCORERS)
+        one_of("final", self.final, FINALS)
+        within("tau", self.tau, 0, 1)
+        within("death_threshold", self.death_threshold, 0, 1)
+        above("eta", self.eta, 0)
+        at_least("meta_temperature", self.meta_temperature, 0)
 
     @property
     def capacity(self) -> int:
         """Node slots of the team arrays: N_max plus a fresh slot per replacement of one slow step."""
         return self.max_agents + self.budget_pairs
-
-    def params(self) -> dict[str, object]:
-        return asdict(self)
 
     def call(self, kind: str, episode: str, round: int, who: str) -> Sampling:
         """The sampling of one call of ``kind`` (see :data:`CALL_KINDS`), seeded by (seed, episode, round,
