@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...llm.types import Request, Result, Tags
+from ...llm.types import Request, Result
 from ...tasks import Task
 from ...tasks.codetest import public_examples
 from ...tasks.tools import ToolRun, check_tool_source, run_tool
@@ -41,6 +41,9 @@ from ..episode import (
     Clock,
     Emit,
     EpisodeOutput,
+    KindEpisode,
+    RoundErrors,
+    SettingsMethod,
     answer_from,
     call_error,
     domain_of,
@@ -80,17 +83,10 @@ def fresh_graph(settings: HiVASettings, domain: str) -> HiVAGraph:
     )
 
 
-class HiVA:
-    """HiVA for the harness (``toporoute run hiva``).
+class HiVA(SettingsMethod[HiVASettings]):
+    """HiVA for the harness (``toporoute run hiva``), named ``name`` in the run folder; ``encoder`` is the
+    embedding similarity's (default ``Encoder.default()``, loaded on first use).
 
-    Parameters
-    ----------
-    settings : HiVASettings, optional
-    name : str
-        The method's name in the run folder.
-
-    Notes
-    -----
     In ``stream`` mode one graph per domain carries over from episode to episode, so episodes must run one at a
     time in task order: :attr:`sequential` is then True, and :func:`~toporoute.methods.harness.run_method` runs
     the episodes with concurrency 1 (the runtime starts them in task order). Called concurrently anyway, the
@@ -101,15 +97,11 @@ class HiVA:
     def __init__(
         self, settings: HiVASettings | None = None, *, name: str = "hiva", encoder: Encoder | None = None
     ) -> None:
-        self.settings = settings or HiVASettings()
-        self.name = name
+        super().__init__(name, settings or HiVASettings())
         self._encoder = encoder
         self._encoder_lock = threading.Lock()
         self._stream: dict[str, HiVAGraph] = {}
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-
-    def params(self) -> dict[str, Any]:
-        return {"method": self.name, **self.settings.params()}
 
     @property
     def sequential(self) -> bool:
@@ -155,8 +147,8 @@ class HiVA:
 
 
 @dataclass
-class _Pass:
-    """One iteration's working state."""
+class _Pass(RoundErrors):
+    """One iteration's working state (and its errors)."""
 
     instructions: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     inputs: dict[int, str] = field(default_factory=dict)
@@ -164,17 +156,13 @@ class _Pass:
     tools: dict[int, ToolRun] = field(default_factory=dict)
     executed: list[int] = field(default_factory=list)
     calls: list[tuple[str, Result]] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
     edge_tokens: list[EdgeUsage] = field(default_factory=list)
     bandit: list[dict[str, Any]] = field(default_factory=list)
     forward_tokens: dict[int, int] = field(default_factory=dict)
     tool_used: dict[int, tuple[str, int]] = field(default_factory=dict)
 
-    def error(self, agent: str, step: str, message: str) -> None:
-        self.errors.append({"agent": agent, "step": step, "error": message})
 
-
-class _Episode:
+class _Episode(KindEpisode[HiVASettings]):
     """One task's iterations over ``graph`` (a fresh one, or the stream's)."""
 
     def __init__(
@@ -188,16 +176,8 @@ class _Episode:
         emit: Emit,
         embed: Callable[[list[str]], np.ndarray],
     ) -> None:
-        self.embed = embed
-        self.method, self.s, self.ctx, self.task, self.domain, self.g, self.emit = (
-            method,
-            settings,
-            ctx,
-            task,
-            domain,
-            graph,
-            emit,
-        )
+        super().__init__(method, settings, ctx, task, emit)
+        self.embed, self.domain, self.g = embed, domain, graph
         self.x0 = _prompts.fill(f"task_{domain}", prompt=task.prompt.strip())
         self.task_words = words(task.prompt)
         self.task_vec: np.ndarray | None = None  # the task's embedding, on first use
@@ -381,17 +361,6 @@ class _Episode:
 
     # ------------------------------------------------------------------------------------------ forward
 
-    def _request(
-        self, kind: str, t: int, who: str, system: str | None, user: str, regex: str | None = None
-    ) -> Request:
-        return Request.chat(
-            system,
-            user,
-            sampling=self.s.call(kind, self.ctx.episode, t, who),
-            tags=Tags(round=t, agent=who, role=kind),
-            regex=regex if self.s.guided else None,
-        )
-
     async def _generate(self, rc: Clock, p: _Pass, keyed: Sequence[tuple[str, Request]]) -> list[Result]:
         """One LLM batch; each call's usage recorded under its key."""
         if not keyed:
@@ -458,7 +427,7 @@ class _Episode:
                     tool=a.tool.name,
                     tool_error=run.error or "failed",
                 )
-            keyed.append((f"{a.name}:forward", self._request("agent", t, a.name, a.prompt, user)))
+            keyed.append((f"{a.name}:forward", self.request("agent", t, a.name, a.prompt, user)))
         results = await self._generate(rc, p, keyed)
         for i, r in zip(nodes, results):
             p.outputs[i] = r.text if r.ok else ""
@@ -485,7 +454,7 @@ class _Episode:
             keyed.append(
                 (
                     f"{g.name(i)}:instruction>{g.name(j)}",
-                    self._request("instruction", t, g.name(i), _prompts.text("instruction_system"), user),
+                    self.request("instruction", t, g.name(i), _prompts.text("instruction_system"), user),
                 )
             )
         results = await self._generate(rc, p, keyed)
@@ -510,7 +479,7 @@ class _Episode:
         a = g.agents[SINK]
         user = _prompts.fill("aggregate_user", task=self.x0, responses=responses or "(no responses)")
         (r,) = await self._generate(
-            rc, p, [(f"{a.name}:aggregate", self._request("aggregator", t, a.name, a.prompt, user))]
+            rc, p, [(f"{a.name}:aggregate", self.request("aggregator", t, a.name, a.prompt, user))]
         )
         p.inputs[SINK] = user
         p.outputs[SINK] = r.text if r.ok else ""
@@ -544,7 +513,7 @@ class _Episode:
             [
                 (
                     "environment:critique",
-                    self._request("critique", t, "environment", None, user, parsing.VERDICT_REGEX),
+                    self.request("critique", t, "environment", None, user, regex=parsing.VERDICT_REGEX),
                 )
             ],
         )
@@ -576,7 +545,7 @@ class _Episode:
             [
                 (
                     "environment:loss",
-                    self._request("loss", t, "environment", _prompts.text("loss_system"), user),
+                    self.request("loss", t, "environment", _prompts.text("loss_system"), user),
                 )
             ],
         )
@@ -598,7 +567,7 @@ class _Episode:
             [
                 (
                     f"{g.name(SINK)}:global_gradient",
-                    self._request("global_gradient", t, g.name(SINK), None, user),
+                    self.request("global_gradient", t, g.name(SINK), None, user),
                 )
             ],
         )
@@ -640,7 +609,7 @@ class _Episode:
             keyed.append(
                 (
                     f"{g.name(i)}:gradient",
-                    self._request("gradient", t, g.name(i), None, user, parsing.GRADIENT_REGEX),
+                    self.request("gradient", t, g.name(i), None, user, regex=parsing.GRADIENT_REGEX),
                 )
             )
         results = await self._generate(rc, p, keyed)
@@ -676,12 +645,12 @@ class _Episode:
             if want_prompt:
                 user = _prompts.fill("prompt_update", variable=a.prompt, gradients=grad.system_prompt)
                 keyed.append(
-                    (f"{a.name}:prompt_update", self._request("prompt_update", t, a.name, None, user))
+                    (f"{a.name}:prompt_update", self.request("prompt_update", t, a.name, None, user))
                 )
                 kinds.append(("prompt", i))
             if want_tool:
                 user = _prompts.fill("tool_refine", source=a.tool.source, feedback=grad.tool)
-                keyed.append((f"{a.name}:tool_refine", self._request("tool_refine", t, a.name, None, user)))
+                keyed.append((f"{a.name}:tool_refine", self.request("tool_refine", t, a.name, None, user)))
                 kinds.append(("tool", i))
             if i != SINK:
                 user = _prompts.fill(
@@ -690,7 +659,7 @@ class _Episode:
                 keyed.append(
                     (
                         f"{a.name}:parallel",
-                        self._request("parallel", t, a.name, None, user, parsing.PARALLEL_REGEX),
+                        self.request("parallel", t, a.name, None, user, regex=parsing.PARALLEL_REGEX),
                     )
                 )
                 kinds.append(("parallel", i))
@@ -698,7 +667,7 @@ class _Episode:
             keyed.append(
                 (
                     f"{a.name}:sentiment",
-                    self._request("sentiment", t, a.name, None, user, parsing.SENTIMENT_REGEX),
+                    self.request("sentiment", t, a.name, None, user, regex=parsing.SENTIMENT_REGEX),
                 )
             )
             kinds.append(("sentiment", i))
@@ -798,13 +767,13 @@ class _Episode:
             keyed.append(
                 (
                     f"{a.name}:decision",
-                    self._request(
+                    self.request(
                         "decision",
                         t,
                         a.name,
                         _prompts.text("decision_system"),
                         user,
-                        parsing.decision_regex(succ),
+                        regex=parsing.decision_regex(succ),
                     ),
                 )
             )
@@ -906,7 +875,7 @@ class _Episode:
                 description=a.description,
                 parent_role=(parent.prompt if parent else "")[:300],
             )
-            keyed.append((f"{a.name}:new_agent", self._request("new_agent", t, a.name, None, user)))
+            keyed.append((f"{a.name}:new_agent", self.request("new_agent", t, a.name, None, user)))
             kinds.append(("prompt", slot))
             if self.s.synthesize_tools:
                 examples = ""
@@ -914,7 +883,7 @@ class _Episode:
                     examples = "- kwargs may hold `examples` (pairs of a call and its expected result) and `entry_point`.\n"
                 user = _prompts.fill("tool_synthesis", description=a.description, examples=examples)
                 keyed.append(
-                    (f"{a.name}:tool_synthesis", self._request("tool_synthesis", t, a.name, None, user))
+                    (f"{a.name}:tool_synthesis", self.request("tool_synthesis", t, a.name, None, user))
                 )
                 kinds.append(("tool", slot))
         results = await self._generate(rc, p, keyed)
@@ -1037,17 +1006,7 @@ class _Episode:
             "errors": p.errors,
             "answer": clip(answer, 4000),
         }
-        return RoundRecord(
-            method=self.method,
-            episode=self.ctx.episode,
-            task=self.task.id,
-            round=t,
-            graph=graph,
-            messages=messages,
-            usage=usage,
-            timing=rc.timing(),
-            extra={"hiva": block},
-        )
+        return self.record(t, graph, messages, usage, rc.timing(), {"hiva": block})
 
 
 def _levels(sigma: list[int], level: dict[int, int], names: dict[int, str]) -> list[list[str]]:

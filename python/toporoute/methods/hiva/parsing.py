@@ -120,23 +120,24 @@ def parse_gradient(text: str) -> Gradient:
 def feedback_text(text: str) -> tuple[str, str | None]:
     """The text inside ``<FEEDBACK>...</FEEDBACK>`` (a missing closing tag tolerated), or the stripped whole
     text with an error when there is no tag; ("", error) for a blank output."""
-    m = re.search(r"<FEEDBACK>(.*?)(?:</FEEDBACK>|$)", text, re.DOTALL | re.IGNORECASE)
-    if m and m.group(1).strip():
-        return m.group(1).strip(), None
-    if not text.strip():
-        return "", "empty output"
-    return text.strip(), "no <FEEDBACK> tags"
+    return _tagged(text, "FEEDBACK", "no <FEEDBACK> tags")
 
 
 def improved_variable(text: str) -> tuple[str, str | None]:
     """The new prompt inside ``<IMPROVED_VARIABLE>`` tags (Fig. 9); without the tags the whole response (spec
     §3.3) with a note; ("", error) for a blank one."""
-    m = re.search(r"<IMPROVED_VARIABLE>(.*?)(?:</IMPROVED_VARIABLE>|$)", text, re.DOTALL | re.IGNORECASE)
+    return _tagged(text, "IMPROVED_VARIABLE", "no <IMPROVED_VARIABLE> tags: the whole response")
+
+
+def _tagged(text: str, tag: str, untagged: str) -> tuple[str, str | None]:
+    """The text inside ``<tag>...</tag>`` (a missing closing tag tolerated); else the stripped whole text with
+    the error ``untagged``; ("", "empty output") for a blank text."""
+    m = re.search(rf"<{tag}>(.*?)(?:</{tag}>|$)", text, re.DOTALL | re.IGNORECASE)
     if m and m.group(1).strip():
         return m.group(1).strip(), None
     if not text.strip():
         return "", "empty output"
-    return text.strip(), "no <IMPROVED_VARIABLE> tags: the whole response"
+    return text.strip(), untagged
 
 
 def decision_regex(successors: list[str]) -> str:

@@ -40,14 +40,17 @@ import numpy as np
 
 from ... import ops
 from ...llm.types import Message as ChatMessage
-from ...llm.types import Request, Result, Tags
+from ...llm.types import Request, Result
 from ...tasks import Task
-from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Usage, clip
+from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, Usage, clip
 from ...types import team_codes as tc
 from ..episode import (
     Clock,
     Emit,
     EpisodeOutput,
+    KindEpisode,
+    RoundErrors,
+    SettingsMethod,
     answer_from,
     call_error,
     domain_of,
@@ -78,27 +81,15 @@ _JUDGE_CHARS = 800  # an agent output as the judge and the coach see it (the pub
 _SUMMARY_CHARS = 300  # one output in the meta-LLM's per-agent summaries
 
 
-class TacoMAS:
-    """TacoMAS for the harness (``toporoute run tacomas``).
+class TacoMAS(SettingsMethod[TacoMASSettings]):
+    """TacoMAS for the harness (``toporoute run tacomas``), named ``name`` in the run folder.
 
-    Parameters
-    ----------
-    settings : TacoMASSettings, optional
-    name : str
-        The method's name in the run folder.
-
-    Notes
-    -----
     Episodes are independent (a fresh team and cleared memory per task, spec App. B), so they run
     concurrently and their calls batch together through the runtime. A resumed run skips the finished episodes.
     """
 
     def __init__(self, settings: TacoMASSettings | None = None, *, name: str = "tacomas") -> None:
-        self.settings = settings or TacoMASSettings()
-        self.name = name
-
-    def params(self) -> dict[str, Any]:
-        return {"method": self.name, **self.settings.params()}
+        super().__init__(name, settings or TacoMASSettings())
 
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         """Runs up to R rounds on one task; ``emit`` gets one record per round."""
@@ -107,14 +98,10 @@ class TacoMAS:
 
 
 @dataclass
-class _Calls:
+class _Calls(RoundErrors):
     """One round's LLM calls (key, kind, result) and its recorded errors."""
 
     calls: list[tuple[str, str, Result]] = field(default_factory=list)
-    errors: list[dict[str, str]] = field(default_factory=list)
-
-    def error(self, agent: str, step: str, message: str) -> None:
-        self.errors.append({"agent": agent, "step": step, "error": message})
 
     def by_kind(self) -> dict[str, dict[str, Any]]:
         out = {
@@ -141,13 +128,13 @@ def _num(x: float) -> float | None:
     return None if not math.isfinite(float(x)) else round(float(x), 4)
 
 
-class _Episode:
+class _Episode(KindEpisode[TacoMASSettings]):
     """One task's rounds over a fresh team."""
 
     def __init__(
         self, method: str, settings: TacoMASSettings, ctx: EpisodeContext, task: Task, emit: Emit
     ) -> None:
-        self.method, self.s, self.ctx, self.task, self.emit = method, settings, ctx, task, emit
+        super().__init__(method, settings, ctx, task, emit)
         self.team = Team(settings.capacity, task.kind)
         self.prev: dict[str, tuple[str, int]] = {}  # agent id -> (last round's output, its completion tokens)
         self.log: dict[str, dict[int, dict[str, Any]]] = {}  # agent id -> round -> output, score, reason
@@ -348,26 +335,6 @@ class _Episode:
 
     # ------------------------------------------------------------------------------------------ requests
 
-    def _request(
-        self,
-        kind: str,
-        t: int,
-        who: str,
-        system: str | None,
-        user: str,
-        *,
-        schema: dict[str, Any] | None = None,
-        regex: str | None = None,
-    ) -> Request:
-        return Request.chat(
-            system,
-            user,
-            sampling=self.s.call(kind, self.ctx.episode, t, who),
-            tags=Tags(round=t, agent=who, role=kind),
-            schema=schema,
-            regex=regex,
-        )
-
     async def _generate(
         self, rc: Clock, calls: _Calls, keyed: Sequence[tuple[str, str, Request]]
     ) -> list[Result]:
@@ -404,29 +371,39 @@ class _Episode:
             memory=memory,
             duty=duty,
         )
-        return self._request("agent", t, a.id, system, user)
+        return self.request("agent", t, a.id, system, user)
 
-    def _judge_request(self, t: int, v: int, output: str) -> Request:
+    def _about(self, name: str, v: int, output: str, **values: object) -> str:
+        """The prompt file ``name`` on agent ``v``'s output (the judge's, the coach's): the task, the agent's id,
+        role and goal, its output as the judge sees it, and ``values``."""
         a = self.team.agents[v]
-        user = fill(
+        output = clip(output.strip(), _JUDGE_CHARS) or "(no output)"
+        return fill(
             "tacomas",
-            "judge.txt",
+            name,
             task=self.task_text,
             agent=a.id,
             role=a.role,
-            query=a.goal,
-            output=clip(output.strip(), _JUDGE_CHARS) or "(no output)",
+            goal=a.goal,
+            output=output,
+            **values,
         )
-        regex = parsing.JUDGE_REGEX if self.s.guided else None
-        return self._request("judge", t, a.id, None, user, schema=parsing.JUDGE_SCHEMA, regex=regex)
+
+    def _judge_request(self, t: int, v: int, output: str) -> Request:
+        user = self._about("judge.txt", v, output)
+        who = self.team.agents[v].id
+        return self.request(
+            "judge", t, who, None, user, schema=parsing.JUDGE_SCHEMA, regex=parsing.JUDGE_REGEX
+        )
 
     def _verifier_request(self, t: int, answer: str, reply: str) -> Request:
         shown = answer or parsing.final_answer_text(reply) or reply
         user = fill(
             "tacomas", "verifier.txt", task=self.task_text, answer=clip(shown.strip(), 4000) or "(no answer)"
         )
-        regex = parsing.JUDGE_REGEX if self.s.guided else None
-        return self._request("verifier", t, "verifier", None, user, schema=parsing.JUDGE_SCHEMA, regex=regex)
+        return self.request(
+            "verifier", t, "verifier", None, user, schema=parsing.JUDGE_SCHEMA, regex=parsing.JUDGE_REGEX
+        )
 
     # ------------------------------------------------------------------------------------------ answer
 
@@ -463,22 +440,18 @@ class _Episode:
         keyed = []
         for v in slots:
             a, verdict = team.agents[v], verdicts[v]
-            user = fill(
-                "tacomas",
+            user = self._about(
                 "coach.txt",
-                task=self.task_text,
-                agent=a.id,
-                role=a.role,
-                goal=a.goal,
+                v,
+                outputs[v],
                 score="unscored" if verdict.score is None else f"{verdict.score:.2f}",
                 reason=verdict.reason or verdict.error or "no reason",
-                output=clip(outputs[v].strip(), _JUDGE_CHARS) or "(no output)",
             )
             keyed.append(
                 (
                     f"coach:{a.id}",
                     "coach",
-                    self._request("coach", t, a.id, None, user, schema=parsing.COACH_SCHEMA),
+                    self.request("coach", t, a.id, None, user, schema=parsing.COACH_SCHEMA),
                 )
             )
         results = await self._generate(rc, calls, keyed)
@@ -528,7 +501,7 @@ class _Episode:
             summaries=self._summaries(t),
             scores=json.dumps(self.round_scores[-max(s.k, 3) :]),
         )
-        request = self._request(
+        request = self.request(
             "meta",
             t,
             "meta",
@@ -782,19 +755,7 @@ class _Episode:
             "calls": calls.by_kind(),
             "errors": calls.errors,
         }
-        self.emit(
-            RoundRecord(
-                method=self.method,
-                episode=self.ctx.episode,
-                task=self.task.id,
-                round=t,
-                graph=graph,
-                messages=messages,
-                usage=usage,
-                timing=rc.timing(),
-                extra={"tacomas": block},
-            )
-        )
+        self.emit(self.record(t, graph, messages, usage, rc.timing(), {"tacomas": block}))
 
 
 def _meta_json(result: Result) -> tuple[Any, str | None]:

@@ -9,11 +9,12 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..._checks import is_number
 from ...llm.structured import extract_json, strip_reasoning
 from ...llm.types import Result
 from ...types import team_codes as tc
@@ -153,15 +154,21 @@ class Verdict:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"score": self.score, "reason": self.reason, "error": self.error}
+        return asdict(self)
+
+
+def _no_object(value: Any, why: str | None) -> str | None:
+    """Why a JSON value from :func:`json_of` (``why``: its own error) is no object to read, or None."""
+    if why is not None:
+        return why
+    return None if isinstance(value, dict) else f"expected a JSON object; got {type(value).__name__}"
 
 
 def parse_verdict(value: Any, why: str | None = None) -> Verdict:
     """The verdict in a JSON value (from :func:`json_of`)."""
-    if why is not None:
-        return Verdict(None, "", why)
-    if not isinstance(value, dict):
-        return Verdict(None, "", f"expected a JSON object; got {type(value).__name__}")
+    error = _no_object(value, why)
+    if error is not None:
+        return Verdict(None, "", error)
     reason = value.get("reason")
     reason = reason.strip()[:300] if isinstance(reason, str) else ""
     raw = value.get("score")
@@ -188,14 +195,14 @@ class Coaching:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"errors": self.errors, "plan": self.plan, "error": self.error}
+        return asdict(self)
 
 
 def parse_coaching(value: Any, why: str | None = None) -> Coaching:
-    if why is not None:
-        return Coaching("", "", why)
-    if not isinstance(value, dict):
-        return Coaching("", "", f"expected a JSON object; got {type(value).__name__}")
+    """The coaching in a JSON value (from :func:`json_of`)."""
+    error = _no_object(value, why)
+    if error is not None:
+        return Coaching("", "", error)
     errors, plan = value.get("errors"), value.get("plan")
     if not isinstance(plan, str) or not plan.strip():
         return Coaching(
@@ -227,10 +234,9 @@ class MetaPlan:
 def parse_meta(value: Any, why: str | None = None) -> MetaPlan:
     """The plan in a meta output's JSON value; a missing or malformed part is noted and left empty (a bad
     ``time_control`` is "continue")."""
-    if why is not None:
-        return MetaPlan(error=why)
-    if not isinstance(value, dict):
-        return MetaPlan(error=f"expected a JSON object; got {type(value).__name__}")
+    error = _no_object(value, why)
+    if error is not None:
+        return MetaPlan(error=error)
     notes: list[str] = []
 
     def listed(key: str) -> list[Any]:
@@ -297,7 +303,7 @@ def _text(item: Any) -> str:
 def _ref(value: Any) -> str | None:
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if is_number(value):
         return str(value)
     if isinstance(value, str):
         v = value.strip()

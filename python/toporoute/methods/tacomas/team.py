@@ -220,20 +220,11 @@ class Team:
 
     def remember(self, slot: int, note: str, limit: int) -> None:
         """Appends ``note`` to the agent's memory, keeping the last ``limit`` entries."""
-        note = note.strip()
-        if not note or limit <= 0:
-            return
-        memory = self.agents[slot].memory
-        memory.append(note)
-        del memory[: max(0, len(memory) - limit)]
+        _keep_last(self.agents[slot].memory, note, limit)
 
     def add_prompt_delta(self, slot: int, delta: str, limit: int) -> None:
-        delta = delta.strip()
-        if not delta or limit <= 0:
-            return
-        deltas = self.agents[slot].prompt_deltas
-        deltas.append(delta)
-        del deltas[: max(0, len(deltas) - limit)]
+        """Appends ``delta`` to the agent's prompt deltas, keeping the last ``limit`` ones."""
+        _keep_last(self.agents[slot].prompt_deltas, delta, limit)
 
     def score_history(self, rounds: int) -> tuple[np.ndarray, np.ndarray]:
         """``(history (T, N) float32, present (T, N) bool)`` over rounds 0..rounds-1 for the current slots'
@@ -293,3 +284,12 @@ class Team:
             ],
             "edges": [[self.name(s), self.name(d)] for s, d in self.edges()],
         }
+
+
+def _keep_last(entries: list[str], text: str, limit: int) -> None:
+    """Appends ``text`` (stripped; a blank one is dropped) to ``entries``, then keeps the last ``limit``."""
+    text = text.strip()
+    if not text or limit <= 0:
+        return
+    entries.append(text)
+    del entries[: max(0, len(entries) - limit)]
