@@ -19,13 +19,12 @@ runner's frames could still find it: this guards against chatty code, not hostil
 from __future__ import annotations
 
 import ast
-import json
 import secrets
 import signal
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError
-from ._runners import runner_program
+from ._runners import runner_program, runner_records
 from .base import Task, clip
 from .humaneval import check_program, check_verdict, completion_for, defines_function, require_code_task
 from .prompt_examples import Example, prompt_examples
@@ -191,7 +190,7 @@ def run_public_tests(
     examples_arg = [(e.source, e.want) for e in examples]
     runner = runner_program("public-tests", program, examples_arg, task.entry_point, nonce, _SHOWN)
     result = run_python(runner, timeout_s=timeout_s, memory_mb=memory_mb)
-    records = _records(result.stdout, nonce)
+    records = runner_records(result.stdout, nonce)
     entry_point, _ = require_code_task(task)
     return _public_report(result, records, examples, entry_point, tests, timeout_s, memory_mb)
 
@@ -282,10 +281,7 @@ def run_hidden_tests(
 
     Parameters
     ----------
-    task : Task
-        A code task.
-    code : str or None
-        The answer's code (see :func:`run_public_tests`).
+    task, code : see :func:`run_public_tests`.
     timeout_s, memory_mb
         Limits of the run.
 
@@ -311,7 +307,7 @@ def run_hidden_tests(
 
 def _hidden_report(result: SandboxResult, nonce: str, timeout_s: float, memory_mb: int) -> TestReport:
     score = check_verdict(result, nonce, timeout_s)  # exactly score_completion's verdict on this run
-    records = _records(result.stdout, nonce)
+    records = runner_records(result.stdout, nonce)
     error = next((r for r in records if "error" in r), None)
     if score.passed:
         return TestReport(PASSED, "all tests passed", "hidden")
@@ -411,22 +407,6 @@ def _syntax_logs(exc: SyntaxError) -> str:
         lines.append("    " + exc.text.strip())
     lines.append(f"{type(exc).__name__}: {exc.msg}")
     return "\n".join(lines)
-
-
-def _records(stdout: str, nonce: str) -> list[dict]:
-    """The runner's records: lines ``<nonce> <json object>``, in order; anything else is ignored."""
-    records = []
-    prefix = nonce + " "
-    for line in stdout.splitlines():
-        if not line.startswith(prefix):
-            continue
-        try:
-            record = json.loads(line[len(prefix) :])
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
 
 
 def _killed_for_memory(result: SandboxResult) -> bool:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import write_bytes_atomic
+from .._checks import int_at_least, is_int, is_number
 from ..errors import InvalidArgumentError, ToporouteError
 from .base import KINDS, Task
 from .choice import LETTERS
@@ -79,10 +80,9 @@ def load_tasks(spec: str, *, limit: int | None = None, offset: int = 0) -> list[
         raise InvalidArgumentError(
             f"unknown task set {spec!r}; a task set is one of: {'; '.join(SPECS)}", "spec"
         )
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+    if limit is not None and (not is_int(limit) or limit < 1):
         raise InvalidArgumentError(f"limit must be None or an integer >= 1; got {limit!r}", "limit")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgumentError(f"offset must be an integer >= 0; got {offset!r}", "offset")
+    int_at_least("offset", offset, 0)
 
     spec = spec.strip()
     if spec == "humaneval":
@@ -157,6 +157,33 @@ def read_lines(path: Path, what: str, arg: str) -> list[str]:
         raise InvalidArgumentError(f"{path.name}: cannot read the {what}: {exc}", arg) from exc
 
 
+def json_rows(lines: Iterable[str], name: str, arg: str) -> Iterator[tuple[int, str, Any]]:
+    """The JSON value of each non-blank line of a JSON Lines file called ``name``, as ``(line number, where,
+    value)`` with ``where`` = ``"<name> line <number>"`` for the caller's errors; a line that is not JSON
+    raises an error naming the file, the line and the column, with the argument ``arg``."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgumentError(
+                f"{where}: not valid JSON ({exc.msg} at column {exc.colno})", arg
+            ) from None
+        yield number, where, row
+
+
+def check_unique(first_line: dict[str, int], key: str, number: int, where: str, arg: str) -> None:
+    """Records that ``key`` (a row's ``id``) is on line ``number``, or raises an error naming the line it was
+    first on."""
+    if key in first_line:
+        raise InvalidArgumentError(
+            f"{where}: 'id' must be unique; got {key!r}, already on line {first_line[key]}", arg
+        )
+    first_line[key] = number
+
+
 def read_tasks_jsonl(path: str | os.PathLike[str]) -> list[Task]:
     """Reads a JSONL task file (see the module notes for the format); ``.gz`` files are decompressed.
 
@@ -175,22 +202,9 @@ def read_tasks_jsonl(path: str | os.PathLike[str]) -> list[Task]:
 
 def _parse_lines(lines: Iterable[str], name: str) -> Iterator[Task]:
     first_line: dict[str, int] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{name} line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidArgumentError(
-                f"{where}: not valid JSON ({exc.msg} at column {exc.colno})", "spec"
-            ) from None
+    for number, where, row in json_rows(lines, name, "spec"):
         task = _task_from_record(row, where)
-        if task.id in first_line:
-            raise InvalidArgumentError(
-                f"{where}: 'id' must be unique; got {task.id!r}, already on line {first_line[task.id]}", "id"
-            )
-        first_line[task.id] = number
+        check_unique(first_line, task.id, number, where, "id")
         yield task
 
 
@@ -235,7 +249,7 @@ def _task_from_record(row: Any, where: str) -> Task:
         return _choice_task(row, where, task_id, prompt, meta)
     if kind == "math":
         answer = row.get("answer")
-        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        if is_number(answer):
             answer = str(answer)  # a bare JSON number is a fine answer
         else:
             answer = text("answer")
@@ -372,7 +386,7 @@ def _load_hub(spec: str) -> list[Task]:
 def _answer_from(row: Mapping[str, Any]) -> str | None:
     for key in ("final_answer", "answer"):
         value = row.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             return str(value)
         if isinstance(value, str) and value.strip():
             if "####" in value:  # GSM8K: reasoning, then "#### 42"
@@ -403,7 +417,7 @@ def _choice_answer(row: Mapping[str, Any], n: int) -> str | None:
         value = row.get(key)
         if isinstance(value, str) and value.strip() in tuple(LETTERS[:n]):
             return value.strip()
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n:
+        if is_int(value) and 0 <= value < n:
             return LETTERS[value]
     return None
 

@@ -20,11 +20,12 @@ import json
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from .._checks import int_at_least
 from ..errors import InvalidArgumentError, ToporouteError
-from ._runners import runner_program
+from ._runners import runner_program, runner_records
 from .sandbox import check_limits, run_python
 
 __all__ = ["DENY_LIST", "DENY_PATTERN", "OUTPUT_LIMIT", "ToolRun", "check_tool_source", "run_tool"]
@@ -70,15 +71,7 @@ class ToolRun:
     isolation: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "output": self.output,
-            "error": self.error,
-            "attempts": self.attempts,
-            "wall_s": round(self.wall_s, 4),
-            "cut": self.cut,
-            "isolation": self.isolation,
-        }
+        return {**asdict(self), "wall_s": round(self.wall_s, 4)}
 
 
 def check_tool_source(source: str) -> str | None:
@@ -162,8 +155,7 @@ def run_tool(
             f"input_data must be a string; got {type(input_data).__name__}", "input_data"
         )
     check_limits(timeout_s, memory_mb)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise InvalidArgumentError(f"retries must be an integer >= 0; got {retries!r}", "retries")
+    int_at_least("retries", retries, 0)
     if not backoff_s >= 0:
         raise InvalidArgumentError(f"backoff_s must be >= 0; got {backoff_s!r}", "backoff_s")
     try:
@@ -189,7 +181,7 @@ def run_tool(
             error = f"crashed: {exc}"
             continue
         isolation = f"{result.network_isolation}; {result.file_isolation}"
-        records = _records(result.stdout, nonce)
+        records = runner_records(result.stdout, nonce)
         last = records[-1] if records else None
         if last is not None and last.get("stage") == "done":
             return ToolRun(
@@ -219,18 +211,3 @@ def run_tool(
             signal = f", signal {result.killed_by_signal}" if result.killed_by_signal else ""
             error = f"crashed: {tail[0][:300]}{signal}"
     return ToolRun(False, "", error, attempts, time.perf_counter() - start, 0, isolation)
-
-
-def _records(stdout: str, nonce: str) -> list[dict[str, Any]]:
-    """The runner's records, lines ``<nonce> <json object>`` in order; anything else is ignored."""
-    out = []
-    prefix = nonce + " "
-    for line in stdout.splitlines():
-        if line.startswith(prefix):
-            try:
-                record = json.loads(line[len(prefix) :])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
-    return out

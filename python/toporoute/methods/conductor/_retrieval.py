@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._checks import int_at_least
 from ...errors import InvalidArgumentError, ShapeError, ToporouteError
-from ...tasks.loading import read_lines
+from ...tasks.loading import check_unique, json_rows, read_lines
 
 if TYPE_CHECKING:
     from ...embed import Encoder
@@ -182,16 +183,7 @@ def load_corpus(path: str | os.PathLike[str]) -> tuple[Document, ...]:
 
     docs: list[Document] = []
     first_line: dict[str, int] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{p.name} line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidArgumentError(
-                f"{where}: not valid JSON ({exc.msg} at column {exc.colno})", "path"
-            ) from None
+    for number, where, row in json_rows(lines, p.name, "path"):
         if not isinstance(row, dict):
             raise InvalidArgumentError(f"{where}: must be a JSON object; got {type(row).__name__}", "path")
         for field in _FIELDS:
@@ -204,12 +196,7 @@ def load_corpus(path: str | os.PathLike[str]) -> tuple[Document, ...]:
                     f"got {value!r:.80}",
                     "path",
                 )
-        if row["id"] in first_line:
-            raise InvalidArgumentError(
-                f"{where}: 'id' must be unique; got {row['id']!r}, already on line {first_line[row['id']]}",
-                "path",
-            )
-        first_line[row["id"]] = number
+        check_unique(first_line, row["id"], number, where, "path")
         docs.append(Document(id=row["id"], problem=row["problem"], solution=row["solution"]))
     if not docs:
         raise InvalidArgumentError(f"{p.name}: the corpus file holds no documents", "path")
@@ -261,7 +248,7 @@ class Retriever:
             if doc.id in seen:
                 raise InvalidArgumentError(f"corpus[{i}]: ids must be unique; got {doc.id!r} twice", "corpus")
             seen.add(doc.id)
-        self.top_k = _check_k(top_k, "top_k")
+        self.top_k = int_at_least("top_k", top_k, 1)
         if (
             isinstance(near_duplicate, bool)
             or not isinstance(near_duplicate, (int, float))
@@ -316,7 +303,7 @@ class Retriever:
             raise InvalidArgumentError(
                 f"problem must be a string or None; got {type(problem).__name__}", "problem"
             )
-        k = self.top_k if k is None else _check_k(k, "k")
+        k = self.top_k if k is None else int_at_least("k", k, 1)
         texts, problems = self._index()
 
         asked = [query] if problem is None or not problem.strip() else [query, problem]
@@ -389,9 +376,3 @@ def render(hits: Sequence[Hit]) -> str:
             f"Solution:\n{fence}python\n{solution}\n{fence}"
         )
     return "\n\n".join(parts) if parts else "(no similar problems found)"
-
-
-def _check_k(k: Any, name: str) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InvalidArgumentError(f"{name} must be an integer >= 1; got {k!r}", name)
-    return k
