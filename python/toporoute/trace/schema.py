@@ -14,14 +14,17 @@ This module imports nothing of the LLM layer: it reads results by their attribut
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from .._checks import is_finite_number, is_int, is_number
+
 if TYPE_CHECKING:
+    from typing_extensions import Self  # not typing's: Python 3.10 has none (annotations are never evaluated)
+
     from ..llm.types import Result
     from ..types.results import GraphStats
 
@@ -58,25 +61,20 @@ def clip(text: str, limit: int = TEXT_LIMIT) -> str:
 # ------------------------------------------------------------------------------------------ tolerant readers
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _int(value: Any, default: int = 0) -> int:
-    return int(value) if _is_int(value) else default
+    return int(value) if is_int(value) else default
 
 
 def _float(value: Any, default: float = 0.0) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else default
+    return float(value) if is_finite_number(value) else default
 
 
 def _opt_float(value: Any) -> float | None:
-    return _float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return _float(value) if is_number(value) else None
 
 
 def _opt_int(value: Any) -> int | None:
-    return int(value) if _is_int(value) else None
+    return int(value) if is_int(value) else None
 
 
 def _str(value: Any, default: str = "") -> str:
@@ -132,11 +130,23 @@ def _read_flat(cls: type[_T], d: Any) -> _T:
     return cls(**values)
 
 
+class _Flat:
+    """A flat block (fields of the types in ``_READERS``): written field by field in declaration order, read
+    back with :func:`_read_flat`."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_json(cls, d: Any) -> Self:
+        return _read_flat(cls, d)
+
+
 # ---------------------------------------------------------------------------------------------- the blocks
 
 
 @dataclass(frozen=True)
-class Edge:
+class Edge(_Flat):
     """A directed edge of a round graph between two named agents.
 
     ``score`` is the routing score where the topology is scored (DyTopo), else None; ``kind`` is
@@ -154,10 +164,6 @@ class Edge:
             out["kind"] = self.kind
         out["score"] = None if self.score is None else _round(self.score, 4)
         return out
-
-    @classmethod
-    def from_json(cls, d: Any) -> Edge:
-        return _read_flat(cls, d)
 
 
 @dataclass(frozen=True)
@@ -261,7 +267,7 @@ class Graph:
 
 
 @dataclass(frozen=True)
-class Message:
+class Message(_Flat):
     """What one agent said in a round (model text clipped to :data:`TEXT_LIMIT`)."""
 
     public: str
@@ -276,21 +282,9 @@ class Message:
         """The message with its texts clipped for the trace."""
         return cls(clip(public), clip(private), answer, parse_error)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "public": self.public,
-            "private": self.private,
-            "answer": self.answer,
-            "parse_error": self.parse_error,
-        }
-
-    @classmethod
-    def from_json(cls, d: Any) -> Message:
-        return _read_flat(cls, d)
-
 
 @dataclass(frozen=True)
-class CallUsage:
+class CallUsage(_Flat):
     """One LLM call: the engine's token counts, its latency and its attempts (re-prompts included)."""
 
     prompt_tokens: int
@@ -315,33 +309,16 @@ class CallUsage:
         return self.prompt_tokens + self.completion_tokens
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "latency_s": _round(self.latency_s, 4),
-            "attempts": self.attempts,
-            "ok": self.ok,
-        }
-
-    @classmethod
-    def from_json(cls, d: Any) -> CallUsage:
-        return _read_flat(cls, d)
+        return {**super().to_json(), "latency_s": _round(self.latency_s, 4)}
 
 
 @dataclass(frozen=True)
-class EdgeUsage:
+class EdgeUsage(_Flat):
     """A message routed ``src -> dst`` in a round and its size in tokens."""
 
     src: str
     dst: str
     tokens: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"src": self.src, "dst": self.dst, "tokens": self.tokens}
-
-    @classmethod
-    def from_json(cls, d: Any) -> EdgeUsage:
-        return _read_flat(cls, d)
 
 
 @dataclass(frozen=True)
