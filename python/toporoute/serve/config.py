@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._checks import at_least
 from ..errors import InvalidArgumentError, OutOfRangeError
 
 __all__ = ["ServeConfig"]
@@ -77,12 +78,8 @@ class ServeConfig:
                 raise OutOfRangeError(f"{name} must be >= 1; got {value}", name)
         if not 0 <= int(self.port) <= 65535:
             raise OutOfRangeError(f"port must be in [0, 65535]; got {self.port}", "port")
-        if self.encoder_cache_size < 0:
-            raise OutOfRangeError(
-                f"encoder_cache_size must be >= 0; got {self.encoder_cache_size}", "encoder_cache_size"
-            )
-        if self.max_wait < 0:
-            raise OutOfRangeError(f"max_wait must be >= 0; got {self.max_wait}", "max_wait")
+        at_least("encoder_cache_size", self.encoder_cache_size, 0, error=OutOfRangeError)
+        at_least("max_wait", self.max_wait, 0, error=OutOfRangeError)
         if self.token is not None and not self.token.strip():
             raise InvalidArgumentError("token must not be empty or blank; got a blank string", "token")
         if self.token is None and not self.allow_remote and not _is_loopback(self.host):
