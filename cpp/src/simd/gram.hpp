@@ -1,8 +1,9 @@
 #pragma once
 // Per-ISA kernels for the heavy part of route(): row sums of squares and the N x N dot products of one
-// episode, accumulated in float64. Each implementation lives in its own translation unit compiled with its own
-// flags and must only be called after the dispatcher checked the CPU. Everything in those units has internal
-// linkage except the entry point, so no inline function compiled for a wider ISA can leak into shared code.
+// episode, accumulated in float64. One driver (gram_kernels.inl) over each ISA's vector traits; each ISA's
+// instantiation lives in its own translation unit compiled with its own flags and must only be called after the
+// dispatcher checked the CPU. Everything in those units has internal linkage except the entry point, so no
+// inline function compiled for a wider ISA can leak into shared code.
 #include <cstdint>
 
 #include "toporoute/dispatch.hpp"
@@ -24,7 +25,6 @@ struct GramArgs {
 };
 
 using GramFn = void (*)(const GramArgs&);
-
 
 void gram_generic(const GramArgs& a);
 #if defined(TOPOROUTE_HAVE_X86_SIMD)

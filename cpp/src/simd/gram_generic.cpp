@@ -1,36 +1,52 @@
-// Baseline kernel: portable C++, compiled without ISA flags. Four partial sums break the add dependency
-// chain; the order is fixed, so results are deterministic.
-#include "simd/gram.hpp"
+// Baseline gram kernel: portable C++, compiled without ISA flags. Four float64 lanes per dot product break the
+// add dependency chain; the reduction order is fixed, so results are deterministic.
+#include <cstdint>
 
 namespace toporoute::simd {
 namespace {
 
-double dot(const float* a, const float* b, std::int64_t D) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  std::int64_t c = 0;
-  for (; c + 4 <= D; c += 4) {
-    s0 += static_cast<double>(a[c]) * b[c];
-    s1 += static_cast<double>(a[c + 1]) * b[c + 1];
-    s2 += static_cast<double>(a[c + 2]) * b[c + 2];
-    s3 += static_cast<double>(a[c + 3]) * b[c + 3];
+/// Plain-array lanes for the gram driver: W lanes, kRows x kCols blocks. The build uses GenericLanes<4, 1, 4>;
+/// the unit tests (cpp/tests/test_gram.cpp) run the driver over other widths and blocks too.
+template <int W_, int R_, int C_>
+struct GenericLanes {
+  struct V {
+    double v[W_];
+  };
+  using Mask = std::int64_t;  // the number of leading lanes loaded
+  static constexpr int W = W_, kRows = R_, kCols = C_;
+
+  static Mask all() { return W; }
+  static Mask first(std::int64_t n) { return n; }
+  template <bool Tail>
+  static V load(const float* p, Mask m) {
+    V out;
+    for (int i = 0; i < W; ++i) out.v[i] = (!Tail || i < m) ? static_cast<double>(p[i]) : 0.0;
+    return out;
   }
-  for (; c < D; ++c) s0 += static_cast<double>(a[c]) * b[c];
-  return (s0 + s1) + (s2 + s3);
-}
+  static V zero() { return V{}; }
+  static V fma(V a, V b, V c) {
+    for (int i = 0; i < W; ++i) c.v[i] += a.v[i] * b.v[i];
+    return c;
+  }
+  // pairwise: ((l0 + l1) + (l2 + l3)) for four lanes
+  static double hsum(V a) {
+    for (int width = W; width > 1; width = (width + 1) / 2) {
+      const int half = width / 2;
+      for (int i = 0; i < half; ++i) a.v[i] = a.v[2 * i] + a.v[2 * i + 1];
+      if (width % 2 != 0) a.v[half] = a.v[width - 1];
+    }
+    return a.v[0];
+  }
+};
 
 }  // namespace
+}  // namespace toporoute::simd
 
-void gram_generic(const GramArgs& a) {
-  for (std::int64_t j = 0; j < a.N; ++j) {
-    const float* kj = a.k + j * a.k_sn;
-    a.kss[j] = dot(kj, kj, a.D);
-    for (std::int64_t i = 0; i < a.N; ++i) a.dots[j * a.N + i] = dot(kj, a.q + i * a.q_sn, a.D);
-  }
-  for (std::int64_t i = 0; i < a.N; ++i) {
-    const float* qi = a.q + i * a.q_sn;
-    a.qss[i] = dot(qi, qi, a.D);
-  }
-}
+#include "gram_kernels.inl"
+
+namespace toporoute::simd {
+
+void gram_generic(const GramArgs& a) { gram_driver<GenericLanes<4, 1, 4>>(a); }
 
 GramFn gram_for(Isa isa) {
 #if defined(TOPOROUTE_HAVE_X86_SIMD)
