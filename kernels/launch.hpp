@@ -2,7 +2,8 @@
 /// \file launch.hpp
 /// Host entry points of the CUDA kernels. This header is plain C++ (no CUDA types) so the pybind11 layer can
 /// include it without the CUDA toolkit; streams are passed as opaque pointers (cudaStream_t).
-/// Semantics are identical to the CPU ops in toporoute/ops.hpp (the reference backend is the oracle).
+/// Semantics are identical to the CPU ops of toporoute/route.hpp, toposort.hpp and qmix.hpp (the reference backend
+/// is the oracle).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,7 +11,8 @@
 
 #include "toporoute/qmix.hpp"
 #include "toporoute/status.hpp"
-#include "toporoute/views.hpp"
+#include "toporoute/route.hpp"
+#include "toporoute/toposort.hpp"
 
 namespace toporoute::cuda {
 

@@ -30,26 +30,16 @@ void set_error(const char* cls, const std::string& arg, const std::string& messa
   }
 }
 
-// The class of toporoute.errors for a Status code, and the builtin exception it derives from.
-std::pair<const char*, PyObject*> error_class(StatusCode code) {
-  switch (code) {
-    case StatusCode::ok:
-    case StatusCode::runtime:
-      break;
-    case StatusCode::invalid_argument:
-      return {"InvalidArgumentError", PyExc_ValueError};
-    case StatusCode::non_finite:
-      return {"NonFiniteError", PyExc_ValueError};
-    case StatusCode::out_of_range:
-      return {"OutOfRangeError", PyExc_ValueError};
-    case StatusCode::unsupported:
-      return {"BackendUnavailableError", PyExc_RuntimeError};
-    case StatusCode::out_of_memory:
-      return {"OutOfMemoryError", PyExc_MemoryError};
-    case StatusCode::device:
-      return {"DeviceError", PyExc_RuntimeError};
+// The class of toporoute.errors for a Status code (CoreError for any code not listed).
+const char* error_class(StatusCode code) {
+  static constexpr std::pair<StatusCode, const char*> kClasses[] = {
+      {StatusCode::invalid_argument, "InvalidArgumentError"}, {StatusCode::non_finite, "NonFiniteError"},
+      {StatusCode::out_of_range, "OutOfRangeError"},         {StatusCode::unsupported, "BackendUnavailableError"},
+      {StatusCode::out_of_memory, "OutOfMemoryError"},       {StatusCode::device, "DeviceError"}};
+  for (const auto& [c, name] : kClasses) {
+    if (c == code) return name;
   }
-  return {"CoreError", PyExc_RuntimeError};
+  return "CoreError";
 }
 
 }  // namespace
@@ -63,7 +53,7 @@ void raise_error(const char* cls, const std::string& arg, const std::string& mes
 
 void raise_status(const Status& s) {
   if (s.ok()) return;
-  raise_error(error_class(s.code).first, s.arg, s.message);
+  raise_error(error_class(s.code), s.arg, s.message);
 }
 
 Status status_of_current_exception(const char* op) noexcept {
@@ -228,6 +218,48 @@ void raise_shape(const char* name, const std::vector<std::int64_t>& expected, co
               std::string(name) + " must have shape " + shape_str(expected) + "; got " + shape_str(got));
 }
 
+void Dims::set(char letter, std::int64_t size) {
+  for (int i = 0; i < count_; ++i) {
+    if (letters_[i] == letter) {
+      sizes_[i] = size;
+      return;
+    }
+  }
+  if (count_ == kMax) throw std::logic_error("toporoute::bindings::Dims: more than 8 letters");
+  letters_[count_] = letter;
+  sizes_[count_++] = size;
+}
+
+std::int64_t Dims::operator[](char letter) const {
+  for (int i = 0; i < count_; ++i) {
+    if (letters_[i] == letter) return sizes_[i];
+  }
+  return 0;
+}
+
+void Dims::check(const std::int64_t* shape, const char* spec, const char* name) {
+  const auto expected = [&](int axis) -> std::int64_t {
+    const char c = spec[axis];
+    if (c >= '0' && c <= '9') return c - '0';
+    for (int i = 0; i < count_; ++i) {
+      if (letters_[i] == c) return sizes_[i];
+    }
+    set(c, shape[axis]);
+    return shape[axis];
+  };
+  bool ok = true;
+  int ndim = 0;
+  for (; spec[ndim] != '\0'; ++ndim) ok = expected(ndim) == shape[ndim] && ok;
+  if (!ok) {
+    std::vector<std::int64_t> want, got;
+    for (int axis = 0; axis < ndim; ++axis) {
+      want.push_back(expected(axis));
+      got.push_back(shape[axis]);
+    }
+    raise_shape(name, want, got);
+  }
+}
+
 void expect_shape(const HostView& v, const char* name, const std::vector<std::int64_t>& expected, const char* arg) {
   if (v.shape != expected) raise_shape(name, expected, v.shape, arg);
 }
@@ -286,95 +318,95 @@ py::tuple NewOutputs::allocate() {
       raise_status(Status::out_of_memory(op_, "its output arrays", bytes));
     }
     data_[i] = py::detail::array_proxy(a)->data;
+    if (dst_[i].assign != nullptr) dst_[i].assign(dst_[i].slot, data_[i]);
     arrays[static_cast<std::size_t>(i)] = py::reinterpret_steal<py::object>(a);
   }
   return arrays;
 }
 
-RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active) {
+GraphBatch graph_batch(Dims& dims, const py::handle& adj, const py::handle& alive, const char* adj_name,
+                       const char* alive_name) {
+  GraphBatch g;
+  dims.view(adj, adj_name, "BNN", g.adj, g.adj_sb, g.adj_sr, g.adj_sc);
+  dims.view(alive, alive_name, "BN", g.alive, g.a_sb, g.a_sn);
+  g.B = dims['B'];
+  g.N = dims['N'];
+  return g;
+}
+
+void set_route_sizes(RouteArgs& a, const Dims& dims, double tau, std::int64_t k_in) {
+  a.M = dims['M'];
+  a.B = dims['B'];
+  a.N = dims['N'];
+  a.D = dims['D'];
+  a.tau = static_cast<float>(tau);  // decisions compare float32 scores with float32(tau)
+  a.k_in = k_in;
+  a.K = inbox_width(a.N, k_in);
+}
+
+RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active, double tau,
+                         std::int64_t k_in) {
   RouteInputs in;
-  in.q = fast_view<float, 3>(q, "q");
-  in.k = fast_view<float, 3>(k, "k");
-  expect_dims(in.k, "k", {in.q.shape[0], in.q.shape[1], in.q.shape[2]});
-  in.active = optional_fast_view<std::uint8_t, 2>(active, "active", true);
-  if (in.active.present()) expect_dims(in.active, "active", {in.q.shape[0], in.q.shape[1]});
+  RouteArgs& a = in.args;
+  Dims dims;
+  in.q = dims.view(q, "q", "BND", a.q, a.q_sb, a.q_sn);
+  in.k = dims.view(k, "k", "BND", a.k, a.k_sb, a.k_sn);
+  in.active = dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
+  set_route_sizes(a, dims, tau, k_in);
   return in;
 }
 
 IndexedRouteInputs indexed_route_inputs(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
-                                        const py::handle& active) {
+                                        const py::handle& active, double tau, std::int64_t k_in) {
   IndexedRouteInputs in;
-  in.table = fast_view<float, 2>(table, "table");
+  RouteArgs& a = in.args;
+  Dims dims;
+  in.table = dims.view(table, "table", "MD", a.q, a.q_sn);
   require_unit_last_stride(in.table, "table");
+  a.k = a.q;
+  a.k_sn = a.q_sn;
   in.q_rows = fast_int_view<2>(q_rows, "q_rows", false);
+  dims.check(in.q_rows.v.shape, "BN", "q_rows");
   in.k_rows = fast_int_view<2>(k_rows, "k_rows", false);
-  const std::int64_t B = in.q_rows.v.shape[0], N = in.q_rows.v.shape[1];
-  expect_dims(in.k_rows.v, "k_rows", {B, N});
-  in.active = optional_fast_view<std::uint8_t, 2>(active, "active", true);
-  if (in.active.present()) expect_dims(in.active, "active", {B, N});
-  return in;
-}
-
-RouteArgs indexed_route_args(const IndexedRouteInputs& in, double tau, std::int64_t k_in) {
-  RouteArgs a;
-  a.q = a.k = static_cast<const float*>(in.table.data);
-  a.M = in.table.shape[0];
-  a.D = in.table.shape[1];
-  a.q_sn = a.k_sn = in.table.strides[0];
-  a.B = in.q_rows.v.shape[0];
-  a.N = in.q_rows.v.shape[1];
+  dims.check(in.k_rows.v.shape, "BN", "k_rows");
   a.q_rows = in.q_rows.view();
   a.k_rows = in.k_rows.view();
-  if (in.active.present()) {
-    a.active = static_cast<const std::uint8_t*>(in.active.data);
-    a.a_sb = in.active.strides[0];
-    a.a_sn = in.active.strides[1];
-  }
-  a.tau = static_cast<float>(tau);
-  a.k_in = k_in;
-  a.K = inbox_width(a.N, k_in);
-  return a;
+  in.active = dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
+  set_route_sizes(a, dims, tau, k_in);
+  return in;
 }
 
 ToposortInputs toposort_inputs(const py::handle& adj, const py::handle& weights, const py::handle& active) {
   ToposortInputs in;
-  in.adj = fast_view<std::uint8_t, 3>(adj, "adj", true);
-  const std::int64_t B = in.adj.shape[0], N = in.adj.shape[1];
-  expect_dims(in.adj, "adj", {B, N, N});
-  in.weights = optional_fast_view<float, 3>(weights, "weights");
-  if (in.weights.present()) expect_dims(in.weights, "weights", {B, N, N});
-  in.active = optional_fast_view<std::uint8_t, 2>(active, "active", true);
-  if (in.active.present()) expect_dims(in.active, "active", {B, N});
+  ToposortArgs& a = in.args;
+  Dims dims;
+  in.adj = dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
+  in.weights = dims.optional_view(weights, "weights", "BNN", a.weights, a.w_sb, a.w_sr, a.w_sc);
+  in.active = dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
+  a.B = dims['B'];
+  a.N = dims['N'];
   return in;
 }
 
 RouteOutputs route_outputs(const char* op, std::int64_t B, std::int64_t N, std::int64_t K) {
-  NewOutputs o(op);
-  o.add<float>({B, N, N});
-  o.add<bool>({B, N, N});
-  o.add<std::int32_t>({B, N, K});
-  o.add<std::int32_t>({B, N});
   RouteOutputs out;
+  NewOutputs o(op);
+  o.add<float>({B, N, N}, &out.view.scores);
+  o.add<bool>({B, N, N}, &out.view.adjacency);
+  o.add<std::int32_t>({B, N, K}, &out.view.inbox);
+  o.add<std::int32_t>({B, N}, &out.view.in_degree);
   out.arrays = o.allocate();
-  out.view.scores = o.data<float>(0);
-  out.view.adjacency = o.data<std::uint8_t>(1);
-  out.view.inbox = o.data<std::int32_t>(2);
-  out.view.in_degree = o.data<std::int32_t>(3);
   return out;
 }
 
 ToposortOutputs toposort_outputs(const char* op, std::int64_t B, std::int64_t N) {
-  NewOutputs o(op);
-  o.add<std::int32_t>({B, N});
-  o.add<std::int32_t>({B, N});
-  o.add<bool>({B, N, N});
-  o.add<bool>({B});
   ToposortOutputs out;
+  NewOutputs o(op);
+  o.add<std::int32_t>({B, N}, &out.view.order);
+  o.add<std::int32_t>({B, N}, &out.view.level);
+  o.add<bool>({B, N, N}, &out.view.removed);
+  o.add<bool>({B}, &out.view.is_dag);
   out.arrays = o.allocate();
-  out.view.order = o.data<std::int32_t>(0);
-  out.view.level = o.data<std::int32_t>(1);
-  out.view.removed = o.data<std::uint8_t>(2);
-  out.view.is_dag = o.data<std::uint8_t>(3);
   return out;
 }
 

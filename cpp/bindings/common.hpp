@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "toporoute/status.hpp"
+#include "toporoute/route.hpp"
+#include "toporoute/toposort.hpp"
 #include "toporoute/views.hpp"
 
 namespace toporoute::bindings {
@@ -216,6 +219,57 @@ void expect_dims(const View& v, const char* name, std::initializer_list<std::int
   }
 }
 
+/// The sizes the arrays of one call must agree on, each named by a letter of a shape spec such as "BNN" (a
+/// digit is a fixed size): the first array to use a letter sets it, every later one must match. A core argument
+/// struct is then filled one array per call: `dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc)`
+/// checks dtype, rank and shape (the messages of fast_view and expect_dims) and copies the data pointer and the
+/// element strides. std::uint8_t arrays are numpy bool, as every u8 input of the core is.
+class Dims {
+ public:
+  /// Fixes `letter` before any array is read (a size the call already knows, e.g. from a config).
+  void set(char letter, std::int64_t size);
+  /// The size `letter` was set to (0 when nothing set it, e.g. only optional arrays use it and none was given).
+  std::int64_t operator[](char letter) const;
+  /// Raises ShapeError naming `name` unless shape[i] matches spec[i] for every axis (expect_dims' message),
+  /// setting each letter seen for the first time from this shape.
+  void check(const std::int64_t* shape, const char* spec, const char* name);
+
+  /// Checks a view (FastView, HostView or a DLPack device view) against `spec` and copies its data pointer and
+  /// leading element strides into `data` and `strides...`; an absent view leaves them as they are.
+  template <class View, typename T, typename... S>
+  void fill(const View& v, const char* name, const char* spec, T*& data, S&... strides) {
+    if (!v.present()) return;
+    check(std::data(v.shape), spec, name);
+    data = static_cast<T*>(v.data);
+    std::size_t axis = 0;
+    ((strides = v.strides[axis++]), ...);
+  }
+
+  /// fast_view of the numpy argument `obj` (rank: the letters of `spec`), then fill.
+  template <typename T, std::size_t L, typename... S>
+  FastView<static_cast<int>(L - 1)> view(const py::handle& obj, const char* name, const char (&spec)[L], T*& data,
+                                         S&... strides) {
+    using E = std::remove_const_t<T>;
+    const auto v = fast_view<E, static_cast<int>(L - 1)>(obj, name, std::is_same_v<E, std::uint8_t>);
+    fill(v, name, spec, data, strides...);
+    return v;
+  }
+
+  /// The same for an optional argument: None leaves data null.
+  template <typename T, std::size_t L, typename... S>
+  FastView<static_cast<int>(L - 1)> optional_view(const py::handle& obj, const char* name, const char (&spec)[L],
+                                                  T*& data, S&... strides) {
+    if (obj.is_none()) return {};
+    return view(obj, name, spec, data, strides...);
+  }
+
+ private:
+  static constexpr int kMax = 8;
+  char letters_[kMax] = {};
+  std::int64_t sizes_[kMax] = {};
+  int count_ = 0;
+};
+
 /// Raises DTypeError unless the last axis of a rank-`ndim` view has unit stride (rows are read as vectors,
 /// never copied); empty arrays and rows of one element impose nothing.
 void require_unit_last_stride(const std::int64_t* shape, const std::int64_t* strides, int ndim, const char* name,
@@ -251,6 +305,14 @@ class NewOutputs {
     int d = 0;
     for (const std::int64_t x : shape) s.shape[d++] = static_cast<py::ssize_t>(x);
   }
+  /// Declares the next output and where allocate() stores its buffer (`*dst`, e.g. a field of the core's Out
+  /// struct; P has T's size: std::uint8_t for bool).
+  template <typename T, typename P>
+  void add(std::initializer_list<std::int64_t> shape, P** dst) {
+    static_assert(sizeof(T) == sizeof(P), "an output's buffer has its element type's size");
+    dst_[count_] = {dst, [](void* slot, void* data) { *static_cast<P**>(slot) = static_cast<P*>(data); }};
+    add<T>(shape);
+  }
   /// Declares an absent output (None in the tuple).
   void add_none() { specs_[count_++].ndim = -1; }
 
@@ -277,25 +339,57 @@ class NewOutputs {
     }
   }
 
+  struct Destination {
+    void* slot = nullptr;
+    void (*assign)(void* slot, void* data) = nullptr;
+  };
+
   const char* op_;
   Spec specs_[kMax];
+  Destination dst_[kMax];
   void* data_[kMax] = {};
   int count_ = 0;
 };
 
 std::string shape_str(const std::vector<std::int64_t>& shape);
 
-/// Checked numpy inputs of route: q, k (B, N, D) float32 of one shape, optional active (B, N) bool.
+/// Checked graphs: adj (B, N, N) bool and alive (B, N) bool, named as the caller's arguments; sets B and N.
+GraphBatch graph_batch(Dims& dims, const py::handle& adj, const py::handle& alive, const char* adj_name = "adj",
+                       const char* alive_name = "alive");
+
+/// Inbox width K: k_in when capped, else N - 1 (0 for N = 0), as reference.inbox_width.
+inline std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in > 0 ? k_in : (n > 1 ? n - 1 : 0); }
+
+/// Sets a route's sizes from the letters B, N, D (and M when indexed) of `dims`, tau and the inbox width.
+void set_route_sizes(RouteArgs& a, const Dims& dims, double tau, std::int64_t k_in);
+
+/// Checked numpy inputs of route: q, k (B, N, D) float32 of one shape, optional active (B, N) bool, and the
+/// core's arguments over them.
 struct RouteInputs {
   FastView<3> q, k;
   FastView<2> active;
+  RouteArgs args;
 };
-RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active);
+RouteInputs route_inputs(const py::handle& q, const py::handle& k, const py::handle& active, double tau,
+                         std::int64_t k_in);
 
-/// Checked numpy inputs of toposort: adj (B, N, N) bool, optional weights (B, N, N) float32 and active (B, N).
+/// Checked numpy inputs of an indexed route: table (M, D) float32 with unit last stride, q_rows and k_rows
+/// (B, N) int32 / int64 of one shape, optional active (B, N) bool. In args, q and k both point at the table
+/// (row stride q_sn = k_sn, q_sb = k_sb = 0).
+struct IndexedRouteInputs {
+  FastView<2> table, active;
+  FastIntView<2> q_rows, k_rows;
+  RouteArgs args;
+};
+IndexedRouteInputs indexed_route_inputs(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
+                                        const py::handle& active, double tau, std::int64_t k_in);
+
+/// Checked numpy inputs of toposort: adj (B, N, N) bool, optional weights (B, N, N) float32 and active (B, N),
+/// and the core's arguments over them.
 struct ToposortInputs {
   FastView<3> adj, weights;
   FastView<2> active;
+  ToposortArgs args;
 };
 ToposortInputs toposort_inputs(const py::handle& adj, const py::handle& weights, const py::handle& active);
 
@@ -312,69 +406,5 @@ struct ToposortOutputs {
   ToposortOut view;
 };
 ToposortOutputs toposort_outputs(const char* op, std::int64_t B, std::int64_t N);
-
-/// Checked numpy inputs of an indexed route: table (M, D) float32 with unit last stride, q_rows and k_rows
-/// (B, N) int32 / int64 of one shape, optional active (B, N) bool.
-struct IndexedRouteInputs {
-  FastView<2> table, active;
-  FastIntView<2> q_rows, k_rows;
-};
-IndexedRouteInputs indexed_route_inputs(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
-                                        const py::handle& active);
-
-/// Inbox width K: k_in when capped, else N - 1 (0 for N = 0), as reference.inbox_width.
-inline std::int64_t inbox_width(std::int64_t n, std::int64_t k_in) { return k_in > 0 ? k_in : (n > 1 ? n - 1 : 0); }
-
-/// RouteArgs over q, k (B, N, D) and an optional active (B, N) view. View: HostView or a DLPack device view
-/// (members data, shape, strides in elements, present()).
-template <typename View3, typename View2>
-RouteArgs route_args(const View3& q, const View3& k, const View2& active, double tau, std::int64_t k_in) {
-  RouteArgs a;
-  a.q = static_cast<const float*>(q.data);
-  a.k = static_cast<const float*>(k.data);
-  a.B = q.shape[0];
-  a.N = q.shape[1];
-  a.D = q.shape[2];
-  a.q_sb = q.strides[0];
-  a.q_sn = q.strides[1];
-  a.k_sb = k.strides[0];
-  a.k_sn = k.strides[1];
-  if (active.present()) {
-    a.active = static_cast<const std::uint8_t*>(active.data);
-    a.a_sb = active.strides[0];
-    a.a_sn = active.strides[1];
-  }
-  a.tau = static_cast<float>(tau);  // decisions compare float32 scores with float32(tau)
-  a.k_in = k_in;
-  a.K = inbox_width(a.N, k_in);
-  return a;
-}
-
-/// ToposortArgs over adj (B, N, N) and optional weights (B, N, N) and active (B, N) views.
-template <typename View3, typename View2>
-ToposortArgs toposort_args(const View3& adj, const View3& weights, const View2& active) {
-  ToposortArgs a;
-  a.adj = static_cast<const std::uint8_t*>(adj.data);
-  a.B = adj.shape[0];
-  a.N = adj.shape[1];
-  a.adj_sb = adj.strides[0];
-  a.adj_sr = adj.strides[1];
-  a.adj_sc = adj.strides[2];
-  if (weights.present()) {
-    a.weights = static_cast<const float*>(weights.data);
-    a.w_sb = weights.strides[0];
-    a.w_sr = weights.strides[1];
-    a.w_sc = weights.strides[2];
-  }
-  if (active.present()) {
-    a.active = static_cast<const std::uint8_t*>(active.data);
-    a.a_sb = active.strides[0];
-    a.a_sn = active.strides[1];
-  }
-  return a;
-}
-
-/// RouteArgs of an indexed route: q and k both point at the table (row stride q_sn = k_sn, q_sb = k_sb = 0).
-RouteArgs indexed_route_args(const IndexedRouteInputs& in, double tau, std::int64_t k_in);
 
 }  // namespace toporoute::bindings

@@ -1,7 +1,9 @@
 // conductor_check: AgentConductor plans (UTF-8 bytes and flattened contexts in, CSR numpy arrays out). The
 // bytes, ids and context arrays are copied, so the core runs without the GIL on memory nobody else can touch.
+// conductor_density: the plans' density reward, elementwise.
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -21,39 +23,41 @@ py::sequence list_arg(const py::handle& obj, const char* name) {
   return py::reinterpret_borrow<py::sequence>(obj);
 }
 
-// Items of a list of bytes, copied.
-std::vector<std::string> bytes_list(const py::handle& obj, const char* name) {
+// Items of a list, each accepted by `is` (else "name[i] must be <what>; got <type>") and copied as the bytes
+// `bytes` gives (a new reference).
+template <class Is, class Bytes>
+std::vector<std::string> list_items(const py::handle& obj, const char* name, const char* what, Is is, Bytes bytes) {
   const py::sequence seq = list_arg(obj, name);
   std::vector<std::string> out;
   out.reserve(seq.size());
   for (std::size_t i = 0; i < seq.size(); ++i) {
     const py::object x = seq[i];
-    if (!PyBytes_Check(x.ptr())) {
+    if (!is(x.ptr())) {
       raise_error("InvalidArgumentError", name,
-                  std::string(name) + "[" + std::to_string(i) + "] must be bytes; got " + type_name(x));
+                  std::string(name) + "[" + std::to_string(i) + "] must be " + what + "; got " + type_name(x));
     }
-    out.emplace_back(PyBytes_AS_STRING(x.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(x.ptr())));
+    const auto b = py::reinterpret_steal<py::object>(bytes(x.ptr()));
+    if (!b) throw py::error_already_set();
+    out.emplace_back(PyBytes_AS_STRING(b.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(b.ptr())));
   }
   return out;
 }
 
+// Items of a list of bytes, copied.
+std::vector<std::string> bytes_list(const py::handle& obj, const char* name) {
+  return list_items(
+      obj, name, "bytes", [](PyObject* x) { return PyBytes_Check(x); },
+      [](PyObject* x) {
+        Py_INCREF(x);
+        return x;
+      });
+}
+
 // Items of a list of str as UTF-8 (lone surrogates kept, as Python's "surrogatepass" writes them).
 std::vector<std::string> str_list(const py::handle& obj, const char* name) {
-  const py::sequence seq = list_arg(obj, name);
-  std::vector<std::string> out;
-  out.reserve(seq.size());
-  for (std::size_t i = 0; i < seq.size(); ++i) {
-    const py::object x = seq[i];
-    if (!PyUnicode_Check(x.ptr())) {
-      raise_error("InvalidArgumentError", name,
-                  std::string(name) + "[" + std::to_string(i) + "] must be a str; got " + type_name(x));
-    }
-    const auto encoded =
-        py::reinterpret_steal<py::object>(PyUnicode_AsEncodedString(x.ptr(), "utf-8", "surrogatepass"));
-    if (!encoded) throw py::error_already_set();
-    out.emplace_back(PyBytes_AS_STRING(encoded.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(encoded.ptr())));
-  }
-  return out;
+  return list_items(
+      obj, name, "a str", [](PyObject* x) { return PyUnicode_Check(x); },
+      [](PyObject* x) { return PyUnicode_AsEncodedString(x, "utf-8", "surrogatepass"); });
 }
 
 // A 1-D numpy array of exactly dtype T (any strides) and length n (any when n < 0), copied.
@@ -169,6 +173,29 @@ py::dict conductor_check(const py::handle& texts, const py::handle& pool, const 
   return d;
 }
 
+py::tuple conductor_density(const py::handle& nodes, const py::handle& edges, const py::handle& steps,
+                            const py::handle& n_max) {
+  DensityArgs a;
+  a.n = -1;
+  bool one_layout = true;  // checked once every dtype is
+  for (const auto& [obj, name, data] : {std::tuple{&nodes, "nodes", &a.nodes}, std::tuple{&edges, "edges", &a.edges},
+                                        std::tuple{&steps, "steps", &a.steps}, std::tuple{&n_max, "n_max", &a.n_max}}) {
+    const HostView v = host_view<std::int64_t>(*obj, name, 1);
+    if (a.n < 0) a.n = v.shape[0];
+    one_layout = one_layout && v.shape[0] == a.n && !(a.n > 1 && v.strides[0] != 1);
+    *data = static_cast<const std::int64_t*>(v.data);
+  }
+  if (!one_layout) {
+    raise_error("ShapeError", "nodes", "nodes, edges, steps and n_max must be contiguous 1-D arrays of one length");
+  }
+  DensityOut o;
+  NewOutputs out("conductor_density");
+  for (double** data : {&o.s_node, &o.s_edge, &o.s_depth, &o.s_complex, &o.reward}) out.add<double>({a.n}, data);
+  py::tuple arrays = out.allocate();
+  run_core("conductor_density", [&] { return toporoute::conductor_density(a, o); });
+  return arrays;
+}
+
 }  // namespace
 
 void bind_conductor(py::module_& m) {
@@ -179,6 +206,9 @@ void bind_conductor(py::module_& m) {
         "conductor_check(texts, pool, ctx_index, ctx_turn, ctx_off, ctx_id, ctx_role, ctx_node_turn, lenient, "
         "strict_tester, concise, max_bytes, max_depth, max_agents, max_refs) -> dict of AgentConductor plans "
         "checked and decoded in CSR arrays (error 255: deferred to the reference).");
+  m.def("conductor_density", &conductor_density, py::arg("nodes"), py::arg("edges"), py::arg("steps"),
+        py::arg("n_max"),
+        "conductor_density(nodes, edges, steps, n_max) -> (s_node, s_edge, s_depth, s_complex, reward).");
 }
 
 }  // namespace toporoute::bindings

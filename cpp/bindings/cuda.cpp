@@ -99,13 +99,12 @@ void require_c_contiguous(const View& v, const char* name) {
 
 py::tuple route_cuda_host(const py::object& q_obj, const py::object& k_obj, const py::object& active_obj,
                           double tau, std::int64_t k_in, int device) {
-  const RouteInputs in = route_inputs(q_obj, k_obj, active_obj);
+  const RouteInputs in = route_inputs(q_obj, k_obj, active_obj, tau, k_in);
   require_c_contiguous(in.q, "q");
   require_c_contiguous(in.k, "k");
   require_c_contiguous(in.active, "active");
-  const RouteArgs args = route_args(in.q, in.k, in.active, tau, k_in);
-  const RouteOutputs out = route_outputs("route_cuda_host", args.B, args.N, args.K);
-  run_core("route_cuda_host", [&] { return cuda::route_host(args, out.view, device); });
+  const RouteOutputs out = route_outputs("route_cuda_host", in.args.B, in.args.N, in.args.K);
+  run_core("route_cuda_host", [&] { return cuda::route_host(in.args, out.view, device); });
   return out.arrays;
 }
 
@@ -115,9 +114,8 @@ py::tuple toposort_cuda_host(const py::object& adj_obj, const py::object& weight
   require_c_contiguous(in.adj, "adj");
   require_c_contiguous(in.weights, "weights");
   require_c_contiguous(in.active, "active");
-  const ToposortArgs args = toposort_args(in.adj, in.weights, in.active);
-  const ToposortOutputs out = toposort_outputs("toposort_cuda_host", args.B, args.N);
-  run_core("toposort_cuda_host", [&] { return cuda::toposort_host(args, out.view, device); });
+  const ToposortOutputs out = toposort_outputs("toposort_cuda_host", in.args.B, in.args.N);
+  run_core("toposort_cuda_host", [&] { return cuda::toposort_host(in.args, out.view, device); });
   return out.arrays;
 }
 
@@ -126,17 +124,8 @@ py::tuple toposort_cuda_host(const py::object& adj_obj, const py::object& weight
 enum class DType { f32, mask, i32, u64 };
 
 const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "float32";
-    case DType::mask:
-      return "bool (or uint8)";
-    case DType::i32:
-      return "int32";
-    case DType::u64:
-      return "uint64";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"float32", "bool (or uint8)", "int32", "uint64"};  // DType order
+  return kNames[static_cast<int>(t)];
 }
 
 bool dtype_matches(const dlpack::DLDataType& dt, DType want) {
@@ -238,39 +227,35 @@ void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const p
                        const py::object& scores_obj, const py::object& adjacency_obj, const py::object& inbox_obj,
                        const py::object& in_degree_obj, const py::object& err_obj, double tau, std::int64_t k_in,
                        std::uintptr_t stream) {
+  RouteArgs args;
+  RouteOut out;
+  Dims dims;
   const DeviceArray q = device_array(q_obj, "q", 3, DType::f32);
+  dims.fill(q, "q", "BND", args.q, args.q_sb, args.q_sn);
   const DeviceArray k = device_array(k_obj, "k", 3, DType::f32);
-  expect_device_shape(k, "k", q.shape);
-  const std::int64_t B = q.shape[0], N = q.shape[1], D = q.shape[2];
-  const std::int64_t K = inbox_width(N, k_in);
+  dims.fill(k, "k", "BND", args.k, args.k_sb, args.k_sn);
   const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
-  if (active.present()) expect_device_shape(active, "active", {B, N});
+  dims.fill(active, "active", "BN", args.active, args.a_sb, args.a_sn);
+  set_route_sizes(args, dims, tau, k_in);
+  dims.set('K', args.K);
   const DeviceArray scores = device_array(scores_obj, "scores", 3, DType::f32);
   const DeviceArray adjacency = device_array(adjacency_obj, "adjacency", 3, DType::mask);
   const DeviceArray inbox = device_array(inbox_obj, "inbox", 3, DType::i32);
   const DeviceArray in_degree = device_array(in_degree_obj, "in_degree", 2, DType::i32);
   const DeviceArray err = device_array(err_obj, "err", 1, DType::u64);
-  expect_device_shape(scores, "scores", {B, N, N});
-  expect_device_shape(adjacency, "adjacency", {B, N, N});
-  expect_device_shape(inbox, "inbox", {B, N, K});
-  expect_device_shape(in_degree, "in_degree", {B, N});
-  expect_device_shape(err, "err", {1});
+  dims.fill(scores, "scores", "BNN", out.scores);
+  dims.fill(adjacency, "adjacency", "BNN", out.adjacency);
+  dims.fill(inbox, "inbox", "BNK", out.inbox);
+  dims.fill(in_degree, "in_degree", "BN", out.in_degree);
+  dims.check(err.shape.data(), "1", "err");
   for (const auto& [array, name] : {std::pair{&scores, "scores"}, {&adjacency, "adjacency"}, {&inbox, "inbox"},
                                     {&in_degree, "in_degree"}}) {
     require_c_contiguous(*array, name);
   }
-  if (D > 1 && q.strides[2] != 1) raise_error("DTypeError", "q", "q must have unit stride along D");
-  if (D > 1 && k.strides[2] != 1) raise_error("DTypeError", "k", "k must have unit stride along D");
+  if (args.D > 1 && q.strides[2] != 1) raise_error("DTypeError", "q", "q must have unit stride along D");
+  if (args.D > 1 && k.strides[2] != 1) raise_error("DTypeError", "k", "k must have unit stride along D");
   expect_same_device({{&q, "q"}, {&k, "k"}, {&active, "active"}, {&scores, "scores"}, {&adjacency, "adjacency"},
                       {&inbox, "inbox"}, {&in_degree, "in_degree"}, {&err, "err"}});
-
-  const RouteArgs args = route_args(q, k, active, tau, k_in);
-  RouteOut out;
-  out.scores = static_cast<float*>(scores.data);
-  out.adjacency = static_cast<std::uint8_t*>(adjacency.data);
-  out.inbox = static_cast<std::int32_t*>(inbox.data);
-  out.in_degree = static_cast<std::int32_t*>(in_degree.data);
-
   run_core("route_cuda_dlpack", [&] {
     return cuda::launch_route_on(q.device, args, out, static_cast<unsigned long long*>(err.data),
                                  stream_handle(stream));
@@ -280,35 +265,31 @@ void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const p
 void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_obj, const py::object& active_obj,
                           const py::object& order_obj, const py::object& level_obj, const py::object& removed_obj,
                           const py::object& is_dag_obj, std::uintptr_t stream) {
+  ToposortArgs args;
+  ToposortOut out;
+  Dims dims;
   const DeviceArray adj = device_array(adj_obj, "adj", 3, DType::mask);
-  const std::int64_t B = adj.shape[0], N = adj.shape[1];
-  expect_device_shape(adj, "adj", {B, N, N});
+  dims.fill(adj, "adj", "BNN", args.adj, args.adj_sb, args.adj_sr, args.adj_sc);
   const DeviceArray weights = optional_device_array(weights_obj, "weights", 3, DType::f32);
   const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
-  if (weights.present()) expect_device_shape(weights, "weights", {B, N, N});
-  if (active.present()) expect_device_shape(active, "active", {B, N});
+  dims.fill(weights, "weights", "BNN", args.weights, args.w_sb, args.w_sr, args.w_sc);
+  dims.fill(active, "active", "BN", args.active, args.a_sb, args.a_sn);
+  args.B = dims['B'];
+  args.N = dims['N'];
   const DeviceArray order = device_array(order_obj, "order", 2, DType::i32);
   const DeviceArray level = device_array(level_obj, "level", 2, DType::i32);
   const DeviceArray removed = device_array(removed_obj, "removed", 3, DType::mask);
   const DeviceArray is_dag = device_array(is_dag_obj, "is_dag", 1, DType::mask);
-  expect_device_shape(order, "order", {B, N});
-  expect_device_shape(level, "level", {B, N});
-  expect_device_shape(removed, "removed", {B, N, N});
-  expect_device_shape(is_dag, "is_dag", {B});
+  dims.fill(order, "order", "BN", out.order);
+  dims.fill(level, "level", "BN", out.level);
+  dims.fill(removed, "removed", "BNN", out.removed);
+  dims.fill(is_dag, "is_dag", "B", out.is_dag);
   for (const auto& [array, name] :
        {std::pair{&order, "order"}, {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}}) {
     require_c_contiguous(*array, name);
   }
   expect_same_device({{&adj, "adj"}, {&weights, "weights"}, {&active, "active"}, {&order, "order"},
                       {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}});
-
-  const ToposortArgs args = toposort_args(adj, weights, active);
-  ToposortOut out;
-  out.order = static_cast<std::int32_t*>(order.data);
-  out.level = static_cast<std::int32_t*>(level.data);
-  out.removed = static_cast<std::uint8_t*>(removed.data);
-  out.is_dag = static_cast<std::uint8_t*>(is_dag.data);
-
   run_core("toposort_cuda_dlpack", [&] { return cuda::launch_toposort_on(adj.device, args, out, stream_handle(stream)); });
 }
 

@@ -12,32 +12,26 @@ namespace toporoute::bindings {
 void bind_info(pybind11::module_& m);
 void bind_route(pybind11::module_& m);
 void bind_toposort(pybind11::module_& m);
-void bind_stats(pybind11::module_& m);
+void bind_graph_stats(pybind11::module_& m);
 void bind_pool(pybind11::module_& m);
 void bind_qmix(pybind11::module_& m);
 void bind_conductor(pybind11::module_& m);
 void bind_bandit(pybind11::module_& m);
 void bind_dag(pybind11::module_& m);
-void bind_team(pybind11::module_& m);
+void bind_team_project(pybind11::module_& m);
 void bind_team_schedule(pybind11::module_& m);
 }  // namespace toporoute::bindings
 
 PYBIND11_MODULE(_core, m) {
+  namespace b = toporoute::bindings;
   m.doc() = "toporoute compiled core (private; use toporoute.ops)";
-  toporoute::bindings::register_error_translator();
-  toporoute::bindings::bind_info(m);
-  toporoute::bindings::bind_route(m);
-  toporoute::bindings::bind_toposort(m);
-  toporoute::bindings::bind_stats(m);
-  toporoute::bindings::bind_pool(m);
-  toporoute::bindings::bind_qmix(m);
-  toporoute::bindings::bind_conductor(m);
-  toporoute::bindings::bind_bandit(m);
-  toporoute::bindings::bind_dag(m);
-  toporoute::bindings::bind_team(m);
-  toporoute::bindings::bind_team_schedule(m);
-  toporoute::bindings::bind_cuda(m);
-  m.def("_raise_for_test", &toporoute::bindings::raise_for_test, pybind11::arg("kind"),
+  b::register_error_translator();
+  for (const auto bind : {b::bind_info, b::bind_route, b::bind_toposort, b::bind_graph_stats, b::bind_pool,
+                          b::bind_qmix, b::bind_conductor, b::bind_bandit, b::bind_dag, b::bind_team_project,
+                          b::bind_team_schedule, b::bind_cuda}) {
+    bind(m);
+  }
+  m.def("_raise_for_test", &b::raise_for_test, pybind11::arg("kind"),
         "_raise_for_test(kind): fails the way `kind` names, through the module's one error-conversion point (for "
         "tests of the error classes): a Status ('status_runtime', 'status_out_of_memory', 'status_device'), a C++ "
         "exception reaching the translator ('bad_alloc', 'length_error', 'runtime_error', 'cast_error', "

@@ -4,7 +4,8 @@
 #include <vector>
 
 #include "common.hpp"
-#include "toporoute/ops.hpp"
+#include "toporoute/pool.hpp"
+#include "toporoute/route.hpp"
 
 namespace toporoute::bindings {
 
@@ -53,9 +54,8 @@ py::array mean_pool(const py::handle& hidden, const py::handle& mask, const py::
       raise_error("InvalidArgumentError", "rows", "rows needs out (the array whose rows it names); got out=None");
     }
     NewOutputs fresh("mean_pool");
-    fresh.add<float>({n, D});
+    fresh.add<float>({n, D}, &o.out);
     result = fresh.allocate()[0];
-    o.out = fresh.data<float>(0);
     o.M = n;
     o.fresh = true;
   } else {
@@ -93,9 +93,10 @@ py::tuple pool_route(const py::handle& hiddens, const py::handle& masks, const p
   if (ml.size() != hl.size() || rl.size() != hl.size()) {
     raise_error("InvalidArgumentError", "pool", "hiddens, masks and rows must have one length (pool inputs)");
   }
-  const IndexedRouteInputs route_in = indexed_route_inputs(table, q_rows, k_rows, active);
+  const IndexedRouteInputs route_in = indexed_route_inputs(table, q_rows, k_rows, active, tau, k_in);
   require_writeable_c_contiguous(table, "table");
-  const std::int64_t D = route_in.table.shape[1];
+  const RouteArgs& a = route_in.args;
+  const std::int64_t D = a.D;
   std::vector<PoolInput> inputs;
   std::vector<PoolArgs> args;
   for (std::size_t i = 0; i < hl.size(); ++i) {
@@ -113,7 +114,6 @@ py::tuple pool_route(const py::handle& hiddens, const py::handle& masks, const p
   }
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
-  const RouteArgs a = indexed_route_args(route_in, tau, k_in);
   PoolOut o;
   o.out = static_cast<float*>(route_in.table.data);
   o.M = a.M;

@@ -28,50 +28,29 @@ QMixTensors qmix_tensors(const QMixConfig& c, const py::handle& agent, const py:
 template <class View3, class View2>
 QMixForwardArgs qmix_forward_args(const QMixConfig& c, const View3& obs, const View3& adj, const View3& hidden,
                                   const View2& active) {
-  const std::int64_t B = obs.shape[0], N = obs.shape[1];
-  expect_dims(obs, "obs", {B, N, c.obs_dim});
-  expect_dims(adj, "adj", {B, N, N});
   QMixForwardArgs a;
-  a.obs = static_cast<const float*>(obs.data);
-  a.adj = static_cast<const std::uint8_t*>(adj.data);
-  a.B = B;
-  a.N = N;
-  a.obs_sb = obs.strides[0];
-  a.obs_sn = obs.strides[1];
-  a.obs_sd = obs.strides[2];
-  a.adj_sb = adj.strides[0];
-  a.adj_sr = adj.strides[1];
-  a.adj_sc = adj.strides[2];
-  if (hidden.present()) {
-    expect_dims(hidden, "hidden", {B, N, c.hidden});
-    a.hidden = static_cast<const float*>(hidden.data);
-    a.hid_sb = hidden.strides[0];
-    a.hid_sn = hidden.strides[1];
-    a.hid_sd = hidden.strides[2];
-  }
-  if (active.present()) {
-    expect_dims(active, "active", {B, N});
-    a.active = static_cast<const std::uint8_t*>(active.data);
-    a.act_sb = active.strides[0];
-    a.act_sn = active.strides[1];
-  }
+  Dims dims;
+  dims.set('D', c.obs_dim);
+  dims.set('H', c.hidden);
+  dims.fill(obs, "obs", "BND", a.obs, a.obs_sb, a.obs_sn, a.obs_sd);
+  dims.fill(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
+  dims.fill(hidden, "hidden", "BNH", a.hidden, a.hid_sb, a.hid_sn, a.hid_sd);
+  dims.fill(active, "active", "BN", a.active, a.act_sb, a.act_sn);
+  a.B = dims['B'];
+  a.N = dims['N'];
   return a;
 }
 
 /// QMixMixArgs over q_taken (B, n_agents) and state (B, state_dim) views, shapes checked.
 template <class View>
 QMixMixArgs qmix_mix_args(const QMixConfig& c, const View& q_taken, const View& state) {
-  const std::int64_t B = q_taken.shape[0];
-  expect_dims(q_taken, "q_taken", {B, c.n_agents});
-  expect_dims(state, "state", {B, c.state_dim});
   QMixMixArgs a;
-  a.q_taken = static_cast<const float*>(q_taken.data);
-  a.state = static_cast<const float*>(state.data);
-  a.B = B;
-  a.q_sb = q_taken.strides[0];
-  a.q_sa = q_taken.strides[1];
-  a.s_sb = state.strides[0];
-  a.s_sd = state.strides[1];
+  Dims dims;
+  dims.set('A', c.n_agents);
+  dims.set('S', c.state_dim);
+  dims.fill(q_taken, "q_taken", "BA", a.q_taken, a.q_sb, a.q_sa);
+  dims.fill(state, "state", "BS", a.state, a.s_sb, a.s_sd);
+  a.B = dims['B'];
   return a;
 }
 

@@ -1,7 +1,7 @@
 #include <string>
 
 #include "common.hpp"
-#include "toporoute/ops.hpp"
+#include "toporoute/route.hpp"
 
 namespace toporoute::bindings {
 
@@ -16,20 +16,20 @@ py::tuple run_route(const char* op, const RouteArgs& a, Isa isa) {
 
 py::tuple route(const py::handle& q, const py::handle& k, const py::handle& active, double tau, std::int64_t k_in,
                 const std::string& isa) {
-  const RouteInputs in = route_inputs(q, k, active);
+  const RouteInputs in = route_inputs(q, k, active, tau, k_in);
   require_unit_last_stride(in.q, "q");
   require_unit_last_stride(in.k, "k");
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
-  return run_route("route", route_args(in.q, in.k, in.active, tau, k_in), resolved);
+  return run_route("route", in.args, resolved);
 }
 
 py::tuple route_indexed(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
                         const py::handle& active, double tau, std::int64_t k_in, const std::string& isa) {
-  const IndexedRouteInputs in = indexed_route_inputs(table, q_rows, k_rows, active);
+  const IndexedRouteInputs in = indexed_route_inputs(table, q_rows, k_rows, active, tau, k_in);
   Isa resolved;
   raise_status(resolve_isa(isa, &resolved));
-  return run_route("route_indexed", indexed_route_args(in, tau, k_in), resolved);
+  return run_route("route_indexed", in.args, resolved);
 }
 
 }  // namespace

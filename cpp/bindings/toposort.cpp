@@ -1,5 +1,5 @@
 #include "common.hpp"
-#include "toporoute/ops.hpp"
+#include "toporoute/toposort.hpp"
 
 namespace toporoute::bindings {
 
@@ -7,9 +7,8 @@ namespace {
 
 py::tuple toposort(const py::handle& adj, const py::handle& weights, const py::handle& active) {
   const ToposortInputs in = toposort_inputs(adj, weights, active);
-  const ToposortArgs a = toposort_args(in.adj, in.weights, in.active);
-  const ToposortOutputs out = toposort_outputs("toposort", a.B, a.N);
-  run_core("toposort", [&] { return toporoute::toposort(a, out.view); });
+  const ToposortOutputs out = toposort_outputs("toposort", in.args.B, in.args.N);
+  run_core("toposort", [&] { return toporoute::toposort(in.args, out.view); });
   return out.arrays;
 }
 

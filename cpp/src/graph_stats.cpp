@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "parallel.hpp"
-#include "toporoute/ops.hpp"
+#include "toporoute/graph_stats.hpp"
 
 namespace toporoute {
 

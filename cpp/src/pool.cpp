@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "parallel.hpp"
-#include "toporoute/ops.hpp"
+#include "toporoute/pool.hpp"
 
 namespace toporoute {
 namespace {

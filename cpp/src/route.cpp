@@ -8,7 +8,7 @@
 
 #include "parallel.hpp"
 #include "simd/gram.hpp"
-#include "toporoute/ops.hpp"
+#include "toporoute/route.hpp"
 
 namespace toporoute {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "bits.hpp"
 #include "parallel.hpp"
-#include "toporoute/team.hpp"
+#include "toporoute/team_project.hpp"
 
 namespace toporoute {
 namespace {
@@ -40,7 +40,7 @@ struct Loaded {
 
 int load(const TeamProjectArgs& a, std::int64_t b, Loaded& g) {
   const std::int64_t N = a.N;
-  detail::load_bits(a.alive + b * a.al_sb, a.al_sn, N, &g.alive);
+  detail::load_bits(a.alive + b * a.a_sb, a.a_sn, N, &g.alive);
   g.sink = a.sink[b * a.si_sb];
   if (g.sink < 0 || g.sink >= N || !has(g.alive, g.sink)) return kSink;
   for (std::int64_t u = 0; u < N; ++u) detail::load_bits(a.adj + b * a.adj_sb + u * a.adj_sr, a.adj_sc, N, &g.rows[u]);

@@ -12,7 +12,7 @@
 
 #include "bits.hpp"
 #include "parallel.hpp"
-#include "toporoute/ops.hpp"
+#include "toporoute/toposort.hpp"
 
 namespace toporoute {
 namespace {
@@ -197,8 +197,10 @@ std::string format_float(float v) {
   return os.str();
 }
 
+}  // namespace
+
 // Same order as the reference: a non-finite weight anywhere wins over a negative one.
-Status check_weights(const ToposortArgs& a) {
+Status check_toposort_weights(const ToposortArgs& a) {
   if (a.weights == nullptr) return Status::success();
   for (const bool finite_pass : {true, false}) {
     for (std::int64_t b = 0; b < a.B; ++b) {
@@ -222,11 +224,9 @@ Status check_weights(const ToposortArgs& a) {
   return Status::success();
 }
 
-}  // namespace
-
 Status toposort(const ToposortArgs& a, const ToposortOut& o) {
   if (a.B < 0 || a.N < 0) return Status::error(StatusCode::invalid_argument, "adj", "adj must have non-negative dimensions");
-  TOPOROUTE_RETURN_IF_ERROR(check_weights(a));
+  TOPOROUTE_RETURN_IF_ERROR(check_toposort_weights(a));
   const bool bitset = a.weights == nullptr && a.N <= 64;
   const std::int64_t work = a.B * a.N * a.N * (bitset ? 1 : a.N);
   const bool parallel = work >= detail::kParallelWork;

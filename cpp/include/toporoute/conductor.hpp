@@ -93,4 +93,24 @@ Status check_conductor_args(const ConductorArgs& args);
 /// reported as StatusCode::runtime.
 Status conductor_check(const ConductorArgs& args, ConductorBatch* out);
 
+/// Elementwise AgentConductor density (methods/agentconductor.md §4). All arrays length n, contiguous.
+struct DensityArgs {
+  const std::int64_t* nodes = nullptr;
+  const std::int64_t* edges = nullptr;
+  const std::int64_t* steps = nullptr;
+  const std::int64_t* n_max = nullptr;
+  std::int64_t n = 0;
+};
+
+struct DensityOut {
+  double* s_node = nullptr;
+  double* s_edge = nullptr;
+  double* s_depth = nullptr;
+  double* s_complex = nullptr;
+  double* reward = nullptr;
+};
+
+/// AgentConductor density terms and r_g, elementwise. O(n).
+Status conductor_density(const DensityArgs& args, const DensityOut& out);
+
 }  // namespace toporoute

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "toporoute/status.hpp"
+#include "toporoute/views.hpp"
 
 namespace toporoute {
 
@@ -37,13 +38,8 @@ enum class EditReason : std::int8_t {
   no_capacity = 11,
 };
 
-/// The batch of graphs both ops read: adj (B, N, N) u8 and alive (B, N) u8, strides in elements.
-struct DagGraphs {
-  const std::uint8_t* adj = nullptr;
-  const std::uint8_t* alive = nullptr;
-  std::int64_t B = 0, N = 0;
-  std::int64_t adj_sb = 0, adj_sr = 0, adj_sc = 0;
-  std::int64_t a_sb = 0, a_sn = 0;
+/// The batch of graphs both ops read, with the ends every path runs between.
+struct DagGraphs : GraphBatch {
   std::int64_t source = 0, sink = 1;  ///< distinct, in [0, N)
   std::int64_t max_out = 5;           ///< >= 1
 };

@@ -8,20 +8,15 @@
 #include <cstdint>
 
 #include "toporoute/status.hpp"
+#include "toporoute/views.hpp"
 
 namespace toporoute {
 
 /// Node capacity of these ops: one 64-bit word per adjacency row. Mirror of ops.team_schedule.MAX_NODES.
 constexpr std::int64_t kTeamMaxNodes = 64;
 
-/// A batch of graphs: adj (B, N, N) u8 and alive (B, N) u8, strides in elements.
-struct TeamGraphs {
-  const std::uint8_t* adj = nullptr;
-  const std::uint8_t* alive = nullptr;
-  std::int64_t B = 0, N = 0;  ///< N <= kTeamMaxNodes
-  std::int64_t adj_sb = 0, adj_sr = 0, adj_sc = 0;
-  std::int64_t a_sb = 0, a_sn = 0;
-};
+/// A batch of graphs with N <= kTeamMaxNodes.
+using TeamGraphs = GraphBatch;
 
 /// Outputs of team_schedule(), C-contiguous: component (B,N) i32, level (B,N) i32, n_levels (B) i32,
 /// lagged (B,N,N) u8, cyclic (B) u8, order (B,N) i32.

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "toporoute/ops.hpp"
+#include "toporoute/conductor.hpp"
 
 namespace toporoute {
 

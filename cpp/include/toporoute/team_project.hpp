@@ -1,5 +1,5 @@
 #pragma once
-/// \file team.hpp
+/// \file team_project.hpp
 /// The team edit projection on batches of graphs (methods/tacomas.md §3 "Validation/apply", §8 A4-A6): a
 /// meta-LLM's proposed births, deaths and edge edits checked against budgets and rules, the accepted ones applied,
 /// the graph repaired so that every alive node reaches the sink. Semantics are defined by
@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "toporoute/status.hpp"
+#include "toporoute/views.hpp"
 
 namespace toporoute {
 
@@ -58,9 +59,7 @@ constexpr std::int32_t kTeamBestScorer = -1;
 
 /// Inputs of team_project(); strides in elements. Optional arrays are nullptr when absent (protected: none,
 /// critical: no critical role, scores: zeros, generation: zeros).
-struct TeamProjectArgs {
-  const std::uint8_t* adj = nullptr;  ///< (B, N, N)
-  const std::uint8_t* alive = nullptr;  ///< (B, N)
+struct TeamProjectArgs : GraphBatch {
   const std::int32_t* roles = nullptr;  ///< (B, N), >= 0 where alive
   const std::int32_t* sink = nullptr;   ///< (B,), in [0, N) and alive
   const std::int32_t* edits = nullptr;  ///< (B, P, 4) rows (kind, a, b, role)
@@ -68,9 +67,7 @@ struct TeamProjectArgs {
   const std::uint8_t* critical = nullptr;    ///< (B, R) or nullptr
   const float* scores = nullptr;             ///< (B, N) or nullptr; finite where alive
   const std::int32_t* generation = nullptr;  ///< (B, N) or nullptr; in [0, 2^31 - 2]
-  std::int64_t B = 0, N = 0, P = 0, R = 0;
-  std::int64_t adj_sb = 0, adj_sr = 0, adj_sc = 0;
-  std::int64_t al_sb = 0, al_sn = 0;
+  std::int64_t P = 0, R = 0;
   std::int64_t ro_sb = 0, ro_sn = 0;
   std::int64_t si_sb = 0;
   std::int64_t e_sb = 0, e_sp = 0, e_sc = 0;

@@ -1,0 +1,41 @@
+// graph_stats: edge counts, density, degrees, reciprocity and Jaccard distance per graph.
+#include "common.hpp"
+#include "toporoute/graph_stats.hpp"
+
+namespace toporoute::bindings {
+
+namespace {
+
+py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py::handle& prev) {
+  GraphStatsArgs a;
+  Dims dims;
+  dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
+  const bool has_prev = dims.optional_view(prev, "prev", "BNN", a.prev, a.p_sb, a.p_sr, a.p_sc).present();
+  dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
+  a.B = dims['B'];
+  a.N = dims['N'];
+  GraphStatsOut o;
+  NewOutputs out("graph_stats");
+  out.add<std::int64_t>({a.B}, &o.edges);
+  out.add<double>({a.B}, &o.density);
+  out.add<std::int32_t>({a.B, a.N}, &o.in_degree);
+  out.add<std::int32_t>({a.B, a.N}, &o.out_degree);
+  out.add<double>({a.B}, &o.reciprocity);
+  if (has_prev) {
+    out.add<double>({a.B}, &o.jaccard);
+  } else {
+    out.add_none();
+  }
+  py::tuple arrays = out.allocate();
+  run_core("graph_stats", [&] { return toporoute::graph_stats(a, o); });
+  return arrays;
+}
+
+}  // namespace
+
+void bind_graph_stats(py::module_& m) {
+  m.def("graph_stats", &graph_stats, py::arg("adj"), py::arg("active"), py::arg("prev"),
+        "graph_stats(adj, active, prev) -> (edges, density, in_degree, out_degree, reciprocity, jaccard).");
+}
+
+}  // namespace toporoute::bindings
