@@ -5,11 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -218,34 +216,6 @@ class ChunkedTransfer {
   int err_ = -1;
 };
 
-std::string format_value(float v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-// The reference's weight checks, in its order: any non-finite value first, then any negative one.
-Status check_weights(const ToposortArgs& a) {
-  if (a.weights == nullptr) return Status::success();
-  const std::int64_t N = a.N, total = a.B * N * N;
-  const auto where = [N](std::int64_t p) {
-    return "[" + std::to_string(p / (N * N)) + ", " + std::to_string(p / N % N) + ", " + std::to_string(p % N) + "]";
-  };
-  for (std::int64_t p = 0; p < total; ++p) {
-    if (!std::isfinite(a.weights[p])) {
-      return Status::error(StatusCode::non_finite, "weights",
-                           "weights must be finite; got " + format_value(a.weights[p]) + " at " + where(p));
-    }
-  }
-  for (std::int64_t p = 0; p < total; ++p) {
-    if (a.weights[p] < 0.0f) {
-      return Status::error(StatusCode::out_of_range, "weights",
-                           "weights must be >= 0; got " + format_value(a.weights[p]) + " at " + where(p));
-    }
-  }
-  return Status::success();
-}
-
 }  // namespace
 
 int device_count() noexcept {
@@ -369,7 +339,7 @@ Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int devic
   if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
     return invalid("active", "active must be C-contiguous");
   }
-  TOPOROUTE_RETURN_IF_ERROR(check_weights(args));
+  TOPOROUTE_RETURN_IF_ERROR(check_toposort_weights(args));
   if (B == 0) return Status::success();
 
   DeviceScope scope;
