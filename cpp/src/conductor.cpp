@@ -703,6 +703,15 @@ bool schema(const std::vector<Node>& nodes, const Pool& pool, const ConductorOpt
     }
     return nullptr;
   };
+  // Fails unless mapping m holds only the keys k0 and k1 (the first other key is reported).
+  auto only_keys = [&](const Node& m, const std::string& where, const char* k0, const char* k1) {
+    for (std::int32_t c = m.first; c >= 0; c = at(c).next) {
+      if (at(c).key != k0 && at(c).key != k1) {
+        return bad(where + " has an unknown key " + quote(at(c).key) + " (allowed: " + k0 + ", " + k1 + ")");
+      }
+    }
+    return true;
+  };
   const Node& doc = nodes[0];
   if (doc.kind != Kind::list || doc.size == 0) {
     return bad(std::string("the plan must be a non-empty list of steps; got ") +
@@ -715,11 +724,7 @@ bool schema(const std::vector<Node>& nodes, const Pool& pool, const ConductorOpt
     if (item.kind != Kind::mapping) {
       return bad(where + " must be a mapping with 'step' and 'agents'; got " + kind_name(item));
     }
-    for (std::int32_t c = item.first; c >= 0; c = at(c).next) {
-      if (at(c).key != "step" && at(c).key != "agents") {
-        return bad(where + " has an unknown key " + quote(at(c).key) + " (allowed: step, agents)");
-      }
-    }
+    if (!only_keys(item, where, "step", "agents")) return false;
     const Node* step = lookup(item, "step");
     if (step == nullptr) return bad(where + " has no 'step'");
     if (step->kind != Kind::integer) return bad(where + ": step must be an integer; got " + kind_name(*step));
@@ -738,11 +743,7 @@ bool schema(const std::vector<Node>& nodes, const Pool& pool, const ConductorOpt
       const Node& a = at(cj);
       const std::string w = where + ", agent " + str(++j);
       if (a.kind != Kind::mapping) return bad(w + " must be a mapping with 'agent' and 'ref'; got " + kind_name(a));
-      for (std::int32_t c = a.first; c >= 0; c = at(c).next) {
-        if (at(c).key != "agent" && at(c).key != "ref") {
-          return bad(w + " has an unknown key " + quote(at(c).key) + " (allowed: agent, ref)");
-        }
-      }
+      if (!only_keys(a, w, "agent", "ref")) return false;
       const Node* tok = lookup(a, "agent");
       if (tok == nullptr) return bad(w + " has no 'agent'");
       if (tok->kind != Kind::string) return bad(w + ": agent must be a token like '<coder>'; got " + kind_name(*tok));
