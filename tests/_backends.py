@@ -12,10 +12,14 @@ A :class:`Backend` is one way to run the ops, named by its pytest id:
 - ``cuda-cupy`` and ``cuda-torch``: CuPy arrays or PyTorch CUDA tensors, handed over through DLPack; every result
   must come back on the device (checked when it is fetched).
 
-Its op methods take what :mod:`toporoute.ops` takes (a single graph without the batch axis too) and return numpy
-results. :func:`on_backends` parametrises a test over the backends of one op; a backend that cannot run here
-carries a skip mark that says why (CUDA ones carry the ``cuda`` marker, which tests/conftest.py turns into a skip,
-or into a failure under ``--require-cuda``).
+The grid reads the package: the ops are the op table's (:mod:`toporoute.types.op_table`, by name) and an op runs
+on the backends that register a kernel for it (:func:`toporoute.backends.kernels`); :class:`Backend` has a method
+for every op of the table (tests/test_parity.py fails naming an op it lacks). Its op methods take what
+:mod:`toporoute.ops` takes (a single graph without the batch axis too) and return numpy results.
+:func:`on_backends` parametrises a test over the backends of one op, :func:`on_backend_names` over the names of
+the host backends (for tests that call :mod:`toporoute.ops` themselves); a backend that cannot run here carries
+a skip mark that says why (CUDA ones carry the ``cuda`` marker, which tests/conftest.py turns into a skip, or into
+a failure under ``--require-cuda``).
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ import numpy as np
 import pytest
 
 from toporoute import ops
-from toporoute.backends import cpu, reference
+from toporoute.backends import NAMES, cpu, kernels, reference
 from toporoute.types.conductor_topology import TopologyBatch
+from toporoute.types.op_table import OPS as OP_TABLE
 from toporoute.types.results import QMixStep
 
 CORE_BUILT, CORE_MISSING = cpu.available()
@@ -42,24 +47,15 @@ _SIMD = core.build_info()["simd"] if core is not None else {"compiled": [], "sup
 ISAS: tuple[str, ...] = tuple(_SIMD["supported"])  # SIMD levels this machine runs
 ACTIVE_ISA: str = _SIMD["active"]  # the level toporoute.ops uses in this process
 
-# Ops whose CPU backend functions take ``isa=``, and ops with a CUDA kernel (the others raise
-# BackendUnavailableError on 'cuda'); tests/test_parity.py checks both sets against the package.
+# Every op of the op table, by name (the OpSpec fields are not read here), and the ops each backend registers a
+# kernel for: the grid runs an op on the backends that register it.
+OPS: tuple[str, ...] = tuple(OP_TABLE)
+REGISTERED: dict[str, frozenset[str]] = {name: kernels(name) for name in NAMES}
+CUDA_OPS = REGISTERED["cuda"]
+# Ops whose CPU functions take ``isa=`` (nothing in the package lists them but their signatures): declared here so
+# that a kernel losing its ``isa=`` fails tests/test_parity.py instead of quietly dropping its SIMD levels.
 SIMD_OPS = frozenset({"route", "route_indexed", "qmix_forward", "qmix_mix"})
-CUDA_OPS = frozenset({"route", "toposort", "qmix_forward", "qmix_mix"})
-OPS = (
-    "route",
-    "route_indexed",
-    "mean_pool",
-    "toposort",
-    "graph_stats",
-    "conductor_density",
-    "qmix_forward",
-    "qmix_mix",
-    "conductor_check",
-    "bandit_select",
-    "bandit_update",
-    "synergy_update",
-)
+HOST = ("reference", "cpu")  # the backends that take and return numpy arrays
 
 
 # ------------------------------------------------------------------------------------------------ tolerances
@@ -421,6 +417,26 @@ class Backend:
     def conductor_check(self, texts: Any, context: Any = None, options: Any = None) -> TopologyBatch:
         return ops.conductor_check(texts, context=context, options=options, backend=self.name)
 
+    def dag_edit(self, adj: Any, alive: Any, edits: Any, **kwargs: Any) -> Any:
+        return self._ops(ops.dag_edit, adj, alive, edits, **kwargs)
+
+    def dag_repair(
+        self, adj: Any, alive: Any, edge_alpha: Any = None, edge_beta: Any = None, **kwargs: Any
+    ) -> Any:
+        return self._ops(ops.dag_repair, adj, alive, edge_alpha, edge_beta, **kwargs)
+
+    def team_project(self, adj: Any, alive: Any, roles: Any, sink: Any, edits: Any, **kwargs: Any) -> Any:
+        return self._ops(ops.team_project, adj, alive, roles, sink, edits, **kwargs)
+
+    def team_schedule(self, adj: Any, alive: Any) -> Any:
+        return self._ops(ops.team_schedule, adj, alive)
+
+    def team_scores(self, history: Any, present: Any, **kwargs: Any) -> Any:
+        return self._ops(ops.team_scores, history, present, **kwargs)
+
+    def topology_distance(self, adj_a: Any, alive_a: Any, adj_b: Any, alive_b: Any, **kwargs: Any) -> Any:
+        return self._ops(ops.topology_distance, adj_a, alive_a, adj_b, alive_b, **kwargs)
+
 
 REFERENCE = Backend("reference", "reference")
 
@@ -457,12 +473,13 @@ def _cuda_params() -> list[Any]:
 def backend_params(
     op: str, *, reference: bool = True, simd_levels: bool = True, cuda: bool = True
 ) -> list[Any]:
-    """pytest parameters: every backend that implements ``op``; without the reference with ``reference=False``,
+    """pytest parameters: every backend that registers ``op``; without the reference with ``reference=False``,
     the compiled core at this process's SIMD level only with ``simd_levels=False``, host backends only with
     ``cuda=False``."""
-    assert op in OPS, op
-    params = [pytest.param(REFERENCE, id="reference")] if reference else []
-    params += _cpu_params(op, simd_levels)
+    assert op in OPS, f"{op!r} is not an op of toporoute.types.op_table"
+    params = [pytest.param(REFERENCE, id="reference")] if reference and op in REGISTERED["reference"] else []
+    if op in REGISTERED["cpu"]:
+        params += _cpu_params(op, simd_levels)
     if cuda and op in CUDA_OPS:
         params += _cuda_params()
     return params
@@ -474,3 +491,31 @@ def on_backends(
     """Parametrises a test's ``backend`` argument over :func:`backend_params`."""
     params = backend_params(op, reference=reference, simd_levels=simd_levels, cuda=cuda)
     return pytest.mark.parametrize("backend", params)
+
+
+def backend_names(*op_names: str, reference: bool = True) -> list[Any]:
+    """pytest parameters: the name (``backend=`` of :mod:`toporoute.ops`) of every host backend that registers
+    all of ``op_names``, for tests that call toporoute.ops themselves with numpy inputs; ids and skip marks as in
+    :func:`backend_params` (``cpu`` runs at this process's SIMD level). CUDA is not among them: its kernels run
+    under :func:`on_backends`."""
+    params = []
+    for name in _host_names(op_names, reference):
+        marks = [needs_core] if name == "cpu" and not CORE_BUILT else []
+        params.append(pytest.param(name, id=name, marks=marks))
+    return params
+
+
+def runnable_names(*op_names: str, reference: bool = True) -> list[str]:
+    """The names of :func:`backend_names` that run here, for a test that loops over them itself."""
+    return [name for name in _host_names(op_names, reference) if name != "cpu" or CORE_BUILT]
+
+
+def _host_names(op_names: tuple[str, ...], reference: bool) -> list[str]:
+    assert op_names and set(op_names) <= set(OPS), f"not ops of toporoute.types.op_table: {op_names}"
+    names = [name for name in HOST if set(op_names) <= REGISTERED[name]]
+    return names if reference else [name for name in names if name != "reference"]
+
+
+def on_backend_names(*op_names: str, reference: bool = True) -> pytest.MarkDecorator:
+    """Parametrises a test's ``backend`` argument over :func:`backend_names`."""
+    return pytest.mark.parametrize("backend", backend_names(*op_names, reference=reference))

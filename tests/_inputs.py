@@ -170,6 +170,19 @@ def pool_buckets(rng: np.random.Generator, M: int, D: int) -> list[tuple[np.ndar
     return out
 
 
+def pool_route(
+    rng: np.random.Generator, M: int, D: int, B: int, N: int, k_dtype: Any = np.int64
+) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+    """route_indexed's pool= form: an (M, D) table, three pool buckets writing rows of it, and (B, N) query and
+    key rows (int64, and ``k_dtype``)."""
+    return (
+        table(rng, M, D),
+        pool_buckets(rng, M, D),
+        table_rows(rng, B, N, M),
+        table_rows(rng, B, N, M, k_dtype),
+    )
+
+
 # ------------------------------------------------------------------------------------------ hypothesis strategies
 
 # small, exactly representable values make ties, zero rows and exact +-1 / 0 scores common
@@ -180,9 +193,9 @@ _ELEMENTS = st.one_of(_SIMPLE, _WIDE)
 
 
 @st.composite
-def route_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float, int]:
-    """(q, k, active, tau, k_in) for route: B <= 3, N <= 9, D <= 9, exact-tie-prone values, copied offers,
-    zero needs, any tau in [-1, 1] and k_in up to N + 1."""
+def route_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """(q, k, {"active", "tau", "k_in"}) for route: B <= 3, N <= 9, D <= 9, exact-tie-prone values, copied
+    offers, zero needs, any tau in [-1, 1] and k_in up to N + 1."""
     B = draw(st.integers(1, 3))
     N = draw(st.integers(1, 9))
     D = draw(st.integers(1, 9))
@@ -197,7 +210,7 @@ def route_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray | N
     active = draw(st.none() | hnp.arrays(np.bool_, (B, N)))
     tau = draw(st.sampled_from([-1.0, -0.5, 0.0, 0.3, 0.5, 1.0]) | st.floats(-1.0, 1.0))
     k_in = draw(st.integers(0, N + 1))
-    return q, k, active, tau, k_in
+    return q, k, {"active": active, "tau": tau, "k_in": k_in}
 
 
 @st.composite

@@ -9,10 +9,12 @@ import time
 
 import numpy as np
 import pytest
+from _backends import backend_names, runnable_names
+from _conductor_plans import plan_text, yaml_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toporoute import backends, ops
+from toporoute import ops
 from toporoute.errors import InvalidArgumentError
 from toporoute.types.conductor_topology import (
     LOGIC,
@@ -29,17 +31,11 @@ from toporoute.types.conductor_topology import (
     render_yaml,
 )
 
-BACKENDS = ["reference"] + (["cpu"] if backends.available()["cpu"][0] else [])
+BACKENDS = backend_names("conductor_check")  # the host backends of the grid (tests/_backends.py)
 
 
 def plan(*steps: tuple[int, list[tuple[str, list[str]]]], fence: bool = True) -> str:
-    lines = []
-    for step, agents in steps:
-        lines += [f"- step: {step}", "  agents:"]
-        for tok, refs in agents:
-            lines += [f"    - agent: {tok}", f"      ref: [{', '.join(refs)}]"]
-    body = "\n".join(lines) + "\n"
-    return f"```yaml\n{body}```" if fence else body
+    return yaml_block(*steps) if fence else plan_text(*steps)
 
 
 FIG1_T1 = plan(
@@ -119,7 +115,7 @@ def test_density_vectors() -> None:
     table = [(2, 1, 2, 4, 7.6875), (3, 2, 3, 4, 7.4203), (4, 3, 3, 4, 9.3196), (7, 11, 5, 10, 10.5149),
              (3, 8, 3, 10, 4.1750), (1, 0, 1, 4, 16.0997)]  # fmt: skip
     v, e, s, cap, want = (np.array(c) for c in zip(*table))
-    for backend in BACKENDS:
+    for backend in runnable_names("conductor_density"):
         np.testing.assert_allclose(
             ops.conductor_density(v, e, s, cap, backend=backend).reward, want, atol=1e-4
         )
@@ -403,7 +399,7 @@ def test_random_valid_plans_decode_consistently(drawn) -> None:
     # round trip through the canonical layout
     again = check("```yaml\n" + render_yaml(g) + "```")
     assert again.ok and again.graph == g
-    for backend in BACKENDS[1:]:
+    for backend in runnable_names("conductor_check", reference=False):
         b = ops.conductor_check([text], backend=backend).item(0)
         assert b == c
 
@@ -422,5 +418,5 @@ def test_mutated_plans_agree_across_backends_and_never_crash(drawn, data) -> Non
     ref = ops.conductor_check(mutated, backend="reference").item(0)
     assert ref.error in (OK, NO_YAML, PARSE, SCHEMA, LOGIC)
     assert (ref.graph is not None) == (ref.error == OK)
-    for backend in BACKENDS[1:]:
+    for backend in runnable_names("conductor_check", reference=False):
         assert ops.conductor_check(mutated, backend=backend).item(0) == ref

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _backends import on_backend_names
 from _checks import check
 
 from toporoute import errors, ops
 from toporoute.backends import cpu
 from toporoute.backends import reference as ref
-
-BACKENDS = ["reference", "cpu"]
 
 RNG = np.random.default_rng(42)
 Q = RNG.standard_normal((2, 4, 5)).astype(np.float32)
@@ -31,7 +30,7 @@ def good_route(backend: str) -> None:
 # ---------------------------------------------------------------------------------------------------- route
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_wrong_dtypes(backend: str) -> None:
     with pytest.raises(errors.DTypeError) as e:
         ops.route(Q.astype(np.float64), K, backend=backend)
@@ -48,7 +47,7 @@ def test_route_wrong_dtypes(backend: str) -> None:
     good_route(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_list_input_is_dtype_error(backend: str) -> None:
     with pytest.raises(errors.DTypeError) as e:
         ops.route(Q.tolist(), K, backend=backend)
@@ -59,7 +58,7 @@ def test_route_list_input_is_dtype_error(backend: str) -> None:
     good_route(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_wrong_ndim(backend: str) -> None:
     with pytest.raises(errors.ShapeError) as e:
         ops.route(Q[0, 0], K[0, 0], backend=backend)
@@ -73,7 +72,7 @@ def test_route_wrong_ndim(backend: str) -> None:
     good_route(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_shape_mismatch(backend: str) -> None:
     with pytest.raises(errors.ShapeError) as e:
         ops.route(Q, K[:, :, :4], backend=backend)
@@ -93,7 +92,7 @@ def test_route_shape_mismatch(backend: str) -> None:
     good_route(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_route_non_finite(backend: str, bad: float) -> None:
     q = Q.copy()
@@ -113,7 +112,7 @@ def test_route_non_finite(backend: str, bad: float) -> None:
     good_route(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_non_finite_reports_first_episode_q_before_k(backend: str) -> None:
     q, k = Q.copy(), K.copy()
     q[1, 0, 0] = np.nan
@@ -127,7 +126,7 @@ def test_route_non_finite_reports_first_episode_q_before_k(backend: str) -> None
     check(e, errors.NonFiniteError, "q", "episode 0", "agent 3")  # same episode: q named before k
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_non_finite_in_inactive_row_is_rejected(backend: str) -> None:
     q = Q.copy()
     q[0, 1, 2] = np.nan
@@ -138,7 +137,7 @@ def test_route_non_finite_in_inactive_row_is_rejected(backend: str) -> None:
     check(e, errors.NonFiniteError, "q")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_non_finite_in_large_batch(backend: str) -> None:
     # big enough for the compiled core's threaded path; the lowest bad episode is reported
     rng = np.random.default_rng(0)
@@ -152,7 +151,7 @@ def test_route_non_finite_in_large_batch(backend: str) -> None:
     good_route(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 @pytest.mark.parametrize("tau", [1.5, -1.0001, 2, float("inf"), -float("inf"), np.float64(3.0)])
 def test_route_tau_out_of_range(backend: str, tau: float) -> None:
     with pytest.raises(errors.OutOfRangeError) as e:
@@ -162,14 +161,14 @@ def test_route_tau_out_of_range(backend: str, tau: float) -> None:
     )
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_tau_nan(backend: str) -> None:
     with pytest.raises(errors.InvalidArgumentError) as e:
         ops.route(Q, K, tau=float("nan"), backend=backend)
     check(e, errors.InvalidArgumentError, "tau", "nan")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 @pytest.mark.parametrize("tau", ["0.3", None, True, [0.3], 1j])
 def test_route_tau_wrong_type(backend: str, tau: object) -> None:
     with pytest.raises(errors.InvalidArgumentError) as e:
@@ -177,7 +176,7 @@ def test_route_tau_wrong_type(backend: str, tau: object) -> None:
     check(e, errors.InvalidArgumentError, "tau", repr(tau))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_route_k_in_invalid(backend: str) -> None:
     with pytest.raises(errors.OutOfRangeError) as e:
         ops.route(Q, K, k_in=-1, backend=backend)
@@ -192,7 +191,7 @@ def test_route_k_in_invalid(backend: str) -> None:
     good_route(backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route")
 def test_valid_numpy_scalars_are_accepted(backend: str) -> None:
     # the good twins of the bad scalars above: numpy scalar types are fine
     got = ops.route(Q, K, tau=np.float32(0.0), k_in=np.int64(2), backend=backend)
@@ -350,7 +349,7 @@ def test_cpu_backend_rechecks_its_inputs() -> None:
 # ---------------------------------------------------------------------------------------------------- toposort / stats
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("toposort")
 def test_toposort_bad_adj(backend: str) -> None:
     with pytest.raises(errors.DTypeError) as e:
         ops.toposort(ADJ.astype(np.int64), backend=backend)
@@ -378,7 +377,7 @@ def test_toposort_bad_adj(backend: str) -> None:
     check(e, errors.ShapeError, "active", "(2, 3)")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("toposort")
 def test_toposort_bad_weights(backend: str) -> None:
     with pytest.raises(errors.DTypeError) as e:
         ops.toposort(ADJ, weights=W.astype(np.float64), backend=backend)
@@ -408,7 +407,7 @@ def test_toposort_bad_weights(backend: str) -> None:
     np.testing.assert_array_equal(good.order, ref.toposort(ADJ, weights=W, active=None).order)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("toposort")
 def test_toposort_weights_nan_and_negative_raise_the_same_error(backend: str) -> None:
     # a negative weight before a NaN one: the reference reports the non-finite value first; every backend
     # must raise the same exception type for the same input
@@ -420,7 +419,7 @@ def test_toposort_weights_nan_and_negative_raise_the_same_error(backend: str) ->
     check(e, errors.NonFiniteError, "weights", "nan")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("graph_stats")
 def test_graph_stats_bad_input(backend: str) -> None:
     with pytest.raises(errors.DTypeError) as e:
         ops.graph_stats(ADJ.astype(np.int32), backend=backend)
@@ -442,7 +441,7 @@ def test_graph_stats_bad_input(backend: str) -> None:
 # ---------------------------------------------------------------------------------------------------- density
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("conductor_density")
 def test_conductor_density_out_of_range(backend: str) -> None:
     cases = [
         ((0, 1, 1, 4), errors.OutOfRangeError, "nodes", ("0", ">= 1")),
@@ -464,7 +463,7 @@ def test_conductor_density_out_of_range(backend: str) -> None:
         check(e, cls, arg, *frags)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("conductor_density")
 def test_conductor_density_bad_types_and_shapes(backend: str) -> None:
     with pytest.raises(errors.DTypeError) as e:
         ops.conductor_density(3.0, 1, 1, 4, backend=backend)
@@ -491,7 +490,7 @@ def test_conductor_density_bad_types_and_shapes(backend: str) -> None:
 # ---------------------------------------------------------------------------------------------------- recovery
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@on_backend_names("route", "toposort", "conductor_density")
 def test_failed_calls_leave_no_trace(backend: str) -> None:
     q, k = Q.copy(), K.copy()
     q_nan = Q.copy()

@@ -9,13 +9,14 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _backends import REFERENCE, Backend, assert_matches, needs_core, on_backends
+from _backends import REFERENCE, Backend, assert_matches, needs_core, on_backend_names, on_backends
 
 import toporoute
 from toporoute import errors, ops
@@ -420,11 +421,14 @@ def _select_inputs() -> dict[str, Any]:
     return {"adj": adj, "alpha": alpha, "beta": beta, "k": 2, "weights": weights, "active": active, "seed": 1}
 
 
+def _call(op: str, positional: tuple[str, ...], backend: str, kw: dict[str, Any]) -> Any:
+    """``ops.<op>`` with the arguments named in ``positional`` taken from ``kw`` in order, the rest by keyword."""
+    args = [kw.pop(name) for name in positional]
+    return getattr(ops, op)(*args, backend=backend, **kw)
+
+
 def _select(backend: str, **changes: Any) -> Any:
-    kw = {**_select_inputs(), **changes}
-    return ops.bandit_select(
-        kw.pop("adj"), kw.pop("alpha"), kw.pop("beta"), kw.pop("k"), backend=backend, **kw
-    )
+    return _call("bandit_select", ("adj", "alpha", "beta", "k"), backend, {**_select_inputs(), **changes})
 
 
 SELECT_ERRORS = [
@@ -448,17 +452,6 @@ SELECT_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("arg", "change", "cls"), SELECT_ERRORS, ids=[f"{a}-{i}" for i, (a, _, _) in enumerate(SELECT_ERRORS)]
-)
-def test_bandit_select_argument_errors(arg: str, change: dict[str, Any], cls: type) -> None:
-    for backend in ("reference", "cpu"):
-        with pytest.raises(cls) as err:
-            _select(backend, **change)
-        assert err.value.arg == arg, (backend, err.value)
-        assert arg in str(err.value)
-
-
 def _bad(name: str, value: float, at: tuple[int, ...]) -> dict[str, Any]:
     x = _select_inputs()[name].copy()
     x[at] = value
@@ -478,7 +471,7 @@ VALUE_ERRORS = [
 
 
 @pytest.mark.parametrize(("arg", "change", "cls"), VALUE_ERRORS)
-@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
+@on_backend_names("bandit_select")
 def test_bandit_select_value_errors(backend: str, arg: str, change: dict[str, Any], cls: type) -> None:
     active = np.ones((2, 4), bool)
     with pytest.raises(cls) as err:
@@ -487,7 +480,7 @@ def test_bandit_select_value_errors(backend: str, arg: str, change: dict[str, An
     assert "graph" in str(err.value)
 
 
-@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
+@on_backend_names("bandit_select")
 def test_parameters_of_inactive_nodes_are_not_read(backend: str) -> None:
     kw = _select_inputs()
     alpha, beta = kw["alpha"].copy(), kw["beta"].copy()
@@ -513,9 +506,7 @@ def test_cuda_backend_is_refused() -> None:
 def _update(backend: str, **changes: Any) -> Any:
     a = np.ones((2, 3), np.float32)
     kw = {"alpha": a, "beta": a, "selected": np.ones((2, 3), bool), "reward": a * 0.5, **changes}
-    return ops.bandit_update(
-        kw.pop("alpha"), kw.pop("beta"), kw.pop("selected"), kw.pop("reward"), backend=backend, **kw
-    )
+    return _call("bandit_update", ("alpha", "beta", "selected", "reward"), backend, kw)
 
 
 def _at(value: float, shape: tuple[int, ...] = (2, 3), at: tuple[int, ...] = (1, 1)) -> np.ndarray:
@@ -546,17 +537,6 @@ UPDATE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("arg", "change", "cls"), UPDATE_ERRORS, ids=[f"{a}-{i}" for i, (a, _, _) in enumerate(UPDATE_ERRORS)]
-)
-@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
-def test_bandit_update_errors(backend: str, arg: str, change: dict[str, Any], cls: type) -> None:
-    with pytest.raises(cls) as err:
-        _update(backend, **change)
-    assert err.value.arg == arg
-    assert arg in str(err.value)
-
-
 def _synergy(backend: str, **changes: Any) -> Any:
     c = np.ones((2, 3, 3), np.float32)
     kw = {
@@ -567,10 +547,7 @@ def _synergy(backend: str, **changes: Any) -> Any:
         "reward": np.ones((2, 3), np.float32),
         **changes,
     }
-    return ops.synergy_update(
-        kw.pop("c_syn"), kw.pop("edge_alpha"), kw.pop("edge_beta"), kw.pop("routed"), kw.pop("reward"),
-        backend=backend, **kw,
-    )  # fmt: skip
+    return _call("synergy_update", ("c_syn", "edge_alpha", "edge_beta", "routed", "reward"), backend, kw)
 
 
 SYNERGY_ERRORS = [
@@ -589,14 +566,23 @@ SYNERGY_ERRORS = [
 ]
 
 
+def _argument_errors(call: Callable[..., Any], table: list[tuple[str, dict[str, Any], type]]) -> list[Any]:
+    return [pytest.param(call, *row, id=f"{call.__name__[1:]}-{row[0]}-{i}") for i, row in enumerate(table)]
+
+
 @pytest.mark.parametrize(
-    ("arg", "change", "cls"), SYNERGY_ERRORS, ids=[f"{a}-{i}" for i, (a, _, _) in enumerate(SYNERGY_ERRORS)]
+    ("call", "arg", "change", "cls"),
+    _argument_errors(_select, SELECT_ERRORS)
+    + _argument_errors(_update, UPDATE_ERRORS)
+    + _argument_errors(_synergy, SYNERGY_ERRORS),
 )
-@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
-def test_synergy_update_errors(backend: str, arg: str, change: dict[str, Any], cls: type) -> None:
+@on_backend_names("bandit_select", "bandit_update", "synergy_update")
+def test_argument_errors(
+    backend: str, call: Callable[..., Any], arg: str, change: dict[str, Any], cls: type
+) -> None:
     with pytest.raises(cls) as err:
-        _synergy(backend, **change)
-    assert err.value.arg == arg
+        call(backend, **change)
+    assert err.value.arg == arg, (backend, err.value)
     assert arg in str(err.value)
 
 
@@ -630,7 +616,7 @@ def test_a_core_without_the_kernels_falls_back_to_the_reference(monkeypatch: pyt
 
 
 @pytest.mark.parametrize(("B", "N"), [(0, 3), (2, 0), (0, 0)])
-@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
+@on_backend_names("bandit_select", "bandit_update", "synergy_update")
 def test_empty_batches_and_graphs(backend: str, B: int, N: int) -> None:
     adj = np.zeros((B, N, N), bool)
     ones = np.ones((B, N), np.float32)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _backends import CORE_BUILT, core
+from _backends import CORE_BUILT, backend_names, core, needs_core
 from _graphs import edge_set, reaches
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,10 +23,7 @@ from hypothesis import strategies as st
 from toporoute import errors, ops
 from toporoute.types import dag_codes as codes
 
-BACKENDS = [
-    "reference",
-    pytest.param("cpu", marks=pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")),
-]
+BACKENDS = backend_names("dag_edit", "dag_repair")  # the host backends of the grid (tests/_backends.py)
 R = {name: i for i, name in enumerate(ops.EDIT_REASONS)}
 PAR, SER, REM, CON, NOC = (
     ops.EDIT_ADD_PARALLEL,
@@ -398,7 +395,7 @@ def test_input_errors_name_the_argument(backend: str, index: int) -> None:
     assert info.value.arg == arg, str(info.value)
 
 
-@pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")
+@needs_core
 def test_core_checks_its_inputs_too() -> None:
     adj, alive = graph(6, CHAIN)
     adj, alive = adj[None], alive[None]
@@ -455,7 +452,7 @@ def assert_same(got, want) -> None:
         np.testing.assert_array_equal(g, w, err_msg=f)
 
 
-@pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")
+@needs_core
 @pytest.mark.parametrize("N", [2, 7, 32, 64, 65, 130])
 @pytest.mark.parametrize("messy", [False, True])
 def test_cpu_equals_reference_on_random_batches(N: int, messy: bool) -> None:
@@ -474,7 +471,7 @@ def test_cpu_equals_reference_on_random_batches(N: int, messy: bool) -> None:
             assert_same(ops.dag_repair(want.adj, want.alive, *betas, backend="cpu", **kw), after)
 
 
-@pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")
+@needs_core
 def test_cpu_equals_reference_on_strided_inputs_and_other_ends() -> None:
     rng = np.random.default_rng(7)
     adj, alive, edits, ea, eb = random_batch(rng, 40, 20, 12, messy=True)
@@ -498,7 +495,7 @@ def test_cpu_equals_reference_on_strided_inputs_and_other_ends() -> None:
     )
 
 
-@pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")
+@needs_core
 def test_cpu_threads_give_the_same_result_as_one_graph_at_a_time() -> None:
     rng = np.random.default_rng(11)
     adj, alive, edits, ea, eb = random_batch(rng, 2048, 32, 8, messy=False)  # big enough for the thread team

@@ -36,6 +36,7 @@ from _backends import (
     Backend,
     View,
     assert_matches,
+    backend_params,
     core,
     mean_pool_f64,
     needs_core,
@@ -69,12 +70,25 @@ def test_simd_levels() -> None:
     assert ACTIVE_ISA in ISAS
 
 
+def test_every_op_of_the_table_is_on_the_grid() -> None:
+    # the grid takes its ops from the op table; each needs a Backend method to run on it, and runs on the
+    # reference at least
+    assert OPS == tuple(OP_TABLE)
+    missing = [op for op in OP_TABLE if not callable(getattr(Backend, op, None))]
+    assert not missing, (
+        f"ops of toporoute.types.op_table that tests/_backends.py's Backend has no method for: {missing}"
+    )
+    unrun = [op for op in OP_TABLE if REFERENCE not in [p.values[0] for p in backend_params(op, cuda=False)]]
+    assert not unrun, f"ops of toporoute.types.op_table the grid runs on no reference: {unrun}"
+
+
 def test_backend_op_sets_match_the_package() -> None:
     # the op table declares every op once; the reference and the CPU backend register a kernel for each, CUDA
-    # for CUDA_OPS alone; tests/_backends.py's SIMD_OPS are the ops whose CPU kernels take isa=
+    # for CUDA_OPS alone (the grid's reading of backends.kernels); tests/_backends.py's SIMD_OPS, declared
+    # there, are exactly the ops whose CPU kernels take isa=
     assert set(reference.KERNELS) == set(cpu.KERNELS) == set(OP_TABLE)
     assert set(cuda.KERNELS) == CUDA_OPS
-    assert set(OPS) <= set(OP_TABLE)
+    assert SIMD_OPS <= set(cpu.KERNELS), SIMD_OPS - set(cpu.KERNELS)
     for op, fn in cpu.KERNELS.items():
         assert fn.__name__ == op and reference.KERNELS[op].__name__ == op
         assert ("isa" in inspect.signature(fn).parameters) == (op in SIMD_OPS), op
@@ -330,9 +344,8 @@ def test_route_concurrent_callers(backend: Backend) -> None:
 @settings(max_examples=150, **inp.DETERMINISTIC)
 @given(case=inp.route_cases())
 def test_route_random_inputs(backend: Backend, case: tuple) -> None:
-    q, k, active, tau, k_in = case
-    want = REFERENCE.route(q, k, tau=tau, k_in=k_in, active=active)
-    assert_matches("route", backend.route(q, k, tau=tau, k_in=k_in, active=active), want)
+    q, k, kw = case
+    assert_matches("route", backend.route(q, k, **kw), REFERENCE.route(q, k, **kw))
 
 
 # --------------------------------------------------------------------------------------------- route_indexed
@@ -470,10 +483,7 @@ def test_route_indexed_pool_form(backend: Backend) -> None:
     # pool= pools three length buckets into the table, then routes: the table against the reference's (within
     # mean_pool's tolerance), the routes bit for bit against route_indexed on the table the call produced
     rng = np.random.default_rng(31)
-    M, D, B, N = 60, 384, 16, 8
-    table0 = inp.table(rng, M, D)
-    pool = inp.pool_buckets(rng, M, D)
-    q_rows, k_rows = inp.table_rows(rng, B, N, M), inp.table_rows(rng, B, N, M, np.int32)
+    table0, pool, q_rows, k_rows = inp.pool_route(rng, 60, 384, 16, 8, np.int32)
     t_ref, t_got = table0.copy(), table0.copy()
     want = REFERENCE.route_indexed(t_ref, q_rows, k_rows, tau=0.05, k_in=2, pool=pool)
     got = backend.route_indexed(t_got, q_rows, k_rows, tau=0.05, k_in=2, pool=pool)

@@ -84,10 +84,7 @@ def test_route_indexed_ignores_unreferenced_rows(backend: Backend) -> None:
 @on_backends("route_indexed", simd_levels=False)
 def test_pool_form_equals_mean_pool_then_route_indexed(backend: Backend) -> None:
     rng = np.random.default_rng(30)
-    M, D, B, N = 40, 16, 4, 6
-    table0 = inp.table(rng, M, D)
-    pool = inp.pool_buckets(rng, M, D)
-    q_rows, k_rows = inp.table_rows(rng, B, N, M), inp.table_rows(rng, B, N, M)
+    table0, pool, q_rows, k_rows = inp.pool_route(rng, 40, 16, 4, 6)
     # the routes read the freshly pooled rows
     q_rows[0, :3] = pool[0][2][:3]
     k_rows[0, :3] = pool[2][2][:3]
@@ -104,7 +101,7 @@ def test_pool_form_equals_mean_pool_then_route_indexed(backend: Backend) -> None
     written = np.concatenate([rows for _, _, rows in pool])
     changed = np.nonzero((table != table0).any(axis=1))[0]
     assert set(changed.tolist()) <= set(written.tolist())
-    untouched = np.setdiff1d(np.arange(M), written)
+    untouched = np.setdiff1d(np.arange(len(table0)), written)
     np.testing.assert_array_equal(table[untouched], table0[untouched])
     # a single-episode call with pool= too
     table = table0.copy()

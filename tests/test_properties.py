@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 # ---------------------------------------------------------------------------------------------------- route
 
 
-def _check_route_invariants(r, q, k, active, tau, k_in) -> None:
+def _check_route_invariants(r, q, k, *, active, tau, k_in) -> None:
     B, N, _ = q.shape
     t32 = np.float32(tau)
     adj, scores, inbox, deg = r.adjacency, r.scores, r.inbox, r.in_degree
@@ -57,9 +57,8 @@ def _check_route_invariants(r, q, k, active, tau, k_in) -> None:
 @settings(max_examples=120, **inp.DETERMINISTIC)
 @given(case=inp.route_cases())
 def test_route_invariants(backend: Backend, case: tuple) -> None:
-    q, k, active, tau, k_in = case
-    r = backend.route(q, k, tau=tau, k_in=k_in, active=active)
-    _check_route_invariants(r, q, k, active, tau, k_in)
+    q, k, kw = case
+    _check_route_invariants(backend.route(q, k, **kw), q, k, **kw)
 
 
 @on_backends("route", simd_levels=False)
@@ -69,14 +68,13 @@ def test_route_invariant_under_power_of_two_scaling(
     backend: Backend, case: tuple, data: st.DataObject
 ) -> None:
     # multiplying rows by powers of two scales every float64 product and norm exactly: scores are identical
-    q, k, active, tau, k_in = case
+    q, k, kw = case
     B, N, _ = q.shape
     eq = data.draw(hnp.arrays(np.int32, (B, N, 1), elements=st.integers(-8, 8)))
     ek = data.draw(hnp.arrays(np.int32, (B, N, 1), elements=st.integers(-8, 8)))
     qs = (q * np.exp2(eq)).astype(np.float32)
     ks = (k * np.exp2(ek)).astype(np.float32)
-    a = backend.route(q, k, tau=tau, k_in=k_in, active=active)
-    b = backend.route(qs, ks, tau=tau, k_in=k_in, active=active)
+    a, b = backend.route(q, k, **kw), backend.route(qs, ks, **kw)
     assert_matches("route", b, a, "scaled by powers of two", exact=True)
 
 
@@ -84,10 +82,10 @@ def test_route_invariant_under_power_of_two_scaling(
 @settings(max_examples=60, **inp.DETERMINISTIC)
 @given(case=inp.route_cases())
 def test_route_single_graph_equals_batch_slice(backend: Backend, case: tuple) -> None:
-    q, k, active, tau, k_in = case
-    batch = backend.route(q, k, tau=tau, k_in=k_in, active=active)
+    q, k, kw = case
+    batch = backend.route(q, k, **kw)
     for b in range(q.shape[0]):
-        one = backend.route(q[b], k[b], tau=tau, k_in=k_in, active=None if active is None else active[b])
+        one = backend.route(q[b], k[b], **{**kw, "active": None if kw["active"] is None else kw["active"][b]})
         episode = type(batch)(*(v[b] for v in vars(batch).values()))
         assert_matches("route", one, episode, f"episode {b}", exact=True)
 

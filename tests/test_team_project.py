@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _backends import CORE_BUILT, core
+from _backends import CORE_BUILT, backend_names, core, needs_core, on_backend_names
 from _graphs import edge_set, reaches
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,11 +26,7 @@ from hypothesis import strategies as st
 from toporoute import errors, ops
 from toporoute.types import team_codes as codes
 
-BACKENDS = [
-    "reference",
-    pytest.param("cpu", marks=pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")),
-]
-needs_core = pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")
+BACKENDS = backend_names("team_project")  # the host backends of the grid (tests/_backends.py)
 R = {name: i for i, name in enumerate(ops.TEAM_REASONS)}
 REP, BIRTH, DEATH, ADD, REM, PAD = (
     ops.TEAM_REPLACE,
@@ -462,8 +458,8 @@ def test_input_errors_name_the_argument(
     assert info.value.arg == arg
 
 
-@needs_core
-def test_data_errors_are_worded_alike_by_both_backends() -> None:
+@on_backend_names("team_project", reference=False)
+def test_data_errors_are_worded_alike_by_both_backends(backend: str) -> None:
     """The compiled core reports the first bad graph's first problem with the reference's message, from the
     fast path (a (B,) int32 sink array) too."""
     rng = np.random.default_rng(5)
@@ -494,9 +490,9 @@ def test_data_errors_are_worded_alike_by_both_backends() -> None:
     base = {"adj": adj, "alive": alive, "roles": roles, "sink": sink, "edits": edits} | kw
     for arg, over in spoil:
         msgs = []
-        for backend in ("reference", "cpu"):
+        for name in ("reference", backend):
             with pytest.raises(errors.InvalidArgumentError) as info:
-                ops.team_project(backend=backend, **(base | over))
+                ops.team_project(backend=name, **(base | over))
             assert info.value.arg == arg
             msgs.append((type(info.value), str(info.value)))
         assert msgs[0] == msgs[1], arg

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _backends import CORE_BUILT, core
+from _backends import CORE_BUILT, backend_names, core, needs_core
 from _checks import check
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,11 +26,8 @@ from toporoute import errors, ops
 from toporoute.backends import cpu, cuda
 from toporoute.types.results import TeamSchedule, TeamScores
 
-BACKENDS = [
-    "reference",
-    pytest.param("cpu", marks=pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")),
-]
-needs_core = pytest.mark.skipif(not CORE_BUILT, reason="the compiled core is not built")
+# the host backends of the grid (tests/_backends.py)
+BACKENDS = backend_names("team_schedule", "team_scores", "topology_distance")
 MODULE = "toporoute.ops.team_schedule"  # the module; ops.team_schedule is the function
 
 
