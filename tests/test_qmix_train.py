@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import _humaneval
 import numpy as np
 import pytest
 
@@ -22,13 +23,10 @@ from toporoute.methods.harness import run_method
 from toporoute.methods.qmix import ACTIONS
 from toporoute.methods.qmix.model import QMixNets
 from toporoute.methods.qmix.train import TrainConfig, Trainer, epsilon_at
-from toporoute.tasks import Task, load_tasks
+from toporoute.tasks import Task
 from toporoute.types.qmix_params import QMixParams
 
-
-@pytest.fixture(scope="module")
-def he() -> list[Task]:
-    return load_tasks("humaneval", limit=3)
+he = _humaneval.tasks_fixture(3)
 
 
 def he_engine() -> ScriptedEngine:
