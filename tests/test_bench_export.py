@@ -19,7 +19,7 @@ from toporoute.benchmark.export import CSV_COLUMNS, CSV_COMPARISON_COLUMNS
 from toporoute.cli import main
 
 FAST = ["--repeats", "2", "--round-time", "0.001", "--max-time", "0.05"]
-AVAILABLE = [b for b in ("reference", "cpu", "cuda") if backends.available()[b][0]]
+AVAILABLE = [b for b, (ok, _) in backends.available().items() if ok]  # `toporoute bench`'s default sides
 
 
 def _timing(median: float) -> Timing:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _procs import replay_args
+from _procs import run_toporoute as toporoute
 from test_methods import MATH, TASK, team_engine
 
 from toporoute.llm import ReplayEngine, Structured
@@ -18,19 +17,6 @@ from toporoute.methods import make_method
 from toporoute.methods.baselines import dytopo_edge_counts
 from toporoute.methods.harness import run_method
 from toporoute.tasks import load_tasks, write_tasks_jsonl
-
-
-def toporoute(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "toporoute", *args],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env=env,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +49,7 @@ def test_run_report_and_resume_from_a_replayed_transcript(recorded, tmp_path: Pa
         "dytopo",
         "single",
         "random",
-        "--tasks",
-        str(tasks_file),
-        "--engine",
-        "replay",
-        "--replay",
-        str(transcript),
-        "--out",
-        str(out),
+        *replay_args(tasks_file, transcript, out),
         "--report",
         "--no-progress",
     ]
@@ -109,14 +88,7 @@ def test_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
     p = toporoute(
         "run",
         "single",
-        "--tasks",
-        str(bad),
-        "--engine",
-        "replay",
-        "--replay",
-        str(bad),
-        "--out",
-        str(tmp_path / "y"),
+        *replay_args(bad, bad, tmp_path / "y"),
         cwd=tmp_path,
     )
     assert p.returncode == 2 and "line 2" in p.stderr, p.stderr

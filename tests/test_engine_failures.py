@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _chat_server import ChatServer
+from _procs import run_toporoute as toporoute
 
 from toporoute.llm import ErrorRecord, Request, Structured, Tags
 from toporoute.llm.scripted import ScriptedEngine
@@ -133,18 +131,6 @@ def closed_port() -> Iterator[int]:
     port = s.getsockname()[1]
     s.close()
     yield port
-
-
-def toporoute(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "toporoute", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        check=False,
-    )
 
 
 def test_a_server_taken_away_mid_run_gives_errors_and_exit_1_and_a_resume_finishes(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ import logging
 import os
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _procs import run_python
 
 from toporoute.llm import (
     Engine,
@@ -524,14 +524,6 @@ def test_import_is_light(tmp_path: Path) -> None:
         "print(heavy())\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_python(code, tmp_path, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["[]", "[]", "['httpx']"]

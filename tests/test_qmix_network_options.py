@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _procs import replay_args
 
 torch = pytest.importorskip("torch", reason="the Q-Mix trainer needs torch (in the test extras)")
 
@@ -195,18 +196,11 @@ def test_train_command_builds_the_legacy_network(tmp_path: Path) -> None:
             "--legacy-network",
             "--dropout",
             "0.2",
-            "--tasks",
-            str(tasks_file),
             "--episodes",
             "2",
             "--batch-size",
             "2",
-            "--engine",
-            "replay",
-            "--replay",
-            str(transcript),
-            "--out",
-            str(out),
+            *replay_args(tasks_file, transcript, out),
             "--no-progress",
         ]
     )

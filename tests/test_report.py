@@ -20,6 +20,7 @@ from _browser import Elements as _Elements
 from _browser import classes as _classes
 from _browser import run_chromium as _run_chromium
 from _checks import check
+from _procs import run_python
 from _runs import PAYLOADS, XSS_SCRIPT, make_run
 
 from toporoute.cli import _print_table
@@ -300,9 +301,7 @@ def test_report_layer_imports_no_llm_or_method_layers(run_dir: Path, tmp_path: P
         "bad = ('toporoute.llm', 'toporoute.methods', 'toporoute.runtime', 'vllm', 'torch', 'matplotlib.pyplot')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(bad))))"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
-    )
+    proc = run_python(code, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _procs import run_python
 
 pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
 pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
@@ -33,7 +34,7 @@ import httpx
 import uvicorn
 from _conductor_plans import SIMPLE, fenced
 
-from toporoute import ops
+from toporoute import backends, ops
 from toporoute.embed import Encoder, Router
 from toporoute.serve import ServeConfig, create_app
 from toporoute.types.qmix_params import QMixConfig
@@ -178,7 +179,7 @@ def test_health_is_open_and_describes_the_server(served: tuple[str, Any], encode
     assert r.status_code == 200
     body = r.json()
     assert body["status"] == "ok" and body["qmix"] is True and body["encoder"] == encoder.name
-    assert body["backend"] in ("reference", "cpu", "cuda") and body["version"]
+    assert body["backend"] in backends.NAMES and body["version"]
 
 
 def test_route_texts_matches_the_router(client: httpx.Client, encoder: Encoder) -> None:
@@ -619,15 +620,6 @@ def test_the_server_never_imports_the_methods_or_the_llm_layer(tmp_path: Path) -
         "import sys, toporoute.serve, toporoute.serve.server; "
         "print(sorted(m for m in sys.modules if m.startswith(('toporoute.methods', 'toporoute.llm', 'toporoute.runtime'))))"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_python(code, tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
+from _procs import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -392,10 +392,7 @@ def test_importing_tasks_loads_no_llm_or_http_packages(tmp_path: Path) -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(bad))))"
     )
     src = str(Path(__file__).resolve().parents[1] / "python")
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60,
-        env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    done = run_python(code, tmp_path, env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"}, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
 
