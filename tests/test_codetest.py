@@ -5,6 +5,7 @@ check programs)."""
 from __future__ import annotations
 
 import pytest
+from _tasks import code_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,12 +183,8 @@ def test_written_examples_parse_robustly() -> None:
 
 def test_public_examples_fall_back_to_the_whole_prompt() -> None:
     # no docstring on the entry point: examples are read from the prompt text, without the closing quotes
-    task = Task(
-        id="t/1",
-        kind="code",
-        prompt='"""Notes.\n>>> double(2)\n4\n"""\n\ndef double(x):\n',
-        entry_point="double",
-        test="def check(candidate):\n    assert candidate(2) == 4\n",
+    task = code_task(
+        "t/1", "double", '"""Notes.\n>>> double(2)\n4\n"""\n\ndef double(x):\n', "candidate(2) == 4"
     )
     assert public_examples(task) == [Example("double(2)\n", "4\n")]
 
@@ -412,9 +409,7 @@ def test_a_task_without_examples_is_unverified_not_passed(
 
 def _task(examples: str, body: str = "") -> Task:
     prompt = f'def f(x):\n    """Example function.\n    {examples}    """\n{body}'
-    return Task(
-        id="custom/f", kind="code", prompt=prompt, entry_point="f", test="def check(candidate):\n    pass\n"
-    )
+    return code_task("custom/f", "f", prompt)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _tasks import code_task
 
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm import Request, Structured
@@ -26,12 +27,12 @@ from toporoute.runtime import Runtime
 from toporoute.tasks import Task
 from toporoute.trace.schema import RoundRecord
 
-TASK = Task(
-    id="demo/add",
-    kind="code",
-    prompt='def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
-    entry_point="add",
-    test="def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n",
+TASK = code_task(
+    "demo/add",
+    "add",
+    'def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
+    "candidate(2, 3) == 5",
+    "candidate(-1, 1) == 0",
 )
 MATH = Task(id="demo/m1", kind="math", prompt="What is 6 times 7?", answer="42")
 GOOD_CODE = "```python\ndef add(a: int, b: int) -> int:\n    return a + b\n```"

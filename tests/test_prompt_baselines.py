@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _tasks import code_task
 from test_methods import MATH, TASK, one_episode
 
 from toporoute.errors import InvalidArgumentError
@@ -47,12 +48,11 @@ CHOICE = Task(
     answer="B",
 )
 # visible examples in the prompt; the hidden test asks for more than they show
-SQUARE = Task(
-    id="demo/square",
-    kind="code",
-    prompt='def square(x: int) -> int:\n    """Return x squared.\n    >>> square(2)\n    4\n    >>> square(3)\n    9\n    """\n',
-    entry_point="square",
-    test="def check(candidate):\n    assert candidate(-4) == 16\n",
+SQUARE = code_task(
+    "demo/square",
+    "square",
+    'def square(x: int) -> int:\n    """Return x squared.\n    >>> square(2)\n    4\n    >>> square(3)\n    9\n    """\n',
+    "candidate(-4) == 16",
 )
 WRONG = "def square(x):\n    return x + 2\n"  # passes square(2) only
 RIGHT = "def square(x):\n    return x * x\n"
