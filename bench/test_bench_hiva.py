@@ -23,6 +23,7 @@ from toporoute.benchmark.inputs import bandit_inputs
 
 from ._compare import report, seconds
 from ._scale import pick
+from .test_bench_ops import host_backends
 
 N = 32
 K = 2
@@ -76,8 +77,7 @@ def test_bandit_and_synergy_updates_cpu_vs_reference(B: int) -> None:
     report(f"bandit_update + synergy_update B={B} N={N} [{_machine()}]", "reference", slow, "cpu", fast, None)
 
 
-@needs_core
-@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("backend", host_backends("bandit_select"))
 @pytest.mark.parametrize("B", BATCHES)
 def test_bandit_select(benchmark, backend: str, B: int) -> None:
     benchmark.group = f"bandit_select N={N} k={K} B={B}"
@@ -104,8 +104,7 @@ def _update_step(B: int) -> Callable[[str], tuple[ops.BetaState, ops.SynergyStat
     return step
 
 
-@needs_core
-@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("backend", host_backends("bandit_update", "synergy_update"))
 def test_bandit_and_synergy_updates(benchmark, backend: str) -> None:
     B = pick(4096, 64)
     benchmark.group = f"bandit_update + synergy_update N={N} B={B}"

@@ -15,10 +15,19 @@ from toporoute.benchmark.inputs import random_dags, route_inputs
 
 from ._scale import pick
 
-HOST_BACKENDS = [b for b in ("reference", "cpu") if backends.available()[b][0]]
+
+def host_backends(*op_names: str) -> list[str]:
+    """The backends that take numpy arrays, register a kernel for each of ``op_names`` and run here: the package's
+    registrations (toporoute.backends.kernels), which tests/_backends.py's grid reads too. CUDA kernels are timed
+    in bench/test_bench_gpu.py."""
+    return [
+        b
+        for b in backends.NAMES
+        if b != "cuda" and set(op_names) <= backends.kernels(b) and backends.available()[b][0]
+    ]
 
 
-@pytest.mark.parametrize("backend", HOST_BACKENDS)
+@pytest.mark.parametrize("backend", host_backends("route"))
 @pytest.mark.parametrize("B", pick([1, 64, 4096], [1, 64]))
 def test_route(benchmark, backend: str, B: int) -> None:
     benchmark.group = f"route N=8 D=384 B={B}"
@@ -30,7 +39,7 @@ def test_route(benchmark, backend: str, B: int) -> None:
     assert got.adjacency.sum() > 0
 
 
-@pytest.mark.parametrize("backend", HOST_BACKENDS)
+@pytest.mark.parametrize("backend", host_backends("toposort"))
 @pytest.mark.parametrize("B", pick([1, 4096], [1, 64]))
 @pytest.mark.parametrize("N", [16, 64])
 def test_toposort(benchmark, backend: str, B: int, N: int) -> None:
@@ -45,7 +54,7 @@ def test_toposort(benchmark, backend: str, B: int, N: int) -> None:
     assert (pos[b, s] < pos[b, d]).all() and (got.level[b, s] < got.level[b, d]).all()
 
 
-@pytest.mark.parametrize("backend", HOST_BACKENDS)
+@pytest.mark.parametrize("backend", host_backends("graph_stats"))
 def test_graph_stats(benchmark, backend: str) -> None:
     B = pick(4096, 64)
     benchmark.group = f"graph_stats N=8 B={B}"
@@ -57,7 +66,7 @@ def test_graph_stats(benchmark, backend: str) -> None:
     np.testing.assert_allclose(got.jaccard, want.jaccard)
 
 
-@pytest.mark.parametrize("backend", HOST_BACKENDS)
+@pytest.mark.parametrize("backend", host_backends("conductor_density"))
 def test_conductor_density(benchmark, backend: str) -> None:
     n = pick(65536, 1024)
     benchmark.group = f"conductor_density n={n}"
