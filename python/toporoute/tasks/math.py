@@ -11,6 +11,7 @@ import math
 import re
 from fractions import Fraction
 
+from .._checks import is_number
 from ..errors import InvalidArgumentError
 from .base import Score, Task
 
@@ -181,7 +182,7 @@ def math_equal(pred: str | None, ref: str | None, *, rel_tol: float = 1e-6) -> b
     -------
     bool
     """
-    if isinstance(rel_tol, bool) or not isinstance(rel_tol, (int, float)) or not rel_tol >= 0:
+    if not is_number(rel_tol) or not rel_tol >= 0:
         raise InvalidArgumentError(f"rel_tol must be a number >= 0; got {rel_tol!r}", "rel_tol")
     if pred is None or ref is None:
         return False
