@@ -130,6 +130,23 @@ py::object qmix_mix(const QMixWeightsHandle& h, const py::handle& q_taken, const
 
 }  // namespace
 
+namespace {
+
+py::tuple qmix_graph(const py::handle& actions) {
+  const FastIntView<2> a = fast_int_view<2>(actions, "actions", false);
+  const std::int64_t B = a.v.shape[0], N = a.v.shape[1];
+  std::uint8_t* adj = nullptr;
+  std::int32_t* debate = nullptr;
+  NewOutputs out("qmix_graph");
+  out.add<bool>({B, N, N}, &adj);
+  out.add<std::int32_t>({B, N}, &debate);
+  py::tuple arrays = out.allocate();
+  run_core("qmix_graph", [&] { return toporoute::qmix_graph(a.view(), B, N, adj, debate); });
+  return arrays;
+}
+
+}  // namespace
+
 void bind_qmix(py::module_& m) {
   py::class_<QMixWeightsHandle>(m, "QMixWeights",
                                 "Agent Q-Mix weights packed for the CPU kernels (immutable; build once per "
@@ -148,6 +165,9 @@ void bind_qmix(py::module_& m) {
   m.def("qmix_mix", &qmix_mix, py::arg("weights"), py::arg("q_taken"), py::arg("state"), py::arg("isa") = "",
         "qmix_mix(weights, q_taken, state, isa='') -> q_tot: the monotonic mixer over (B, n_agents) and (B, S) "
         "float32 inputs; (B,) float32.");
+  m.def("qmix_graph", &qmix_graph, py::arg("actions"),
+        "qmix_graph(actions) -> (adj, debate): Agent Q-Mix's round graph phi of (B, N) int32/int64 joint actions; "
+        "(B, N, N) bool and (B, N) int32.");
 }
 
 }  // namespace toporoute::bindings

@@ -724,4 +724,86 @@ Status qmix_mix(const QMixWeights& w, const QMixMixArgs& a, float* q_tot, Isa is
       [&] { return mix_non_finite(c, a); });
 }
 
+namespace {
+
+constexpr std::int64_t kQMixActions = 6;  // solo, broadcast, selective_query, aggregate, execute_verify, debate
+
+// Whether `goal` is reachable from `start` along `rows` (bit d of rows[s]: the edge s -> d), breadth first.
+bool reaches(const std::uint64_t* rows, int start, int goal) noexcept {
+  std::uint64_t seen = 0, frontier = std::uint64_t{1} << start;
+  while (frontier != 0) {
+    if ((frontier >> goal) & 1U) return true;
+    seen |= frontier;
+    std::uint64_t next = 0;
+    for (std::uint64_t f = frontier; f != 0; f &= f - 1) next |= rows[__builtin_ctzll(f)];
+    frontier = next & ~seen;
+  }
+  return false;
+}
+
+void add_edge(std::uint64_t* rows, int s, int d) noexcept {
+  if (s != d && ((rows[s] >> d) & 1U) == 0 && !reaches(rows, d, s)) rows[s] |= std::uint64_t{1} << d;
+}
+
+// One joint action: agents in index order, partners in increasing order (the reference's loop, on bit rows).
+void phi_one(const IntView& actions, std::int64_t b, int n, std::uint8_t* adj, std::int32_t* debate) noexcept {
+  std::uint64_t rows[64] = {};
+  for (int i = 0; i < n; ++i) {
+    debate[i] = -1;
+    switch (actions.at(b, i)) {
+      case 1:
+        for (int j = 0; j < n; ++j) add_edge(rows, i, j);
+        break;
+      case 2:
+        add_edge(rows, i, (i + 1) % n);
+        break;
+      case 3:
+        for (int j = 0; j < n; ++j) add_edge(rows, j, i);
+        break;
+      case 4:
+        if (i + 1 < n) add_edge(rows, i, i + 1);
+        break;
+      case 5: {
+        const int p = (i + n / 2) % n;
+        if (p != i && !reaches(rows, p, i)) {
+          rows[i] |= std::uint64_t{1} << p;
+          rows[p] |= std::uint64_t{1} << i;
+          debate[i] = p;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) adj[s * n + d] = static_cast<std::uint8_t>((rows[s] >> d) & 1U);
+  }
+}
+
+}  // namespace
+
+Status qmix_graph(const IntView& actions, std::int64_t B, std::int64_t N, std::uint8_t* adj, std::int32_t* debate) {
+  if (N > 64) {
+    return Status::error(StatusCode::invalid_argument, "actions",
+                         "actions must hold at most 64 agents; got N = " + std::to_string(N));
+  }
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t i = 0; i < N; ++i) {
+      const std::int64_t a = actions.at(b, i);
+      if (a < 0 || a >= kQMixActions) {
+        return Status::error(StatusCode::out_of_range, "actions",
+                             "actions must be in 0.." + std::to_string(kQMixActions - 1) + "; got " +
+                                 std::to_string(a) + " at episode " + std::to_string(b) + ", agent " +
+                                 std::to_string(i));
+      }
+    }
+  }
+  const int n = static_cast<int>(N);
+  const int threads = B * N * N < detail::kParallelWork ? 1 : detail::team_size(B);
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (std::int64_t b = 0; b < B; ++b) phi_one(actions, b, n, adj + b * N * N, debate + b * N);
+  return Status::success();
+}
+
 }  // namespace toporoute

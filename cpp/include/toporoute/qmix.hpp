@@ -12,6 +12,7 @@
 
 #include "toporoute/dispatch.hpp"
 #include "toporoute/status.hpp"
+#include "toporoute/views.hpp"
 
 namespace toporoute {
 
@@ -124,5 +125,12 @@ Status qmix_forward(const QMixWeights& w, const QMixForwardArgs& args, const QMi
 /// w.has_mixer(). Non-finite q_taken (first) or state gives StatusCode::non_finite naming the episode.
 /// Cost O(B S (3 Hh + M) + B Hh (n M + 2 M + 1)).
 Status qmix_mix(const QMixWeights& w, const QMixMixArgs& args, float* q_tot, Isa isa);
+
+/// Agent Q-Mix's round graph phi from B joint actions (python reference: backends/reference.py qmix_graph).
+/// actions (B, N) int32/int64, N <= 64, any strides; every action is checked to lie in [0, 6) before anything
+/// is written (out_of_range names the first bad one in (episode, agent) order). Writes adj (B, N, N) u8 and
+/// debate (B, N) i32 (the partner each agent's debate_check paired it with, else -1), C-contiguous. Each
+/// graph keeps one 64-bit row per agent, so a reachability test costs at most N word-ORs per step.
+Status qmix_graph(const IntView& actions, std::int64_t B, std::int64_t N, std::uint8_t* adj, std::int32_t* debate);
 
 }  // namespace toporoute

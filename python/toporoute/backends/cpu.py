@@ -9,23 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..types import results
 from ..types.op_table import OPS
-from ..types.results import (
-    BanditSelection,
-    BetaState,
-    Density,
-    QMixStep,
-    SynergyState,
-    dag_edits_of,
-    dag_repair_of,
-    graph_stats_of,
-    maker,
-    order_of,
-    routes_of,
-    team_projection_of,
-    team_schedule_of,
-    team_scores_of,
-)
+from ..types.results import BanditSelection, Density, QMixStep, maker, routes_of
 
 if TYPE_CHECKING:
     from ..types.qmix_params import QMixParams
@@ -160,8 +146,15 @@ def _thin(
     return fn
 
 
-# every op of the op table (one an older build of the core lacks: has_op, checked by backends.kernel)
-KERNELS: dict[str, Callable[..., Any]] = {
+def _result(returns: str) -> Callable[[Any], Any] | None:
+    """The constructor of the op table's result type ``returns`` from the core's tuple (None: the array itself)."""
+    return None if returns == "ndarray" else maker(getattr(results, returns))
+
+
+# The kernels that do more than call _core.<op> with the table's arguments and build the table's result type
+# from its tuple; every other op of the table gets that call (_thin), so an op whose binding follows the table
+# needs no line here.
+_SPECIAL: dict[str, Callable[..., Any]] = {
     "route": _thin("route", routes_of, isa=True),
     "route_indexed": _thin(
         "route_indexed",
@@ -169,9 +162,6 @@ KERNELS: dict[str, Callable[..., Any]] = {
         call="_pool_route(table, q_rows, k_rows, active, tau, k_in, pool, isa)",
         isa=True,
     ),
-    "mean_pool": _thin("mean_pool"),
-    "toposort": _thin("toposort", order_of),
-    "graph_stats": _thin("graph_stats", graph_stats_of),
     "conductor_density": conductor_density,
     "conductor_check": conductor_check,
     "qmix_forward": _thin(
@@ -186,14 +176,11 @@ KERNELS: dict[str, Callable[..., Any]] = {
         maker(BanditSelection),
         call="_core.bandit_select(adj, alpha, beta, weights, active, k, seed, step, _MODES[mode], graph_offset)",
     ),
-    "bandit_update": _thin("bandit_update", maker(BetaState)),
-    "synergy_update": _thin("synergy_update", maker(SynergyState)),
-    "dag_edit": _thin("dag_edit", dag_edits_of),
-    "dag_repair": _thin("dag_repair", dag_repair_of),
-    "team_project": _thin("team_project", team_projection_of),
-    "team_schedule": _thin("team_schedule", team_schedule_of),
-    "team_scores": _thin("team_scores", team_scores_of),
-    "topology_distance": _thin("topology_distance"),
+}
+
+# every op of the op table (one an older build of the core lacks: has_op, checked by backends.kernel)
+KERNELS: dict[str, Callable[..., Any]] = {
+    name: _SPECIAL.get(name) or _thin(name, _result(spec.returns)) for name, spec in OPS.items()
 }
 
 

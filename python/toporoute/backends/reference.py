@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..types.op_table import OPS
-from ..types.results import Density, GraphStats, Order, QMixStep, Routes
+from ..types.results import Density, GraphStats, Order, QMixGraph, QMixStep, Routes
 from ._reference_bandit import bandit_select, bandit_update, synergy_update
 from ._reference_dag import dag_edit, dag_repair
 from ._reference_schedule import team_schedule, team_scores, topology_distance
@@ -473,6 +473,67 @@ def qmix_mix(params: QMixParams, q_taken: np.ndarray, state: np.ndarray) -> np.n
     b2 = _mlp(s, w, "mixer.hyper_b2")[:, 0]
     q_tot: np.ndarray = ((hid * w2).sum(axis=-1) + b2).astype(np.float32)
     return q_tot
+
+
+QMIX_ACTIONS = (
+    6  # solo_process, broadcast_all, selective_query, aggregate_refine, execute_verify, debate_check
+)
+
+
+def _reaches(adj: np.ndarray, start: int, goal: int) -> bool:
+    """Whether ``goal`` is reachable from ``start`` along the edges of ``adj`` (depth-first)."""
+    seen = np.zeros(len(adj), dtype=bool)
+    stack = [start]
+    while stack:
+        v = stack.pop()
+        if v == goal:
+            return True
+        if not seen[v]:
+            seen[v] = True
+            stack.extend(int(w) for w in np.flatnonzero(adj[v] & ~seen))
+    return False
+
+
+def _add_edge(adj: np.ndarray, s: int, d: int) -> None:
+    """Adds ``s -> d`` unless it is a self-loop, already there, or would close a cycle."""
+    if s != d and not adj[s, d] and not _reaches(adj, d, s):
+        adj[s, d] = True
+
+
+def qmix_graph(actions: np.ndarray) -> QMixGraph:
+    """Agent Q-Mix's phi for ``(B, N)`` joint actions (semantics: ``ops.qmix_graph``).
+
+    Checks every action first: the first outside [0, 6) in (episode, agent) order is named.
+    """
+    bad = np.argwhere((actions < 0) | (actions >= QMIX_ACTIONS))
+    if len(bad):
+        b, i = (int(x) for x in bad[0])
+        raise OutOfRangeError(
+            f"actions must be in 0..{QMIX_ACTIONS - 1}; got {int(actions[b, i])} at episode {b}, agent {i}",
+            arg="actions",
+        )
+    B, n = actions.shape
+    out = np.zeros((B, n, n), dtype=bool)
+    debate = np.full((B, n), -1, dtype=np.int32)
+    for b in range(B):
+        adj = out[b]
+        for i, a in enumerate(int(x) for x in actions[b]):
+            if a == 1:
+                for j in range(n):
+                    _add_edge(adj, i, j)
+            elif a == 2:
+                _add_edge(adj, i, (i + 1) % n)
+            elif a == 3:
+                for j in range(n):
+                    _add_edge(adj, j, i)
+            elif a == 4 and i + 1 < n:
+                _add_edge(adj, i, i + 1)
+            elif a == 5:
+                p = (i + n // 2) % n
+                if p != i and not _reaches(adj, p, i):
+                    adj[i, p] = adj[p, i] = True
+                    debate[b, i] = p
+    return QMixGraph(out, debate)
 
 
 def available() -> tuple[bool, str]:

@@ -177,6 +177,11 @@ def _mean_pool(B: int, ctx: Context) -> OpCase:
     return OpCase(lambda b: functools.partial(ops.mean_pool, hidden, mask, backend=b))
 
 
+def _qmix_graph(B: int, ctx: Context) -> OpCase:
+    actions = np.random.default_rng(0).integers(0, 6, size=(B, 5), dtype=np.int64)
+    return OpCase(lambda b: functools.partial(ops.qmix_graph, actions, backend=b))
+
+
 def _graph_stats(B: int, ctx: Context) -> OpCase:
     rng = np.random.default_rng(1)
     adj, prev = rng.random((2, B, 8, 8)) < 0.3
@@ -377,6 +382,7 @@ _CASES: dict[str, OpSpec] = {
             "qmix_forward", "B episodes of N=3 agents, default QMixConfig", _B, _BQ, _qmix_forward, "torch"
         ),
         OpSpec("qmix_mix", "B episodes, default QMixConfig", _B, _BQ, _qmix_mix, "torch"),
+        OpSpec("qmix_graph", "B joint actions of N=5 agents (uniform)", _B, _BQ, _qmix_graph),
         OpSpec("bandit_select", "B DAGs of N=32 nodes, k=2, Thompson", _B, _BQ, _bandit_select),
         OpSpec("bandit_update", "B graphs of N=32 nodes", _B, _BQ, _bandit_update),
         OpSpec("synergy_update", "B graphs of N=32 nodes", _B, _BQ, _synergy_update),

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from ..types.conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
 from ..types.qmix_params import QMixParams
-from ..types.results import Density, GraphStats, Order, QMixStep, Routes
+from ..types.results import Density, GraphStats, Order, QMixGraph, QMixStep, Routes
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
 
@@ -20,6 +20,7 @@ __all__ = [
     "graph_stats",
     "mean_pool",
     "qmix_forward",
+    "qmix_graph",
     "qmix_mix",
     "route",
     "route_indexed",
@@ -93,6 +94,24 @@ def _plan_args(args: Args) -> Args:
     return texts, contexts, options
 
 
+_INDEX = (np.dtype(np.int32), np.dtype(np.int64))
+QMIX_MAX_AGENTS = 64  # the compiled kernel keeps reachability in one 64-bit word per agent
+
+
+def _graph_actions(args: Args) -> Args:
+    """The shape checks of ``ops.qmix_graph`` on ``(actions,)``; the values are checked by the backends."""
+    (actions,) = args
+    if type(actions) is np.ndarray and actions.dtype in _INDEX and 1 <= actions.ndim <= 2:
+        shape = actions.shape
+    else:
+        shape = _v.typed_array(actions, "actions", _v.INDEX_DTYPES, (1, 2), "(B, N) or (N,)")
+    if shape[-1] > QMIX_MAX_AGENTS:
+        raise ShapeError(
+            f"actions must hold at most {QMIX_MAX_AGENTS} agents; got N = {shape[-1]}", "actions"
+        )
+    return args
+
+
 _route = dispatcher("route", _v.route, Routes)
 _route_indexed = dispatcher("route_indexed", _v.route_indexed, Routes)
 _mean_pool = dispatcher("mean_pool", _v.mean_pool, np.ndarray)
@@ -102,6 +121,7 @@ _conductor_density = dispatcher("conductor_density", _density_args, Density)
 _conductor_check = dispatcher("conductor_check", _plan_args, TopologyBatch)
 _qmix_forward = dispatcher("qmix_forward", _v.qmix_forward, QMixStep)
 _qmix_mix = dispatcher("qmix_mix", _v.qmix_mix, np.ndarray)
+_qmix_graph = dispatcher("qmix_graph", _graph_actions, QMixGraph)
 
 
 def route(
@@ -356,6 +376,38 @@ def qmix_mix(params: QMixParams, q_taken: Any, state: Any, *, backend: str | Non
     (B,) float32, or a 0-d array for a single sample. ``dQ_tot/dq_i >= 0`` (absolute hypernetwork weights).
     """
     return _qmix_mix(backend, (params, q_taken, state))
+
+
+def qmix_graph(actions: Any, *, backend: str | None = None) -> QMixGraph:
+    """Agent Q-Mix's round graph phi(u) from each agent's communication action (methods/agentqmix.md §2.2).
+
+    Actions: 0 solo_process, 1 broadcast_all (``i -> j`` for every j), 2 selective_query (``i -> i+1 mod N``),
+    3 aggregate_refine (``j -> i`` for every j), 4 execute_verify (``i -> i+1`` when ``i+1 < N``), 5
+    debate_check (both ``i -> p`` and ``p -> i`` with ``p = (i + N // 2) mod N``). Agents are visited in index
+    order, partners in increasing order. An edge ``s -> d`` is kept unless it is a self-loop, already there, or
+    ``s`` is reachable from ``d`` (the greedy acyclicity guard: the earlier agent wins the direction); a debate
+    pair is added unless ``i`` is reachable from ``p`` (``p == i`` adds nothing). Like the original code, the
+    debate tests only ``p -> ... -> i``, so besides its 2-cycle it can close a longer cycle through an earlier
+    path (``ops.toposort`` breaks it when the round is scheduled).
+
+    Parameters
+    ----------
+    actions : (B, N) or (N,) int32 or int64
+        Each agent's action in [0, 6); N <= 64.
+    backend : {"reference", "cpu"}, optional
+
+    Returns
+    -------
+    QMixGraph
+        ``adj (B, N, N) bool`` (``adj[b, src, dst]``) and ``debate (B, N) int32`` (the partner each agent's
+        debate_check paired it with, else -1); without the batch axis for a single joint action.
+
+    Raises
+    ------
+    OutOfRangeError
+        An action outside [0, 6) (the first one is named, with its episode and agent).
+    """
+    return _qmix_graph(backend, (actions,))
 
 
 def conductor_check(

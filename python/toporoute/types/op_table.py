@@ -140,6 +140,10 @@ OPS: dict[str, OpSpec] = {
             "q_taken", 2, "q_taken",
         ),
         OpSpec(
+            "qmix_graph", "QMixGraph", "Agent Q-Mix's round graph from the agents' communication actions (phi)",
+            _args("*actions: (B, N) int32 or int64 in [0, 6), N <= 64"), "actions", 2, "actions",
+        ),
+        OpSpec(
             "bandit_select", "BanditSelection", "HiVA's Thompson-sampling top-k successors",
             _args(f"{_GRAPH}; *alpha: (B, N) float32; *beta: (B, N) float32; k: int >= 1;"
                   " *weights: (B, N, N) float32 or None; seed: int in [0, 2**64); step: int in [0, 2**64);"

@@ -16,6 +16,7 @@ __all__ = [
     "Density",
     "GraphStats",
     "Order",
+    "QMixGraph",
     "QMixStep",
     "Routes",
     "SynergyState",
@@ -106,6 +107,23 @@ class GraphStats:
     out_degree: Array
     reciprocity: Array
     jaccard: Array | None
+
+
+@dataclass(frozen=True)
+class QMixGraph:
+    """Result of :func:`toporoute.ops.qmix_graph`.
+
+    Attributes
+    ----------
+    adj : (B, N, N) bool
+        The round graph ``adj[b, src, dst]``.
+    debate : (B, N) int32
+        The partner of agent ``i`` whose ``debate_check`` added the 2-cycle ``i <-> debate[b, i]``, else -1
+        (in index order this is the round's list of debate pairs).
+    """
+
+    adj: Array
+    debate: Array
 
 
 class QMixStep(NamedTuple):

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import ops
-from ...errors import InvalidArgumentError
 
 __all__ = ["ACTIONS", "Schedule", "actions_to_graph", "schedule"]
 
@@ -26,23 +25,8 @@ ACTIONS = (
 )
 
 
-def _reaches(adj: np.ndarray, start: int, goal: int) -> bool:
-    """Whether ``goal`` is reachable from ``start`` along the accepted edges (iterative DFS)."""
-    seen = np.zeros(len(adj), dtype=bool)
-    stack = [start]
-    while stack:
-        v = stack.pop()
-        if v == goal:
-            return True
-        if seen[v]:
-            continue
-        seen[v] = True
-        stack.extend(int(w) for w in np.flatnonzero(adj[v] & ~seen))
-    return False
-
-
 def actions_to_graph(actions: Sequence[int] | np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """phi(u): the round graph of a joint action, and its debate pairs.
+    """phi(u): the round graph of a joint action (:func:`toporoute.ops.qmix_graph`), and its debate pairs.
 
     Agents are visited in index order, and inside an action partners in increasing order. An edge ``s -> d``
     is accepted unless it is a self-loop, a duplicate, or ``s`` is already reachable from ``d`` (the greedy
@@ -55,37 +39,9 @@ def actions_to_graph(actions: Sequence[int] | np.ndarray) -> tuple[np.ndarray, l
     adj : (n, n) bool
     debates : list of (i, partner) pairs whose 2-cycle was added, in the order they were added.
     """
-    acts = [int(a) for a in actions]
-    n = len(acts)
-    bad = [a for a in acts if not 0 <= a < len(ACTIONS)]
-    if bad:
-        raise InvalidArgumentError(f"actions must be in 0..{len(ACTIONS) - 1}; got {bad[0]}", "actions")
-    adj = np.zeros((n, n), dtype=bool)
-    debates: list[tuple[int, int]] = []
-
-    def add(s: int, d: int) -> None:
-        if s == d or adj[s, d] or _reaches(adj, d, s):
-            return
-        adj[s, d] = True
-
-    for i, a in enumerate(acts):
-        if a == 1:
-            for j in range(n):
-                add(i, j)
-        elif a == 2:
-            add(i, (i + 1) % n)
-        elif a == 3:
-            for j in range(n):
-                add(j, i)
-        elif a == 4:
-            if i + 1 < n:
-                add(i, i + 1)
-        elif a == 5:
-            p = (i + n // 2) % n
-            if p != i and not _reaches(adj, p, i):
-                adj[i, p] = adj[p, i] = True
-                debates.append((i, p))
-    return adj, debates
+    graph = ops.qmix_graph(np.asarray(actions, dtype=np.int64).reshape(-1))
+    debates = [(i, int(p)) for i, p in enumerate(graph.debate) if p >= 0]
+    return graph.adj, debates
 
 
 @dataclass(frozen=True)
