@@ -403,6 +403,9 @@ class Backend:
             return self._cpu(functools.partial(cpu.qmix_mix, params), np.ndim(q_taken) == 1, batched)
         return self._ops(ops.qmix_mix, params, q_taken, state)
 
+    def qmix_graph(self, actions: Any) -> Any:
+        return self._ops(ops.qmix_graph, actions)
+
     def bandit_select(self, adj: Any, alpha: Any, beta: Any, k: int, **kwargs: Any) -> Any:
         return self._ops(ops.bandit_select, adj, alpha, beta, k, **kwargs)
 

@@ -112,6 +112,7 @@ def test_backend_op_sets_match_the_package() -> None:
         "team_schedule": lambda: ops.team_schedule(adj, alive, backend="cuda"),
         "team_scores": lambda: ops.team_scores(h[:, None], alive[:, None], backend="cuda"),
         "topology_distance": lambda: ops.topology_distance(adj, alive, adj, alive, backend="cuda"),
+        "qmix_graph": lambda: ops.qmix_graph(one, backend="cuda"),
     }
     assert set(calls) | {"team_project"} == set(OP_TABLE) - CUDA_OPS
     for op, call in calls.items():

@@ -5,25 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _backends import REFERENCE, Backend, backend_names, needs_core, on_backends
 
 from toporoute import errors, ops
 from toporoute.backends import reference
-
-from _backends import needs_core
 
 
 def _joint(rng: np.random.Generator, B: int, N: int, dtype: type) -> np.ndarray:
     return rng.integers(0, 6, size=(B, N)).astype(dtype)
 
 
-@needs_core
+@on_backends("qmix_graph", reference=False)
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
-def test_cpu_kernel_equals_the_reference(dtype: type) -> None:
+def test_every_backend_equals_the_reference(backend: Backend, dtype: type) -> None:
     rng = np.random.default_rng(7)
     for N in (1, 2, 3, 5, 8, 17, 33, 64):
         actions = _joint(rng, 50, N, dtype)
-        got = ops.qmix_graph(actions, backend="cpu")
-        want = ops.qmix_graph(actions, backend="reference")
+        got, want = backend.qmix_graph(actions), REFERENCE.qmix_graph(actions)
         np.testing.assert_array_equal(got.adj, want.adj, err_msg=f"N={N}")
         np.testing.assert_array_equal(got.debate, want.debate, err_msg=f"N={N}")
         assert got.adj.dtype == np.bool_ and got.debate.dtype == np.int32
@@ -38,7 +36,7 @@ def test_a_large_batch_runs_in_parallel_with_the_same_graphs() -> None:
     np.testing.assert_array_equal(got.debate[:64], want.debate)
 
 
-@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
+@pytest.mark.parametrize("backend", backend_names("qmix_graph"))
 def test_single_joint_action_and_strided_input(backend: str) -> None:
     actions = np.array([[1, 0, 5, 3], [9, 9, 9, 9]], dtype=np.int64)[0]  # a row view
     one = ops.qmix_graph(actions, backend=backend)
@@ -51,7 +49,7 @@ def test_single_joint_action_and_strided_input(backend: str) -> None:
     np.testing.assert_array_equal(ops.qmix_graph(transposed, backend=backend).adj, np.stack([one.adj] * 3))
 
 
-@pytest.mark.parametrize("backend", ["reference", pytest.param("cpu", marks=needs_core)])
+@pytest.mark.parametrize("backend", backend_names("qmix_graph"))
 def test_bad_actions_are_named(backend: str) -> None:
     with pytest.raises(
         errors.OutOfRangeError, match=r"actions must be in 0\.\.5; got 6 at episode 1, agent 2"
@@ -65,8 +63,3 @@ def test_bad_actions_are_named(backend: str) -> None:
         ops.qmix_graph(np.zeros(3), backend=backend)
     with pytest.raises(errors.ShapeError, match="actions"):
         ops.qmix_graph(np.zeros((1, 2, 3), np.int64), backend=backend)
-
-
-def test_cuda_has_no_kernel_and_says_so() -> None:
-    with pytest.raises(errors.BackendUnavailableError, match="qmix_graph has no CUDA kernel"):
-        ops.qmix_graph(np.zeros(3, np.int64), backend="cuda")

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..backends import kernel
 from ..types.op_table import OPS
+from ..types.results import maker
 
 __all__ = ["Args", "Check", "dispatcher", "unbatch"]
 
@@ -33,7 +34,15 @@ def unbatch(result: Any) -> Any:
     fields = getattr(result, "__dict__", None)
     if fields is None:
         return result[0]
-    return type(result)(*[None if f is None else f[0] for f in fields.values()])
+    make = _MAKERS.get(type(result))
+    if make is None:
+        make = _MAKERS[type(result)] = maker(type(result))
+    return make([None if f is None else f[0] for f in fields.values()])
+
+
+# The fast constructor of each result class met (types.results.maker), made once: a frozen dataclass's own
+# __init__ costs a microsecond of a single graph's call. Filled on first use, never changes an answer.
+_MAKERS: dict[type, Callable[[Any], Any]] = {}
 
 
 def dispatcher(
