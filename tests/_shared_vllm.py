@@ -1,11 +1,14 @@
 """What the real-model tests share within one pytest session: the embedded model converted once, and one
-in-process vLLM engine for the ``toporoute`` command runs.
+in-process vLLM engine for the ``toporoute`` command runs and the engine tests.
 
 Starting vLLM on CPU takes tens of seconds (its EngineCore and worker processes each import torch and vLLM),
-so the end-to-end tests (DyTopo, Agent Q-Mix training and acting, AgentConductor) run ``toporoute.cli.main`` in
-this process, and the command's ``VLLMEngine.open`` is answered with the one engine opened here with the same
-arguments (the embedded model, the command's context length). That engine runs on its own event-loop thread:
-vLLM's client binds to one loop, and each command runs its own. It is closed after the last test that uses it.
+so the end-to-end tests (DyTopo, Agent Q-Mix training and acting, AgentConductor, HiVA, TacoMAS, the prompting
+baselines, the engine failure) run ``toporoute.cli.main`` in this process, and the command's
+``VLLMEngine.open`` is answered with the one engine opened here with the same arguments (the embedded model,
+the command's context length). tests/test_llm_vllm.py drives the same engine directly (fixture
+``shared_vllm``). That engine runs on its own event-loop thread: vLLM's client binds to one loop, and each
+command runs its own. It is closed after the last test that uses it; a test marked ``closes_shared_vllm``
+(test_llm_vllm's close test) closes it itself, and tests/conftest.py moves such a test after every other user.
 
 The embedded model is converted from its GGUF file into a fresh cache once per session
 (:func:`converted_model_cache`), so the conversion itself runs in every session, and only once.
@@ -14,7 +17,9 @@ The embedded model is converted from its GGUF file into a fresh cache once per s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib.util
+import os
 import platform
 import shutil
 import tempfile
@@ -37,7 +42,16 @@ NEEDS_VLLM = pytest.mark.skipif(
 """The real-model test modules' mark (``pytestmark = NEEDS_VLLM``)."""
 
 FIXTURE = "toporoute_cli"
-"""The fixture name the test modules give :func:`cli_runner`; the engine closes after its last user."""
+"""The fixture name the test modules give :func:`cli_runner`."""
+
+ENGINE_FIXTURE = "shared_vllm"
+"""The fixture name of :func:`shared_engine` (the engine itself, for tests/test_llm_vllm.py)."""
+
+USERS = (FIXTURE, ENGINE_FIXTURE)
+"""The fixtures that open the shared engine; it closes after the last test that uses one of them."""
+
+CLOSES = "closes_shared_vllm"
+"""The mark of a test that closes the shared engine itself (tests/conftest.py runs it after the other users)."""
 
 CLI_MAX_MODEL_LEN = 8192  # what `toporoute run/train` asks of the embedded model
 
@@ -77,16 +91,48 @@ class _SharedEngine:
         pass
 
 
+class SharedVLLM:
+    """The shared engine as tests/test_llm_vllm.py sees it: the real ``VLLMEngine``, :meth:`run` for its
+    coroutines (on the engine's loop thread), and what the process looked like just before and after the
+    engine started (its environment, its child processes)."""
+
+    def __init__(
+        self,
+        engine: Any,
+        loop: asyncio.AbstractEventLoop,
+        env_before: dict[str, str],
+        env_after: dict[str, str],
+        children_before: set[int],
+    ) -> None:
+        self.engine, self.loop = engine, loop
+        self.env_before, self.env_after, self.children_before = env_before, env_after, children_before
+
+    def run(self, coro: Any, timeout: float = 300.0) -> Any:
+        """Runs ``coro`` on the engine's loop and returns its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        """Starts ``coro`` on the engine's loop without waiting for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
 def _start(config: pytest.Config) -> _SharedEngine:
     from toporoute.llm.vllm_engine import VLLMEngine
 
+    cache = converted_model_cache(config)
     loop = asyncio.new_event_loop()
+    env_before, children_before = dict(os.environ), _children()
     t0 = time.perf_counter()
     # opened on this (the main) thread; the loop then runs on its own thread for the commands' calls
-    engine = loop.run_until_complete(
-        VLLMEngine.open(cache_dir=converted_model_cache(config), max_model_len=CLI_MAX_MODEL_LEN)
-    )
+    engine = loop.run_until_complete(VLLMEngine.open(cache_dir=cache, max_model_len=CLI_MAX_MODEL_LEN))
     print(f"\n[llm] shared vLLM engine started in {time.perf_counter() - t0:.1f} s")
+    env_after = dict(os.environ)
     thread = threading.Thread(target=loop.run_forever, name="shared-vllm-loop", daemon=True)
     thread.start()
     shared = _SharedEngine(engine, loop)
@@ -98,28 +144,53 @@ def _start(config: pytest.Config) -> _SharedEngine:
         loop.close()
 
     _session["engine"], _session["stop"] = shared, stop
+    _session["direct"] = SharedVLLM(engine, loop, env_before, env_after, children_before)
     return shared
 
 
 def _stop() -> None:
     stop = _session.pop("stop", None)
     _session.pop("engine", None)
+    _session.pop("direct", None)
     if stop is not None:
         stop()
+
+
+def _use(request: pytest.FixtureRequest) -> _SharedEngine:
+    """The shared engine (started on first use); closed after the last test that uses one of :data:`USERS`."""
+    shared = _session.get("engine") or _start(request.config)
+    later = request.session.items[request.session.items.index(request.node) + 1 :]
+    if request.node.get_closest_marker(CLOSES) is not None:
+        users = [item.nodeid for item in later if set(USERS) & set(item.fixturenames)]
+        assert not users, f"{request.node.nodeid} closes the shared vLLM engine before {users}"
+    if not any(set(USERS) & set(item.fixturenames) for item in later):
+        request.addfinalizer(_stop)
+    else:
+        request.config.add_cleanup(_stop)  # the session may end before a later user runs (-x, Ctrl-C)
+    return shared
+
+
+def shared_engine(request: pytest.FixtureRequest) -> SharedVLLM:
+    """The shared engine itself (fixture :data:`ENGINE_FIXTURE`, tests/conftest.py)."""
+    _use(request)
+    return _session["direct"]
+
+
+def closing_tests_last(items: list[pytest.Item]) -> None:
+    """Moves the tests marked :data:`CLOSES` after every other test (in place, keeping their order), so that
+    no later test needs the engine they close."""
+    closing = [item for item in items if item.get_closest_marker(CLOSES) is not None]
+    if closing:
+        items[:] = [item for item in items if item.get_closest_marker(CLOSES) is None] + closing
 
 
 def cli_runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
     """``run(*args) -> exit status`` of ``toporoute *args`` in this process on the shared engine.
 
     The fixture named :data:`FIXTURE` (tests/conftest.py) returns it; after the last test that uses that
-    fixture the engine is closed.
+    fixture (or :data:`ENGINE_FIXTURE`) the engine is closed.
     """
-    shared = _session.get("engine") or _start(request.config)
-    later = request.session.items[request.session.items.index(request.node) + 1 :]
-    if not any(FIXTURE in item.fixturenames for item in later):
-        request.addfinalizer(_stop)
-    else:
-        request.config.add_cleanup(_stop)  # the session may end before a later user runs (-x, Ctrl-C)
+    shared = _use(request)
 
     class Opener:
         @staticmethod

