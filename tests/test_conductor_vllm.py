@@ -4,7 +4,9 @@ sandbox, the report written. The command runs in this process on the session's s
 (tests/_shared_vllm.py).
 
 The embedded 135M model's code is not meaningful; this checks the whole path: per turn the YAML, its check, the
-DAG layers that ran, the tester's verdict and the rewards, consistent with ``ops`` and the reward table."""
+DAG layers that ran, the tester's verdict and the rewards, consistent with ``ops`` and the reward table. One
+problem and 48 completion tokens per role agent keep it short (the plans keep the orchestrator's own budget:
+a plan cut short would fail its check); both turns (the plan, then the repair plan with its feedback) run."""
 
 from __future__ import annotations
 
@@ -23,14 +25,14 @@ pytestmark = NEEDS_VLLM
 
 def test_run_conductor_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     cmd = [
-        "run", "conductor", "--tasks", "humaneval", "--limit", "2",
-        "--max-tokens", "192", "--out", str(tmp_path), "--report", "--no-progress",
+        "run", "conductor", "--tasks", "humaneval", "--limit", "1",
+        "--max-tokens", "48", "--out", str(tmp_path), "--report", "--no-progress",
     ]  # fmt: skip
     status = toporoute_cli(*cmd)
     assert status in (0, 1), status
     run = tmp_path / "conductor"
     valid_turns = 0
-    for ep in ("HumanEval-0", "HumanEval-1"):
+    for ep in ("HumanEval-0",):
         record = json.loads((run / "episodes" / f"{ep}.json").read_text())
         assert record["status"] == "ok", record["error"]
         info = record["record"]["conductor"]
@@ -64,4 +66,4 @@ def test_run_conductor_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> 
     assert valid_turns >= 1
     assert (tmp_path / "report.html").stat().st_size > 1000
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["episodes"] == 2 and summary["ok"] == 2
+    assert summary["episodes"] == 1 and summary["ok"] == 1

@@ -4,7 +4,9 @@ compiled forward), the sandboxed evaluation and the report.
 
 The embedded 135M model's answers are not meaningful; this checks the whole path: real token counts in the
 reward, a gradient step, a checkpoint that loads without torch, per-round actions, edges and waves in the
-trace. Both commands run in this process on the session's shared engine (tests/_shared_vllm.py)."""
+trace. Both commands run in this process on the session's shared engine (tests/_shared_vllm.py). The training
+episodes act at once (``--concurrency``: one batch of engine calls per wave instead of one episode after another)
+and learn in order, so the log still shows the buffer filling and then a gradient step per episode."""
 
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ def test_train_then_run_qmix_with_vllm(tmp_path: Path, toporoute_cli) -> None:
         "3",
         "--batch-size",
         "2",
+        "--concurrency",
+        "3",
         "--out",
         str(train_dir),
         *common,
