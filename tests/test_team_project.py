@@ -104,7 +104,7 @@ def test_codes_are_exported_and_mirrored_in_the_cpp_header() -> None:
     for i, name in enumerate(ops.TEAM_REASONS):
         assert getattr(codes, f"REASON_{name.upper()}") == i
     assert ph(0) == -2 and codes.placeholder_row(ph(7)) == 7
-    header = (Path(__file__).parents[1] / "cpp/include/toporoute/team.hpp").read_text()
+    header = (Path(__file__).parents[1] / "cpp/include/toporoute/team_project.hpp").read_text()
 
     def enum(name: str) -> dict[str, int]:
         body = header.split(f"enum class {name}")[1].split("};")[0]

@@ -27,6 +27,7 @@ language, the DAG and team code tables), and are re-exported here.
 
 from __future__ import annotations
 
+from ..types import results as _results
 from ..types.conductor_topology import CheckOptions, Context, TopologyBatch
 from ..types.dag_codes import (
     EDIT_ADD_PARALLEL,
@@ -39,22 +40,7 @@ from ..types.dag_codes import (
     EDIT_REMOVE_SUCCESSOR,
 )
 from ..types.qmix_params import QMixParams
-from ..types.results import (
-    BanditSelection,
-    BetaState,
-    DagEdits,
-    DagRepair,
-    Density,
-    GraphStats,
-    Order,
-    QMixGraph,
-    QMixStep,
-    Routes,
-    SynergyState,
-    TeamProjection,
-    TeamSchedule,
-    TeamScores,
-)
+from ..types.results import *  # the result types: their __all__ is added to ours below
 from ..types.team_codes import (
     TEAM_BIRTH,
     TEAM_DEATH,
@@ -65,19 +51,9 @@ from ..types.team_codes import (
     TEAM_REASONS,
     TEAM_REPLACE,
 )
+from . import _facade
 from ._bandit import bandit_select, bandit_update, synergy_update
-from ._facade import (
-    conductor_check,
-    conductor_density,
-    graph_stats,
-    mean_pool,
-    qmix_forward,
-    qmix_graph,
-    qmix_mix,
-    route,
-    route_indexed,
-    toposort,
-)
+from ._facade import *  # the ops of _facade: its __all__ is added to ours below
 from .dag import dag_edit, dag_repair
 from .team import team_project
 from .team_schedule import team_schedule, team_scores, topology_distance
@@ -99,41 +75,19 @@ __all__ = [
     "TEAM_PADDING",
     "TEAM_REASONS",
     "TEAM_REPLACE",
-    "BanditSelection",
-    "BetaState",
     "CheckOptions",
     "Context",
-    "DagEdits",
-    "DagRepair",
-    "Density",
-    "GraphStats",
-    "Order",
-    "QMixGraph",
     "QMixParams",
-    "QMixStep",
-    "Routes",
-    "SynergyState",
-    "TeamProjection",
-    "TeamSchedule",
-    "TeamScores",
     "TopologyBatch",
     "bandit_select",
     "bandit_update",
-    "conductor_check",
-    "conductor_density",
     "dag_edit",
     "dag_repair",
-    "graph_stats",
-    "mean_pool",
-    "qmix_forward",
-    "qmix_graph",
-    "qmix_mix",
-    "route",
-    "route_indexed",
     "synergy_update",
     "team_project",
     "team_schedule",
     "team_scores",
     "topology_distance",
-    "toposort",
 ]
+__all__ += _results.__all__
+__all__ += _facade.__all__

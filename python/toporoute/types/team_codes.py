@@ -1,7 +1,7 @@
 """Codes of the team edit projection (:func:`toporoute.ops.team_project`): the operation kinds of an
 ``edits[b, p] = (kind, a, b, role)`` row, the reason codes of each row's outcome and the placeholder encoding.
 
-The one definition shared by the facade, the numpy reference and the tests; ``cpp/include/toporoute/team.hpp``
+The one definition shared by the facade, the numpy reference and the tests; ``cpp/include/toporoute/team_project.hpp``
 mirrors it (``TeamKind``, ``TeamReason``) and ``tests/test_team_project.py`` checks that the compiled core agrees.
 """
 
