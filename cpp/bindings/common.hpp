@@ -318,6 +318,14 @@ class NewOutputs {
 
   /// Allocates every declared output; data<T>(i) is output i's buffer afterwards.
   py::tuple allocate();
+  /// Allocates every declared output, runs the core call `f` for this op (run_core: the GIL released, its
+  /// Status raised) and returns the outputs: the last three lines of every binding, written once.
+  template <class F>
+  py::tuple run(F&& f) {
+    py::tuple arrays = allocate();
+    run_core(op_, std::forward<F>(f));
+    return arrays;
+  }
   template <typename T>
   T* data(int i) const {
     return static_cast<T*>(data_[i]);

@@ -191,9 +191,7 @@ py::tuple conductor_density(const py::handle& nodes, const py::handle& edges, co
   DensityOut o;
   NewOutputs out("conductor_density");
   for (double** data : {&o.s_node, &o.s_edge, &o.s_depth, &o.s_complex, &o.reward}) out.add<double>({a.n}, data);
-  py::tuple arrays = out.allocate();
-  run_core("conductor_density", [&] { return toporoute::conductor_density(a, o); });
-  return arrays;
+  return out.run([&] { return toporoute::conductor_density(a, o); });
 }
 
 }  // namespace

@@ -33,9 +33,7 @@ py::tuple dag_edit(const py::handle& adj, const py::handle& alive, const py::han
   out.add<bool>({B, E}, &o.accepted);
   out.add<std::int8_t>({B, E}, &o.reason);
   out.add<std::int32_t>({B, E}, &o.new_node);
-  py::tuple arrays = out.allocate();
-  run_core("dag_edit", [&] { return toporoute::dag_edit(a, o); });
-  return arrays;
+  return out.run([&] { return toporoute::dag_edit(a, o); });
 }
 
 py::tuple dag_repair(const py::handle& adj, const py::handle& alive, const py::handle& edge_alpha,
@@ -64,9 +62,7 @@ py::tuple dag_repair(const py::handle& adj, const py::handle& alive, const py::h
   out.add<bool>({B, N}, &o.pruned_nodes);
   out.add<bool>({B, N, N}, &o.pruned_edges);
   out.add<bool>({B, N, N}, &o.added_edges);
-  py::tuple arrays = out.allocate();
-  run_core("dag_repair", [&] { return toporoute::dag_repair(a, o); });
-  return arrays;
+  return out.run([&] { return toporoute::dag_repair(a, o); });
 }
 
 }  // namespace

@@ -26,9 +26,7 @@ py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py:
   } else {
     out.add_none();
   }
-  py::tuple arrays = out.allocate();
-  run_core("graph_stats", [&] { return toporoute::graph_stats(a, o); });
-  return arrays;
+  return out.run([&] { return toporoute::graph_stats(a, o); });
 }
 
 }  // namespace

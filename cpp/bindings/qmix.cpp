@@ -140,9 +140,7 @@ py::tuple qmix_graph(const py::handle& actions) {
   NewOutputs out("qmix_graph");
   out.add<bool>({B, N, N}, &adj);
   out.add<std::int32_t>({B, N}, &debate);
-  py::tuple arrays = out.allocate();
-  run_core("qmix_graph", [&] { return toporoute::qmix_graph(a.view(), B, N, adj, debate); });
-  return arrays;
+  return out.run([&] { return toporoute::qmix_graph(a.view(), B, N, adj, debate); });
 }
 
 }  // namespace

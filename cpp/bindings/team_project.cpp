@@ -47,9 +47,7 @@ py::tuple team_project(const py::handle& adj, const py::handle& alive, const py:
   out.add<std::int32_t>({B, P}, &o.new_node);
   out.add<bool>({B, N, N}, &o.inherited);
   out.add<bool>({B, N, N}, &o.repaired);
-  py::tuple arrays = out.allocate();
-  run_core("team_project", [&] { return toporoute::team_project(a, o); });
-  return arrays;
+  return out.run([&] { return toporoute::team_project(a, o); });
 }
 
 }  // namespace

@@ -19,9 +19,7 @@ py::tuple team_schedule(const py::handle& adj, const py::handle& alive) {
   out.add<bool>({B, N, N}, &o.lagged);
   out.add<bool>({B}, &o.cyclic);
   out.add<std::int32_t>({B, N}, &o.order);
-  py::tuple arrays = out.allocate();
-  run_core("team_schedule", [&] { return toporoute::team_schedule(g, o); });
-  return arrays;
+  return out.run([&] { return toporoute::team_schedule(g, o); });
 }
 
 py::tuple team_scores(const py::handle& history, const py::handle& present, double eta, std::int64_t window,
@@ -47,9 +45,7 @@ py::tuple team_scores(const py::handle& history, const py::handle& present, doub
   out.add<float>({B, N}, &o.last);
   out.add<bool>({B, N}, &o.death);
   out.add<float>({B}, &o.delta_mean);
-  py::tuple arrays = out.allocate();
-  run_core("team_scores", [&] { return toporoute::team_scores(a, o); });
-  return arrays;
+  return out.run([&] { return toporoute::team_scores(a, o); });
 }
 
 py::object topology_distance(const py::handle& adj_a, const py::handle& alive_a, const py::handle& adj_b,
