@@ -8,9 +8,9 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
+import _procs
 import pytest
 
 import toporoute
@@ -48,20 +48,12 @@ UPPER_LAYERS = (
 )
 
 
-def run_python(code: str, tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess:
+def run_python(code: str, tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess[str]:
     """Runs ``code`` in a fresh interpreter (cwd: an empty directory) with the toporoute environment variables
     removed, then set from ``env`` (None leaves one unset)."""
     e = {k: v for k, v in os.environ.items() if k not in ("TOPOROUTE_BACKEND", "TOPOROUTE_SIMD")}
     e.update({k: v for k, v in env.items() if v is not None})
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        cwd=tmp_path,
-        env=e,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return _procs.run_python(code, tmp_path, env=e)
 
 
 def run_json(code: str, tmp_path: Path, **env: str | None):
