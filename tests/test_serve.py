@@ -344,6 +344,20 @@ def test_openapi_and_docs(served: tuple[str, Any]) -> None:
         assert path in spec["paths"]
     assert "RouteResponse" in spec["components"]["schemas"]
     assert httpx.get(served[0] + "/docs").status_code == 200
+    # the op endpoints name the core ops they run, as the op table declares them (the encoder's is no op)
+    from toporoute.types.op_table import OPS
+
+    ran = {path: [o["op"] for o in op.get("x-toporoute-ops", [])] for path, item in spec["paths"].items()
+           for op in item.values() if "ops" in op.get("tags", [])}  # fmt: skip
+    assert ran == {
+        "/v1/route": ["toporoute.ops.route", "toporoute.ops.toposort"],
+        "/v1/embed": [],
+        "/v1/toposort": ["toporoute.ops.toposort"],
+        "/v1/conductor/check": ["toporoute.ops.conductor_check", "toporoute.ops.conductor_density"],
+        "/v1/qmix/act": ["toporoute.ops.qmix_forward"],
+    }
+    route_ops = spec["paths"]["/v1/route"]["post"]["x-toporoute-ops"]
+    assert route_ops[0]["summary"] == OPS["route"].summary
 
 
 def test_metrics_count_requests_and_cache(client: httpx.Client) -> None:

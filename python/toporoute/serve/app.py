@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__, backends
 from ..errors import ToporouteError
+from ..types.op_table import OPS
 from .config import ServeConfig
 from .metrics import Metrics
 from .schemas import (
@@ -163,7 +164,7 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
     @app.post(
         "/v1/route",
         response_model=None,
-        openapi_extra=_body(RouteRequest),
+        openapi_extra=_body(RouteRequest, "route", "toposort"),
         responses={200: {"model": RouteResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
@@ -191,7 +192,7 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
     @app.post(
         "/v1/toposort",
         response_model=None,
-        openapi_extra=_body(ToposortRequest),
+        openapi_extra=_body(ToposortRequest, "toposort"),
         responses={200: {"model": ToposortResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
@@ -204,7 +205,7 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
     @app.post(
         "/v1/conductor/check",
         response_model=None,
-        openapi_extra=_body(ConductorRequest),
+        openapi_extra=_body(ConductorRequest, "conductor_check", "conductor_density"),
         responses={200: {"model": ConductorResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
@@ -217,7 +218,7 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
     @app.post(
         "/v1/qmix/act",
         response_model=None,
-        openapi_extra=_body(QMixRequest),
+        openapi_extra=_body(QMixRequest, "qmix_forward"),
         responses={200: {"model": QMixResponse}, 503: {"model": ErrorResponse}},
         dependencies=[Depends(authorize)],
         tags=["ops"],
@@ -236,10 +237,17 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
 _BODIES = (RouteRequest, EmbedRequest, ToposortRequest, ConductorRequest, QMixRequest)
 
 
-def _body(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI request body of an endpoint that parses ``model`` itself (see :func:`_parse`)."""
+def _body(model: type[BaseModel], *ops: str) -> dict[str, Any]:
+    """The OpenAPI request body of an endpoint that parses ``model`` itself (see :func:`_parse`), and the core ops
+    it runs (``x-toporoute-ops``: each op's name and summary, read from the op table, so the service's
+    description of them cannot drift from :mod:`toporoute.ops`)."""
     ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+    extra: dict[str, Any] = {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}
+    }
+    if ops:
+        extra["x-toporoute-ops"] = [{"op": f"toporoute.ops.{n}", "summary": OPS[n].summary} for n in ops]
+    return extra
 
 
 async def _parse(model: type[_M], request: Request) -> _M:
