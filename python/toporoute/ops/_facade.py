@@ -94,14 +94,13 @@ def _plan_args(args: Args) -> Args:
     return texts, contexts, options
 
 
-_INDEX = (np.dtype(np.int32), np.dtype(np.int64))
 QMIX_MAX_AGENTS = 64  # the compiled kernel keeps reachability in one 64-bit word per agent
 
 
 def _graph_actions(args: Args) -> Args:
     """The shape checks of ``ops.qmix_graph`` on ``(actions,)``; the values are checked by the backends."""
     (actions,) = args
-    if type(actions) is np.ndarray and actions.dtype in _INDEX and 1 <= actions.ndim <= 2:
+    if type(actions) is np.ndarray and actions.dtype in _v.NP_INDEX_DTYPES and 1 <= actions.ndim <= 2:
         shape = actions.shape
     else:
         shape = _v.typed_array(actions, "actions", _v.INDEX_DTYPES, (1, 2), "(B, N) or (N,)")

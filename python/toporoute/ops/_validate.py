@@ -320,7 +320,7 @@ def typed_array(
 
 INDEX_DTYPES = ("int32", "int64")
 MASK_DTYPES = ("bool", "int32", "int64")
-_NP_INDEX_DTYPES = tuple(np.dtype(name) for name in INDEX_DTYPES)
+NP_INDEX_DTYPES = tuple(np.dtype(name) for name in INDEX_DTYPES)
 _NP_MASK_DTYPES = tuple(np.dtype(name) for name in MASK_DTYPES)
 
 
@@ -378,7 +378,7 @@ def mean_pool(args: Args) -> Args:
                 and out.flags.writeable
                 and (
                     (rows is None and out.shape[0] >= shape[0])
-                    or (type(rows) is _ND and rows.dtype in _NP_INDEX_DTYPES and rows.shape == shape[:1])
+                    or (type(rows) is _ND and rows.dtype in NP_INDEX_DTYPES and rows.shape == shape[:1])
                 )
             )
         )
@@ -417,8 +417,8 @@ def route_indexed(args: Args) -> Args:
         and type(k_in_value) is int
         and table.dtype is _F32
         and table.ndim == 2
-        and q_rows.dtype in _NP_INDEX_DTYPES
-        and k_rows.dtype in _NP_INDEX_DTYPES
+        and q_rows.dtype in NP_INDEX_DTYPES
+        and k_rows.dtype in NP_INDEX_DTYPES
         and 1 <= q_rows.ndim <= 2
         and q_rows.shape == k_rows.shape
         and -1.0 <= tau_value <= 1.0
