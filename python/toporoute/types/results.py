@@ -346,10 +346,3 @@ def maker(cls: type[_T]) -> Callable[[Sequence[Array]], _T]:
 
 
 routes_of = maker(Routes)
-order_of = maker(Order)
-graph_stats_of = maker(GraphStats)
-team_projection_of = maker(TeamProjection)
-dag_edits_of = maker(DagEdits)
-dag_repair_of = maker(DagRepair)
-team_schedule_of = maker(TeamSchedule)
-team_scores_of = maker(TeamScores)
