@@ -6,6 +6,10 @@ started, caches filled), and PyTorch needs several calls to get there, so one wa
 calls go on while each is more than 20% faster than every call before it, and for at least three calls (a first
 slow call may be followed by another as slow), within a time budget (``max_time``, else 1 s).
 
+Asynchronous calls (CUDA on device arrays) return before the device has finished: ``sync`` (e.g.
+``torch.cuda.synchronize``) is then called after each warm-up call and once after each round's calls, inside the
+timed span, so a round measures the wall time of back-to-back calls, host overhead and queueing included.
+
 The garbage collector is off while timing (as in ``timeit``): otherwise a collection triggered by one side scans
 every object another side keeps alive (networkx graphs hold millions) and lands in the wrong timing.
 """
@@ -66,6 +70,7 @@ def measure(
     round_time: float = 0.02,
     max_time: float | None = None,
     once: float | None = None,
+    sync: Callable[[], object] | None = None,
 ) -> Timing:
     """Times ``fn()`` once it is warm (see the module docstring).
 
@@ -84,6 +89,9 @@ def measure(
     once : float, optional
         Seconds of a call the caller has just made (e.g. to check its result): it counts as the first warm-up
         call. At least one more call is made either way.
+    sync : callable, optional
+        For asynchronous calls: waits until their work is done; called after each warm-up call and once at
+        the end of each round, inside the timed span (default: none, the call is synchronous).
     """
     if repeats < 1:
         raise OutOfRangeError(f"repeats must be >= 1; got {repeats}", "repeats")
@@ -94,19 +102,26 @@ def measure(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _measure(fn, repeats, round_time, max_time, once)
+        return _measure(fn, repeats, round_time, max_time, once, sync or _no_sync)
     finally:
         if enabled:
             gc.enable()
 
 
-def _warm_up(fn: Callable[[], object], once: float | None, budget: float) -> tuple[float, int]:
+def _no_sync() -> None:
+    return None
+
+
+def _warm_up(
+    fn: Callable[[], object], once: float | None, budget: float, sync: Callable[[], object]
+) -> tuple[float, int]:
     """Calls ``fn`` until a call is no longer clearly faster than all before it; ``(fastest call, calls)``."""
     times = [] if once is None else [once]
     spent = 0.0
     while True:
         t0 = time.perf_counter()
         fn()
+        sync()
         t = time.perf_counter() - t0
         times.append(t)
         spent += t
@@ -116,9 +131,14 @@ def _warm_up(fn: Callable[[], object], once: float | None, budget: float) -> tup
 
 
 def _measure(
-    fn: Callable[[], object], repeats: int, round_time: float, max_time: float | None, once: float | None
+    fn: Callable[[], object],
+    repeats: int,
+    round_time: float,
+    max_time: float | None,
+    once: float | None,
+    sync: Callable[[], object],
 ) -> Timing:
-    fastest, warmup = _warm_up(fn, once, WARMUP_BUDGET if max_time is None else max_time)
+    fastest, warmup = _warm_up(fn, once, WARMUP_BUDGET if max_time is None else max_time, sync)
     once = max(fastest, 1e-7)
     number = max(1, int(round_time / once))
     capped = False
@@ -131,6 +151,7 @@ def _measure(
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
+        sync()
         rounds.append((time.perf_counter() - t0) / number)
     if len(rounds) > 1:
         q1, _, q3 = statistics.quantiles(rounds, n=4, method="inclusive")
