@@ -6,6 +6,8 @@
   and the raw round times;
 - :mod:`~toporoute.benchmark.runner`: one run over ops, sizes and backends, results checked against the
   reference;
+- :mod:`~toporoute.benchmark.device`: device-resident inputs (PyTorch CUDA tensors, else CuPy), the
+  synchronising clock and the PyTorch versions of the ops compared with on the GPU;
 - :mod:`~toporoute.benchmark.results`: the JSON result file and the comparison of two runs;
 - :mod:`~toporoute.benchmark.output`: tables and the figure; :mod:`~toporoute.benchmark.export`: Markdown and
   CSV; :mod:`~toporoute.benchmark.machine`: the machine record and the thread count.

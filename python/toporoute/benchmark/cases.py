@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,7 +19,10 @@ from .. import ops
 from ..types import op_table
 from . import inputs
 
-__all__ = ["OPS", "Context", "OpCase", "OpSpec", "Unsupported"]
+if TYPE_CHECKING:
+    from .device import Device
+
+__all__ = ["OPS", "Context", "DeviceCase", "OpCase", "OpSpec", "Unsupported"]
 
 
 class Unsupported(Exception):
@@ -28,13 +31,38 @@ class Unsupported(Exception):
 
 
 @dataclass(frozen=True)
+class DeviceCase:
+    """One op at one size on device-resident inputs (copied to the device once, before any timing).
+
+    ``call``: the op on the device arrays (``backend="cuda"``); ``alternative``: the same computation in PyTorch
+    on the same device, or None with ``alternative_note`` saying why; ``copy``: a device-to-device copy of the
+    inputs, the bandwidth yardstick of a memory-bound op, moving ``copy_bytes`` (read + written) against the
+    op's ``bytes_moved`` (0: no bandwidth is reported)."""
+
+    call: Callable[[], object]
+    alternative: Callable[[], object] | None = None
+    alternative_note: str = ""
+    copy: Callable[[], object] | None = None
+    bytes_moved: int = 0
+    copy_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class OpCase:
     """One op at one size: ``call(backend)`` gives the zero-argument call on that backend (inputs prepared);
-    ``alternative`` the usual alternative's call, or None with ``alternative_note`` saying why."""
+    ``alternative`` the usual alternative's call, or None with ``alternative_note`` saying why.
+
+    Ops of the op table also carry their public function and host inputs (``op``, ``args``, ``kwargs``: the
+    call is ``op(*args, backend=..., **kwargs)``), and, when the table names an argument that places them on a
+    device, ``on_device(device)``: the case on device-resident copies of the inputs."""
 
     call: Callable[[str], Callable[[], object]]
     alternative: Callable[[], object] | None = None
     alternative_note: str = ""
+    on_device: Callable[[Device], DeviceCase] | None = None
+    op: Callable[..., object] | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -42,7 +70,8 @@ class OpSpec:
     """An op of the benchmark.
 
     ``meaning`` says what the size counts and the fixed dimensions; ``backends`` the ops backends it runs on
-    (the encoder runs on ONNX Runtime: ``cpu`` only); ``alternative`` the name of the usual alternative, if any."""
+    (the encoder runs on ONNX Runtime: ``cpu`` only); ``alternative`` the name of the usual alternative, if any;
+    ``device_alternative`` the name of the alternative on device-resident inputs, if any."""
 
     name: str
     meaning: str
@@ -52,6 +81,7 @@ class OpSpec:
     alternative: str | None = None
     backends: tuple[str, ...] = ("reference", "cpu", "cuda")
     max_size: int = 1 << 16
+    device_alternative: str | None = None
 
 
 @dataclass
@@ -82,6 +112,11 @@ class Context:
     def qmix(self) -> tuple[Any, ops.QMixParams]:
         """(PyTorch networks or None, their weights as QMixParams); random weights with seed 0."""
         return self._once("qmix", _load_qmix)
+
+    def qmix_on(self, device: Device) -> Any:
+        """The PyTorch networks of :meth:`qmix` copied to ``device`` once (the same weights)."""
+        nets, _ = self.qmix()
+        return self._once(f"qmix@{id(device)}", lambda: device.torch_module(nets))
 
 
 def _missing(*modules: str) -> list[str]:
@@ -135,12 +170,61 @@ def _torch_call(fn: Callable[[], object]) -> Callable[[], object]:
     return run
 
 
+def _put(device: Device, value: Any) -> Any:
+    return device.put(value) if isinstance(value, np.ndarray) else value
+
+
+def _op_case(
+    name: str, *args: Any, alternative: Callable[[], object] | None = None, note: str = "", **kwargs: Any
+) -> OpCase:
+    """The case of op ``name`` called as ``ops.<name>(*args, backend=..., **kwargs)``; on a device (ops whose
+    table entry names a placing argument), every numpy argument is copied there first."""
+    fn = getattr(ops, name)
+
+    def call(backend: str) -> Callable[[], object]:
+        return functools.partial(fn, *args, backend=backend, **kwargs)
+
+    on_device = None
+    if op_table.OPS[name].device:
+
+        def on_device(device: Device) -> DeviceCase:
+            d_args = [_put(device, a) for a in args]
+            d_kwargs = {key: _put(device, v) for key, v in kwargs.items()}
+            return DeviceCase(functools.partial(fn, *d_args, backend=device.backend, **d_kwargs))
+
+    return OpCase(call, alternative, note, on_device, fn, args, kwargs)
+
+
+def _no_torch(device: Device) -> str:
+    return f"PyTorch with CUDA is not available (device arrays from {device.framework})"
+
+
 # -- the cases --------------------------------------------------------------------------------------------------
 
 
 def _route(B: int, ctx: Context) -> OpCase:
-    q, k = inputs.route_inputs(B, 8, 384)
-    return OpCase(lambda b: functools.partial(ops.route, q, k, tau=0.3, k_in=3, backend=b))
+    N, D, tau, k_in = 8, 384, 0.3, 3
+    q, k = inputs.route_inputs(B, N, D)
+
+    def on_device(device: Device) -> DeviceCase:
+        from .device import route_bytes, torch_route
+
+        d_q, d_k = device.put(q), device.put(k)
+        scratch = device.empty_like(d_q)
+
+        def copy() -> None:
+            device.copy(scratch, d_q)
+            device.copy(scratch, d_k)
+
+        read, written = route_bytes(B, N, D, k_in)
+        alternative, note = None, _no_torch(device)
+        if device.torch is not None:
+            t_q, t_k = device.as_torch(d_q), device.as_torch(d_k)
+            alternative, note = _torch_call(functools.partial(torch_route, t_q, t_k, tau, k_in)), ""
+        call = functools.partial(ops.route, d_q, d_k, tau=tau, k_in=k_in, backend=device.backend)
+        return DeviceCase(call, alternative, note, copy, read + written, 2 * read)
+
+    return replace(_op_case("route", q, k, tau=tau, k_in=k_in), on_device=on_device)
 
 
 def _route_indexed(B: int, ctx: Context) -> OpCase:
@@ -149,9 +233,7 @@ def _route_indexed(B: int, ctx: Context) -> OpCase:
     table /= np.linalg.norm(table, axis=1, keepdims=True)
     rows = rng.permutation(2 * B * 8).astype(np.int32).reshape(2, B, 8)
     q_rows, k_rows = rows[0], rows[1]
-    return OpCase(
-        lambda b: functools.partial(ops.route_indexed, table, q_rows, k_rows, tau=0.0, k_in=3, backend=b)
-    )
+    return _op_case("route_indexed", table, q_rows, k_rows, tau=0.0, k_in=3)
 
 
 def _toposort(B: int, ctx: Context) -> OpCase:
@@ -167,30 +249,30 @@ def _toposort(B: int, ctx: Context) -> OpCase:
         def alternative() -> object:
             return [[sorted(gen) for gen in nx.topological_generations(g)] for g in graphs]
 
-    return OpCase(lambda b: functools.partial(ops.toposort, adj, backend=b), alternative, note)
+    return _op_case("toposort", adj, alternative=alternative, note=note)
 
 
 def _mean_pool(B: int, ctx: Context) -> OpCase:
     rng = np.random.default_rng(0)
     hidden = rng.standard_normal((B, 32, 384), dtype=np.float32)
     mask = np.arange(32)[None, :] < rng.integers(4, 33, size=(B, 1))
-    return OpCase(lambda b: functools.partial(ops.mean_pool, hidden, mask, backend=b))
+    return _op_case("mean_pool", hidden, mask)
 
 
 def _qmix_graph(B: int, ctx: Context) -> OpCase:
     actions = np.random.default_rng(0).integers(0, 6, size=(B, 5), dtype=np.int64)
-    return OpCase(lambda b: functools.partial(ops.qmix_graph, actions, backend=b))
+    return _op_case("qmix_graph", actions)
 
 
 def _graph_stats(B: int, ctx: Context) -> OpCase:
     rng = np.random.default_rng(1)
     adj, prev = rng.random((2, B, 8, 8)) < 0.3
-    return OpCase(lambda b: functools.partial(ops.graph_stats, adj, prev=prev, backend=b))
+    return _op_case("graph_stats", adj, prev=prev)
 
 
 def _conductor_check(B: int, ctx: Context) -> OpCase:
     texts = inputs.conductor_texts(B)
-    return OpCase(lambda b: functools.partial(ops.conductor_check, texts, backend=b))
+    return _op_case("conductor_check", texts)
 
 
 def _conductor_density(B: int, ctx: Context) -> OpCase:
@@ -199,7 +281,7 @@ def _conductor_density(B: int, ctx: Context) -> OpCase:
     steps = np.minimum(rng.integers(1, 6, B), nodes)
     edges = rng.integers(0, 20, B)
     caps = rng.choice([4, 7, 10], B)
-    return OpCase(lambda b: functools.partial(ops.conductor_density, nodes, edges, steps, caps, backend=b))
+    return _op_case("conductor_density", nodes, edges, steps, caps)
 
 
 def _qmix_forward(B: int, ctx: Context) -> OpCase:
@@ -215,9 +297,8 @@ def _qmix_forward(B: int, ctx: Context) -> OpCase:
 
         t_obs, t_adj, t_hidden = (torch.from_numpy(x) for x in (obs, adj, hidden))
         alternative, note = _torch_call(functools.partial(nets.agent, t_obs, t_adj, t_hidden)), ""
-    return OpCase(
-        lambda b: functools.partial(ops.qmix_forward, params, obs, adj, hidden, backend=b), alternative, note
-    )
+    case = _op_case("qmix_forward", params, obs, adj, hidden, alternative=alternative, note=note)
+    return replace(case, on_device=functools.partial(_torch_on_device, case.args, ctx, "agent"))
 
 
 def _qmix_mix(B: int, ctx: Context) -> OpCase:
@@ -232,16 +313,27 @@ def _qmix_mix(B: int, ctx: Context) -> OpCase:
 
         t_q, t_state = torch.from_numpy(q_taken), torch.from_numpy(state)
         alternative, note = _torch_call(functools.partial(nets.mixer, t_q, t_state)), ""
-    return OpCase(
-        lambda b: functools.partial(ops.qmix_mix, params, q_taken, state, backend=b), alternative, note
-    )
+    case = _op_case("qmix_mix", params, q_taken, state, alternative=alternative, note=note)
+    return replace(case, on_device=functools.partial(_torch_on_device, case.args, ctx, "mixer"))
+
+
+def _torch_on_device(args: tuple[Any, ...], ctx: Context, network: str, device: Device) -> DeviceCase:
+    """A Q-Mix case on the device: the op (``qmix_forward`` for the ``agent`` network, ``qmix_mix`` for the
+    ``mixer``) on device copies of its arrays ``args[1:]``, and the alternative the PyTorch network (the same
+    weights) on the same arrays as tensors of the device."""
+    op = ops.qmix_forward if network == "agent" else ops.qmix_mix
+    params, arrays = args[0], [device.put(a) for a in args[1:]]
+    call = functools.partial(op, params, *arrays, backend=device.backend)
+    if device.torch is None:
+        return DeviceCase(call, None, _no_torch(device))
+    nets = ctx.qmix_on(device)
+    tensors = [device.as_torch(a) for a in arrays]
+    return DeviceCase(call, _torch_call(functools.partial(getattr(nets, network), *tensors)))
 
 
 def _bandit_select(B: int, ctx: Context) -> OpCase:
     adj, alpha, beta = inputs.bandit_inputs(B)
-    return OpCase(
-        lambda b: functools.partial(ops.bandit_select, adj, alpha, beta, 2, seed=2026, step=3, backend=b)
-    )
+    return _op_case("bandit_select", adj, alpha, beta, 2, seed=2026, step=3)
 
 
 def _bandit_update(B: int, ctx: Context) -> OpCase:
@@ -249,7 +341,7 @@ def _bandit_update(B: int, ctx: Context) -> OpCase:
     rng = np.random.default_rng(1)
     selected = rng.random(alpha.shape) < 0.5
     reward = rng.random(alpha.shape).astype(np.float32)
-    return OpCase(lambda b: functools.partial(ops.bandit_update, alpha, beta, selected, reward, backend=b))
+    return _op_case("bandit_update", alpha, beta, selected, reward)
 
 
 def _synergy_update(B: int, ctx: Context) -> OpCase:
@@ -258,18 +350,18 @@ def _synergy_update(B: int, ctx: Context) -> OpCase:
     reward = rng.random(adj.shape[:2]).astype(np.float32)
     routed = adj.astype(np.float32)
     c = np.ones(adj.shape, np.float32)
-    return OpCase(lambda b: functools.partial(ops.synergy_update, c, c, c, routed, reward, backend=b))
+    return _op_case("synergy_update", c, c, c, routed, reward)
 
 
 def _dag_edit(B: int, ctx: Context) -> OpCase:
     adj, alive, edits, _, _ = inputs.dag_inputs(B)
-    return OpCase(lambda b: functools.partial(ops.dag_edit, adj, alive, edits, backend=b))
+    return _op_case("dag_edit", adj, alive, edits)
 
 
 def _dag_repair(B: int, ctx: Context) -> OpCase:
     adj, alive, edits, ea, eb = inputs.dag_inputs(B)
     edited = ops.dag_edit(adj, alive, edits)
-    return OpCase(lambda b: functools.partial(ops.dag_repair, edited.adj, edited.alive, ea, eb, backend=b))
+    return _op_case("dag_repair", edited.adj, edited.alive, ea, eb)
 
 
 def _team_project(B: int, ctx: Context) -> OpCase:
@@ -280,28 +372,22 @@ def _team_project(B: int, ctx: Context) -> OpCase:
         "scores": scores,
         "generation": generation,
     }
-    return OpCase(
-        lambda b: functools.partial(ops.team_project, adj, alive, roles, sink, edits, backend=b, **kw)
-    )
+    return _op_case("team_project", adj, alive, roles, sink, edits, **kw)
 
 
 def _team_schedule(B: int, ctx: Context) -> OpCase:
     adj, alive, *_ = inputs.team_graph_inputs(B)
-    return OpCase(lambda b: functools.partial(ops.team_schedule, adj, alive, backend=b))
+    return _op_case("team_schedule", adj, alive)
 
 
 def _team_scores(B: int, ctx: Context) -> OpCase:
     *_, history, present = inputs.team_graph_inputs(B)
-    return OpCase(lambda b: functools.partial(ops.team_scores, history, present, backend=b))
+    return _op_case("team_scores", history, present)
 
 
 def _topology_distance(B: int, ctx: Context) -> OpCase:
     adj, alive, adj_next, gen, gen_next, _, _ = inputs.team_graph_inputs(B)
-    return OpCase(
-        lambda b: functools.partial(
-            ops.topology_distance, adj, alive, adj_next, alive, gen_a=gen, gen_b=gen_next, backend=b
-        )
-    )
+    return _op_case("topology_distance", adj, alive, adj_next, alive, gen_a=gen, gen_b=gen_next)
 
 
 def _encoder(B: int, ctx: Context) -> OpCase:
@@ -352,13 +438,21 @@ def _router(B: int, ctx: Context) -> OpCase:
 
 
 _B = (1, 64, 1024)
+_TORCH_GPU = "PyTorch on the GPU"
 _BQ = (1, 64)
 _TEAM = "graphs of N=32 agent slots"
 
 _CASES: dict[str, OpSpec] = {
     s.name: s
     for s in (
-        OpSpec("route", "B episodes of N=8 agents, D=384, tau=0.3, k_in=3", _B, _BQ, _route),
+        OpSpec(
+            "route",
+            "B episodes of N=8 agents, D=384, tau=0.3, k_in=3",
+            _B,
+            _BQ,
+            _route,
+            device_alternative=_TORCH_GPU,
+        ),
         OpSpec(
             "route_indexed",
             "B episodes of N=8 agents whose rows index a (2*B*N, 384) table",
@@ -379,9 +473,23 @@ _CASES: dict[str, OpSpec] = {
         ),
         OpSpec("conductor_density", "B plans' node, edge and step counts", _B, _BQ, _conductor_density),
         OpSpec(
-            "qmix_forward", "B episodes of N=3 agents, default QMixConfig", _B, _BQ, _qmix_forward, "torch"
+            "qmix_forward",
+            "B episodes of N=3 agents, default QMixConfig",
+            _B,
+            _BQ,
+            _qmix_forward,
+            "torch",
+            device_alternative=_TORCH_GPU,
         ),
-        OpSpec("qmix_mix", "B episodes, default QMixConfig", _B, _BQ, _qmix_mix, "torch"),
+        OpSpec(
+            "qmix_mix",
+            "B episodes, default QMixConfig",
+            _B,
+            _BQ,
+            _qmix_mix,
+            "torch",
+            device_alternative=_TORCH_GPU,
+        ),
         OpSpec("qmix_graph", "B joint actions of N=5 agents (uniform)", _B, _BQ, _qmix_graph),
         OpSpec("bandit_select", "B DAGs of N=32 nodes, k=2, Thompson", _B, _BQ, _bandit_select),
         OpSpec("bandit_update", "B graphs of N=32 nodes", _B, _BQ, _bandit_update),
