@@ -52,7 +52,10 @@ def add_arguments(sub: Any) -> None:
         "--backend",
         default="all",
         help=f"{'|'.join(BACKEND_CHOICES)} (default all: every backend available here, the others noted; a "
-        "named backend that is not available is an error)",
+        "named backend that is not available is an error). With cuda, the ops with a CUDA kernel are also timed "
+        "on device-resident inputs (PyTorch CUDA tensors, else CuPy; side cuda-device: back-to-back calls, one "
+        "synchronisation per round) against the same computation in PyTorch on the GPU (torch-cuda: route, "
+        "qmix_forward, qmix_mix) and, for route, a device-to-device copy of its inputs (d2d-copy), with GB/s",
     )
     b.add_argument(
         "--sizes",

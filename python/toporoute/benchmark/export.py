@@ -14,8 +14,7 @@ import csv
 import io
 from collections.abc import Sequence
 
-from .cases import OPS
-from .output import COMPARISON_RIGHT, HEADERS, cells, comparison_rows, format_machine
+from .output import COMPARISON_RIGHT, HEADERS, cells, comparison_rows, describe, format_machine
 from .results import BenchRun, Comparison, Row
 
 __all__ = ["CSV_COLUMNS", "CSV_COMPARISON_COLUMNS", "to_csv", "to_markdown"]
@@ -61,9 +60,7 @@ def to_markdown(run: BenchRun, comparison: Comparison | None = None, old_name: s
         lines[0] += f" (run {run.created})"
     lines += ["", *(f"- note: {_md_cell(n)}" for n in run.notes)] if run.notes else []
     for op in dict.fromkeys(r.op for r in run.rows):
-        spec = OPS.get(op)
-        alt = f"; alternative: {spec.alternative}" if spec is not None and spec.alternative else ""
-        lines += ["", f"### {op}", "", _md_cell(f"{spec.meaning if spec else 'size B'}{alt}"), ""]
+        lines += ["", f"### {op}", "", _md_cell(describe(op, run.rows)), ""]
         rows = [list(HEADERS)] + [cells(r) for r in run.rows if r.op == op]
         lines += _md_table(rows, [True, False, True, True, True, True, True, True, False])
     if comparison is not None:

@@ -12,9 +12,17 @@ from ..errors import ToporouteError
 from .cases import OPS
 from .results import BenchRun, Comparison, Row
 
-__all__ = ["cells", "format_comparison", "format_machine", "format_run", "format_seconds", "plot_run"]
+__all__ = [
+    "cells",
+    "describe",
+    "format_comparison",
+    "format_machine",
+    "format_run",
+    "format_seconds",
+    "plot_run",
+]
 
-_COLORS = {"reference": "C0", "cpu": "C1", "cuda": "C2"}  # the alternatives: C3, dashed
+_COLORS = {"reference": "C0", "cpu": "C1", "cuda": "C2", "cuda-device": "C4"}  # the alternatives: C3, dashed
 HEADERS = ("size", "side", "median", "min", "IQR", "rounds", "vs ref", "vs alt", "note")
 
 
@@ -73,15 +81,25 @@ def format_machine(machine: dict[str, Any]) -> str:
     )
 
 
+def describe(op: str, rows: Sequence[Row]) -> str:
+    """What ``op``'s table measures: its size's meaning, its alternative, and, when ``rows`` (the run's) hold
+    device rows, what their ``vs alt`` compares with."""
+    spec = OPS.get(op)
+    if spec is None:
+        return "size B"
+    text = spec.meaning + (f"; alternative: {spec.alternative}" if spec.alternative else "")
+    if spec.device_alternative and any(r.op == op and r.kind == "device alternative" for r in rows):
+        text += f"; on device arrays: {spec.device_alternative}"
+    return text
+
+
 def format_run(run: BenchRun) -> str:
     """The machine line, then per op its meaning and a table of one row per size and side. ``vs ref`` and
     ``vs alt`` are the reference's and the alternative's medians over the row's (same run)."""
     lines = [format_machine(run.machine)]
     lines += [f"note: {n}" for n in run.notes]
     for op in dict.fromkeys(r.op for r in run.rows):
-        spec = OPS.get(op)
-        alt = f"; alternative: {spec.alternative}" if spec is not None and spec.alternative else ""
-        lines += ["", f"{op} ({spec.meaning if spec else 'size B'}{alt})"]
+        lines += ["", f"{op} ({describe(op, run.rows)})"]
         rows = [list(HEADERS)] + [cells(r) for r in run.rows if r.op == op]
         lines += _table(rows, [True, False, True, True, True, True, True, True, False])
     return "\n".join(lines)
@@ -179,7 +197,10 @@ def plot_run(run: BenchRun, path: Path) -> None:
             pts = sorted(
                 (r.size, r.timing.median) for r in run.rows if r.op == op and r.side == side and r.timing
             )
-            style = {"color": _COLORS.get(side, "C3"), "linestyle": "--" if kind == "alternative" else "-"}
+            style = {
+                "color": _COLORS.get(side, "C3"),
+                "linestyle": "--" if kind.endswith("alternative") else "-",
+            }
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=side, **style)
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -1,5 +1,10 @@
 """Runs the benchmark: for each op and size, the inputs once, then every backend and the alternative timed in
-turn (same run, same inputs), each backend's results checked against the reference's first."""
+turn (same run, same inputs), each backend's results checked against the reference's first.
+
+With the ``cuda`` backend, ops with a device placement are also timed on device-resident inputs (side
+``cuda-device``: back-to-back calls, one synchronisation per round) against the same computation in PyTorch on the
+same GPU where there is one (side ``torch-cuda``; its ``vs alt`` column is the device rows' own), and ``route``
+against a device-to-device copy of its inputs (side ``d2d-copy``; both rows note their GB/s)."""
 
 from __future__ import annotations
 
@@ -14,12 +19,23 @@ import numpy as np
 
 from .. import backends as _backends
 from ..errors import BackendUnavailableError, InvalidArgumentError, OutOfRangeError, ToporouteError
-from .cases import OPS, Context, OpCase, Unsupported
+from .cases import OPS, Context, DeviceCase, OpCase, Unsupported
+from .device import Device, open_device
 from .machine import CpuUsage, machine_record, threads
 from .results import BenchRun, Row
 from .timing import measure
 
-__all__ = ["BACKEND_CHOICES", "BenchOptions", "check_ops", "parse_sizes", "resolve_backends", "run_bench"]
+__all__ = [
+    "BACKEND_CHOICES",
+    "DEVICE",
+    "DEVICE_ALTERNATIVE",
+    "DEVICE_COPY",
+    "BenchOptions",
+    "check_ops",
+    "parse_sizes",
+    "resolve_backends",
+    "run_bench",
+]
 
 BACKEND_CHOICES = ("all", "reference", "cpu", "cuda")
 # Seconds to wait after the reference side before the next side's first call. The reference runs numpy, whose
@@ -28,6 +44,11 @@ BACKEND_CHOICES = ("all", "reference", "cpu", "cuda")
 # scheduled yet (measured: qmix_mix at B = 1024, median 7.98 ms against 304 us after the pause, 2 CPUs).
 SETTLE_AFTER_REFERENCE = 0.15
 _FAILURES = (ToporouteError, ValueError, RuntimeError, MemoryError, OSError, ImportError)
+# Row kinds of the device-array sides, and their side names.
+DEVICE = "device"
+DEVICE_ALTERNATIVE = "device alternative"
+DEVICE_COPY = "device copy"
+_DEVICE_SIDES = {DEVICE: "cuda-device", DEVICE_ALTERNATIVE: "torch-cuda", DEVICE_COPY: "d2d-copy"}
 
 
 @dataclass(frozen=True)
@@ -151,11 +172,12 @@ def _fields(result: Any) -> list[tuple[str, Any]]:
     return [("", result)]
 
 
-def _differs(got: Any, want: Any) -> str:
-    """The first field where ``got`` differs from ``want`` (floats within rtol 1e-4, atol 1e-5), else ""."""
+def _differs(got: Any, want: Any, host: Callable[[Any], np.ndarray] = np.asarray) -> str:
+    """The first field where ``got`` differs from ``want`` (floats within rtol 1e-4, atol 1e-5), else "";
+    ``host`` brings a field of ``got`` to a numpy array (e.g. from the device)."""
     for (name, g), (_, w) in zip(_fields(got), _fields(want)):
         if isinstance(w, np.ndarray):
-            g = np.asarray(g)
+            g = host(g)
             if g.shape != w.shape:
                 return f"{name or 'result'} shape {g.shape} vs {w.shape}"
             same = (
@@ -178,9 +200,12 @@ def _row(
     fn: Callable[[], object],
     opts: BenchOptions,
     once: float | None = None,
+    sync: Callable[[], object] | None = None,
 ) -> Row:
     try:
-        t = measure(fn, repeats=opts.repeats, round_time=opts.round_time, max_time=opts.max_time, once=once)
+        t = measure(
+            fn, repeats=opts.repeats, round_time=opts.round_time, max_time=opts.max_time, once=once, sync=sync
+        )
     except (Unsupported, BackendUnavailableError) as exc:
         return Row(op, size, side, kind, "skipped", str(exc))
     except _FAILURES as exc:  # a failing side is reported in its row; the others still run
@@ -189,7 +214,14 @@ def _row(
     return Row(op, size, side, kind, "ok", note, t)
 
 
-def _case_rows(op: str, size: int, case: OpCase, opts: BenchOptions, say: Callable[[str], None]) -> list[Row]:
+def _case_rows(
+    op: str,
+    size: int,
+    case: OpCase,
+    opts: BenchOptions,
+    say: Callable[[str], None],
+    device: Device | None = None,
+) -> list[Row]:
     spec = OPS[op]
     rows: list[Row] = []
     want: Any = None
@@ -226,7 +258,94 @@ def _case_rows(op: str, size: int, case: OpCase, opts: BenchOptions, say: Callab
         else:
             say(f"{op} B={size} {spec.alternative}")
             rows.append(_row(op, size, spec.alternative, "alternative", case.alternative, opts))
+    # an op without a kernel on the device's backend gets no device rows (its backend row says so already)
+    if device is not None and case.on_device is not None and op in _backends.kernels(device.backend):
+        if want is None:  # the device rows are checked against the reference too (untimed)
+            want = case.call("reference")()
+        rows += _device_rows(op, size, case, opts, say, device, want)
     return _with_ratios(rows)
+
+
+def _device_rows(
+    op: str,
+    size: int,
+    case: OpCase,
+    opts: BenchOptions,
+    say: Callable[[str], None],
+    device: Device,
+    want: Any,
+) -> list[Row]:
+    """The op on device-resident inputs, its PyTorch alternative on the same device and, for a memory-bound
+    op, the device-to-device copy of its inputs; every call is timed back-to-back with one synchronisation per
+    round (the CUDA backend does not synchronise)."""
+    side = _DEVICE_SIDES[DEVICE]
+    if case.on_device is None:
+        return []
+    say(f"{op} B={size} {side}")
+    try:
+        dcase: DeviceCase = case.on_device(device)
+        fn = dcase.call
+        t0 = time.perf_counter()
+        result = fn()
+        device.finish()  # the warm-up call's errors, reported here (the call itself does not wait)
+        once = time.perf_counter() - t0
+        mismatch = _differs(result, want, device.host)
+    except (Unsupported, BackendUnavailableError) as exc:
+        return [Row(op, size, side, DEVICE, "skipped", str(exc))]
+    except _FAILURES as exc:
+        return [Row(op, size, side, DEVICE, "error", f"{type(exc).__name__}: {exc}")]
+    del result
+    rows: list[Row] = []
+    copy_seconds = None
+    if dcase.copy is not None and dcase.bytes_moved:
+        say(f"{op} B={size} {_DEVICE_SIDES[DEVICE_COPY]}")
+        copy_row = _row(
+            op, size, _DEVICE_SIDES[DEVICE_COPY], DEVICE_COPY, dcase.copy, opts, sync=device.synchronize
+        )
+        if copy_row.timing is not None:
+            copy_seconds = copy_row.timing.median
+            copy_row = replace(
+                copy_row, note=_join(f"{_gbps(dcase.copy_bytes, copy_seconds)}", copy_row.note)
+            )
+        rows.append(copy_row)
+    row = _finished(_row(op, size, side, DEVICE, fn, opts, once, sync=device.synchronize), device)
+    notes = [f"results differ from the reference ({mismatch})" if mismatch else ""]
+    if row.timing is not None and dcase.bytes_moved:
+        moved = _gbps(dcase.bytes_moved, row.timing.median)
+        if copy_seconds is not None:
+            share = (dcase.bytes_moved / row.timing.median) / (dcase.copy_bytes / copy_seconds)
+            moved += f", {share:.0%} of the copy's"
+        notes.append(moved)
+    rows.insert(0, replace(row, note=_join(*notes, row.note)))
+    if opts.alternatives:
+        alt_side = _DEVICE_SIDES[DEVICE_ALTERNATIVE]
+        if dcase.alternative is None:
+            if dcase.alternative_note:
+                rows.append(Row(op, size, alt_side, DEVICE_ALTERNATIVE, "skipped", dcase.alternative_note))
+        else:
+            say(f"{op} B={size} {alt_side}")
+            rows.append(
+                _row(op, size, alt_side, DEVICE_ALTERNATIVE, dcase.alternative, opts, sync=device.synchronize)
+            )
+    return rows
+
+
+def _finished(row: Row, device: Device) -> Row:
+    """``row``, or an error row when the device reports an error of the timed calls (reported late: the calls
+    do not wait for the device)."""
+    try:
+        device.finish()
+    except _FAILURES as exc:
+        return replace(row, status="error", note=f"{type(exc).__name__}: {exc}", timing=None)
+    return row
+
+
+def _gbps(nbytes: int, seconds: float) -> str:
+    return f"{nbytes / seconds / 1e9:.0f} GB/s"
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _median(rows: list[Row], kind: str, side: str | None = None) -> float | None:
@@ -237,34 +356,58 @@ def _median(rows: list[Row], kind: str, side: str | None = None) -> float | None
 
 
 def _with_ratios(rows: list[Row]) -> list[Row]:
+    """Each timed row with the reference's median over its own and the alternative's: the host alternative's
+    for host rows, the device alternative's for device rows (a copy row gets none: it computes nothing)."""
     ref = _median(rows, "backend", "reference")
-    alt = _median(rows, "alternative")
-    return [
-        r
-        if r.timing is None
-        else replace(
-            r,
-            vs_reference=None if ref is None else ref / r.timing.median,
-            vs_alternative=None if alt is None else alt / r.timing.median,
+    host_alt = _median(rows, "alternative")
+    device_alt = _median(rows, DEVICE_ALTERNATIVE)
+    out = []
+    for r in rows:
+        if r.timing is None or r.kind == DEVICE_COPY:
+            out.append(r)
+            continue
+        alt = device_alt if r.kind in (DEVICE, DEVICE_ALTERNATIVE) else host_alt
+        out.append(
+            replace(
+                r,
+                vs_reference=None if ref is None else ref / r.timing.median,
+                vs_alternative=None if alt is None else alt / r.timing.median,
+            )
         )
-        for r in rows
-    ]
+    return out
 
 
 def run_bench(
-    opts: BenchOptions, progress: Callable[[str], None] | None = None, notes: Sequence[str] = ()
+    opts: BenchOptions,
+    progress: Callable[[str], None] | None = None,
+    notes: Sequence[str] = (),
+    device: Device | None = None,
 ) -> BenchRun:
     """Times every op of ``opts`` at its sizes on its backends and against its alternative.
 
     ``progress`` gets a line before each side is timed (``"[3/40] route B=64 cpu"``); ``notes`` are recorded
-    with the run (e.g. the backends ``all`` left out)."""
+    with the run (e.g. the backends ``all`` left out). ``device``: where the device-array rows run (default:
+    the GPU when ``opts.backends`` has ``cuda``, opened through PyTorch or CuPy; none otherwise)."""
     cases = [(op, size) for op in opts.ops for size in opts.sizes_of(op)]
     start = time.perf_counter()
     ctx = Context(threads=opts.threads)
     rows: list[Row] = []
+    notes = list(notes)
+    if device is None and "cuda" in opts.backends:
+        try:
+            device = open_device()
+        except Unsupported as exc:
+            notes.append(f"no device-array rows: {exc}")
+    if device is not None:
+        notes.append(
+            f"device: {device.name()} ({device.framework} arrays); the device rows time back-to-back calls on "
+            "device-resident inputs, one synchronisation per round"
+        )
     usage = CpuUsage()
     with threads(opts.threads):
         machine = machine_record(opts.threads)
+        if device is not None:
+            machine["device"] = {"name": device.name(), "framework": device.framework}
         for i, (op, size) in enumerate(cases, 1):
 
             def say(what: str, i: int = i) -> None:
@@ -280,7 +423,7 @@ def run_bench(
                     sides.append((spec.alternative, "alternative"))
                 rows.extend(Row(op, size, side, kind, "skipped", str(exc)) for side, kind in sides)
                 continue
-            rows.extend(_case_rows(op, size, case, opts, say))
+            rows.extend(_case_rows(op, size, case, opts, say, device))
             del case
     machine["during_run"] = {
         "seconds": round(time.perf_counter() - start, 1),
