@@ -1,21 +1,32 @@
-"""GPU benchmarks of the CUDA backend on device arrays (PyTorch, else CuPy), timed with CUDA events:
+"""GPU benchmarks of the CUDA backend on device-resident arrays (PyTorch CUDA tensors, else CuPy), one device:
 
-- ``route`` at N=8, D=384 and B = 262,144 and 1,048,576 (the second when the GPU has the memory): achieved
-  bandwidth (bytes read + written per second) against a same-run device-to-device copy of the same input bytes
-  and, when known, against the HBM peak (target: >= 50% of peak at B >= 1M);
-- ``toposort`` throughput (graphs/s) at N=16 for B = 4,096 .. 1,048,576, unweighted and weighted, against the
-  compiled CPU backend on the same machine on host copies of the same graphs (DESIGN.md's target: >= 10x at
-  B >= 256k; a ratio is printed at every B).
+- ``route`` (N=8, D=384, tau 0.3, k_in 3) at B = 1 .. 1,048,576 against the same routing in PyTorch on the same
+  GPU (:func:`toporoute.benchmark.device.torch_route`) and a device-to-device copy of its inputs: wall time per
+  back-to-back call (B = 1: the per-call overhead, target <= 20 us), device time (CUDA events) and GB/s;
+- ``qmix_forward`` / ``qmix_mix`` (default QMixConfig, N = 3) at B = 64 .. 262,144 against the same PyTorch
+  networks (same weights) on the GPU (DESIGN.md: >= 3x at B <= 1024, >= 1.2x above);
+- the other ops with a CUDA kernel (``mean_pool``, ``route_indexed``, ``graph_stats``, ``conductor_density``,
+  ``bandit_select``) against the compiled CPU backend on host copies, on the inputs of ``toporoute bench``
+  (:mod:`toporoute.benchmark.cases`); an op without a CUDA kernel in this build skips, saying so;
+- ``toposort`` throughput at N=16 against the CPU backend (DESIGN.md: >= 10x at B >= 256k).
 
-Each benchmark first checks a slice of its result against the numpy reference. Every call is warmed up before it
-is timed. Numbers are printed (and stored in pytest-benchmark's extra_info), not asserted: machines are noisy.
-Smoke sizes (bench/_scale.py): B = 4096, one timed repeat.
-Run: ``python -m pytest bench/test_bench_gpu.py -s`` on a machine with a GPU.
+Wall time per call: ``n`` back-to-back calls timed with ``time.perf_counter`` and one synchronisation at the end
+(:func:`toporoute.benchmark.measure` with ``sync=``; the CUDA backend does not synchronise), the minimum over the
+rounds. Each benchmark first checks a slice of its result against the numpy reference. Numbers are printed, not
+asserted (machines are noisy): one line per measurement, and a table of all of them at the end of the module
+(shown with or without ``-s``); ``$TOPOROUTE_BENCH_JSON``, when set, names a JSON file that gets them too.
+
+Run: ``python -m pytest bench/test_bench_gpu.py -s -q`` on a machine with a GPU (about 2 minutes on an H100).
+Smoke sizes (bench/_scale.py) are tiny, with one short round.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,225 +34,360 @@ import pytest
 
 from toporoute import backends, ops
 from toporoute.backends import reference
+from toporoute.benchmark import measure
+from toporoute.benchmark.cases import OPS, Context, DeviceCase, OpCase, Unsupported
+from toporoute.benchmark.device import Device, open_device, route_bytes, torch_route
 
-from ._compare import report
-from ._compare import seconds as host_seconds
-from ._scale import pick
+from ._scale import mode, pick
 
 _CUDA_OK, _CUDA_WHY = backends.available()["cuda"]
 _CPU_OK, _CPU_WHY = backends.available()["cpu"]
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not _CUDA_OK, reason=f"CUDA unavailable: {_CUDA_WHY}")]
 
+JSON_ENV = "TOPOROUTE_BENCH_JSON"
 CHECK = 256  # episodes / graphs compared with the reference
-REPEATS = pick(5, 1)
-WARMUP = 3  # untimed calls first: the first loads the module's kernels, the next ones settle the allocator
+ROUNDS = pick(5, 1)
+ROUND_TIME = pick(0.03, 0.002)  # seconds per timed round at least: B = 1 gets thousands of calls a round
+MAX_TIME = pick(1.0, 0.2)  # seconds of timed rounds (and of warm-up calls) per side at most
+EVENT_CALLS = pick(10, 2)  # calls between the two CUDA events of a device time
+OVERHEAD_TARGET = 20e-6  # DESIGN.md: any op on device tensors at B = 1, wall time per back-to-back call
 TOPOSORT_TARGET_B = 262_144  # DESIGN.md: GPU toposort >= 10x the CPU backend at B >= 256k
+N, D, TAU, K_IN = 8, 384, 0.3, 3
+
+ROUTE_SIZES = pick([1, 64, 4096, 262_144, 1_048_576], [1, 64])
+QMIX_SIZES = pick([64, 1024, 16_384, 262_144], [64])
+OP_SIZES: dict[str, list[int]] = {
+    "mean_pool": pick([1024, 16_384], [64]),
+    "route_indexed": pick([1024, 16_384], [64]),
+    "graph_stats": pick([4096, 262_144], [64]),
+    "conductor_density": pick([4096, 1_048_576], [64]),
+    "bandit_select": pick([4096, 65_536], [64]),
+}
 
 
-class _Gpu:
-    """The few device operations the benchmarks need, from PyTorch or CuPy (whichever is installed)."""
+# -- the table printed at the end ------------------------------------------------------------------------------
 
-    def __init__(self) -> None:
-        self.torch: Any = None
-        self.cupy: Any = None
-        try:
-            import torch
 
-            if torch.cuda.is_available():
-                self.torch = torch
-        except ImportError:
-            pass
-        try:
-            import cupy
+@dataclass
+class Table:
+    """The module's measurements: one printed line each, and a record for the JSON file."""
 
-            cupy.cuda.runtime.getDeviceCount()
-            self.cupy = cupy
-        except Exception:  # noqa: BLE001 - CuPy missing or without a usable device
-            self.cupy = None
-        if self.torch is None and self.cupy is None:
-            pytest.skip("the GPU benchmarks need PyTorch (with CUDA) or CuPy to hold device arrays")
-        self.name = "torch" if self.torch is not None else "cupy"
+    device: str
+    framework: str
+    lines: list[str] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
 
-    def randn(self, shape: tuple[int, ...], seed: int) -> Any:
-        if self.torch is not None:
-            gen = self.torch.Generator(device="cuda").manual_seed(seed)
-            return self.torch.randn(shape, generator=gen, device="cuda", dtype=self.torch.float32)
-        return self.cupy.random.default_rng(seed).standard_normal(shape, dtype=self.cupy.float32)
+    def add(self, line: str, **record: Any) -> None:
+        print(f"\n{line}")
+        self.lines.append(line)
+        self.records.append(record)
 
-    def rand(self, shape: tuple[int, ...], seed: int) -> Any:
-        if self.torch is not None:
-            gen = self.torch.Generator(device="cuda").manual_seed(seed)
-            return self.torch.rand(shape, generator=gen, device="cuda", dtype=self.torch.float32)
-        return self.cupy.random.default_rng(seed).random(shape, dtype=self.cupy.float32)
+    def text(self) -> str:
+        head = f"[gpu] device: {self.device} ({self.framework} arrays); sizes: {mode()}"
+        return "\n".join([head, *self.lines])
 
-    def empty_like(self, x: Any) -> Any:
-        return self.torch.empty_like(x) if self.torch is not None else self.cupy.empty_like(x)
-
-    def copy(self, dst: Any, src: Any) -> None:
-        if self.torch is not None:
-            dst.copy_(src)
-        else:
-            dst[...] = src
-
-    def host(self, x: Any) -> np.ndarray:
-        return x.cpu().numpy() if self.torch is not None else self.cupy.asnumpy(x)
-
-    def free_bytes(self) -> int:
-        if self.torch is not None:
-            return int(self.torch.cuda.mem_get_info()[0])
-        return int(self.cupy.cuda.runtime.memGetInfo()[0])
-
-    def release(self) -> None:
-        if self.torch is not None:
-            self.torch.cuda.empty_cache()
-        else:
-            self.cupy.get_default_memory_pool().free_all_blocks()
-
-    def device_name(self) -> str:
-        if self.torch is not None:
-            return str(self.torch.cuda.get_device_name())
-        return self.cupy.cuda.runtime.getDeviceProperties(self.cupy.cuda.Device().id)["name"].decode()
-
-    def peak_bandwidth(self) -> float | None:
-        """HBM peak in bytes/s from the memory clock and bus width (needs CuPy's device properties)."""
-        if self.cupy is None:
-            return None
-        props = self.cupy.cuda.runtime.getDeviceProperties(self.cupy.cuda.Device().id)
-        clock_khz, bus_bits = props.get("memoryClockRate", 0), props.get("memoryBusWidth", 0)
-        return 2.0 * clock_khz * 1e3 * bus_bits / 8 if clock_khz and bus_bits else None
-
-    def seconds(self, fn: Callable[[], object], repeats: int) -> float:
-        """Mean device time of ``fn`` between two CUDA events on the current stream, after ``WARMUP`` calls."""
-        for _ in range(WARMUP):
-            fn()
-        if self.torch is not None:
-            start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(repeats):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3 / repeats
-        start, end = self.cupy.cuda.Event(), self.cupy.cuda.Event()
-        start.record()
-        for _ in range(repeats):
-            fn()
-        end.record()
-        end.synchronize()
-        return self.cupy.cuda.get_elapsed_time(start, end) / 1e3 / repeats
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "framework": self.framework, "mode": mode(), "results": self.records}
 
 
 @pytest.fixture(scope="module")
-def gpu() -> _Gpu:
-    return _Gpu()
+def device() -> Device:
+    try:
+        return open_device()
+    except Unsupported as exc:
+        pytest.skip(str(exc))
 
 
-def _assert_routes_slice(gpu: _Gpu, got: Any, q: Any, k: Any) -> None:
-    want = reference.route(gpu.host(q[:CHECK]), gpu.host(k[:CHECK]), tau=0.3, k_in=3, active=None)
-    np.testing.assert_array_equal(gpu.host(got.adjacency[:CHECK]), want.adjacency)
-    np.testing.assert_array_equal(gpu.host(got.inbox[:CHECK]), want.inbox)
-    np.testing.assert_array_equal(gpu.host(got.in_degree[:CHECK]), want.in_degree)
-    np.testing.assert_allclose(gpu.host(got.scores[:CHECK]), want.scores, rtol=0, atol=1e-6)
+@pytest.fixture(scope="module")
+def table(request: pytest.FixtureRequest, device: Device) -> Iterator[Table]:
+    t = Table(device.name(), device.framework)
+    print(f"\n[gpu] device: {t.device} ({t.framework} arrays)")
+    yield t
+    path = os.environ.get(JSON_ENV)
+    if path:
+        Path(path).write_text(json.dumps(t.to_dict(), indent=2) + "\n", encoding="utf-8")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    if capture is None or reporter is None:
+        print("\n" + t.text())
+        return
+    with capture.global_and_fixture_disabled():  # shown without -s too
+        reporter.write_line("")
+        for line in t.text().splitlines():
+            reporter.write_line(line)
+        if path:
+            reporter.write_line(f"[gpu] results written to {path}")
 
 
-@pytest.mark.parametrize("B", pick([262_144, 1_048_576], [4096]))
-def test_route_bandwidth(benchmark: Any, gpu: _Gpu, B: int) -> None:
-    N, D, k_in = 8, 384, 3
-    input_bytes = 2 * B * N * D * 4
-    output_bytes = B * N * (N * 4 + N + k_in * 4 + 4)
-    need = input_bytes + output_bytes + input_bytes // 2  # the copy's destination holds one of q, k at a time
-    if need > 0.9 * gpu.free_bytes():
-        pytest.skip(
-            f"B={B} needs {need / 2**30:.1f} GiB; the GPU has {gpu.free_bytes() / 2**30:.1f} GiB free"
-        )
-    benchmark.group = f"cuda route N={N} D={D}"
-    # held in a dict so the closures see them and the end of the test can free them before the next size
-    arrays = {"q": gpu.randn((B, N, D), seed=1), "k": gpu.randn((B, N, D), seed=2)}
+@pytest.fixture(scope="module")
+def ctx() -> Context:
+    return Context()
 
-    def run() -> Any:
-        return ops.route(arrays["q"], arrays["k"], tau=0.3, k_in=k_in, backend="cuda")
 
-    _assert_routes_slice(gpu, run(), arrays["q"], arrays["k"])
-    arrays["scratch"] = gpu.empty_like(arrays["q"])
+# -- timing ----------------------------------------------------------------------------------------------------
+
+
+def wall(device: Device, fn: Callable[[], object]) -> float:
+    """Seconds per call of back-to-back calls, host overhead included: the fastest round of ``n`` calls
+    followed by one device synchronisation (warm-up calls first)."""
+    t = measure(fn, repeats=ROUNDS, round_time=ROUND_TIME, max_time=MAX_TIME, sync=device.synchronize)
+    device.finish()  # errors the backend found in the calls, reported now (the calls do not wait)
+    return t.min
+
+
+def host_wall(fn: Callable[[], object]) -> float:
+    """Seconds per call of a synchronous (host) call: the fastest round."""
+    return measure(fn, repeats=ROUNDS, round_time=ROUND_TIME, max_time=MAX_TIME).min
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:,.2f} ms"
+
+
+def ratio(slow: float, fast: float) -> str:
+    r = slow / fast
+    return f"{r:.2f}×" if r < 10 else f"{r:.1f}×"
+
+
+# -- checks ----------------------------------------------------------------------------------------------------
+
+
+def _fields(result: Any) -> list[tuple[str, Any]]:
+    if isinstance(result, tuple) and hasattr(result, "_fields"):
+        return list(zip(result._fields, result))
+    if isinstance(result, tuple):
+        return [(str(i), v) for i, v in enumerate(result)]
+    if hasattr(result, "__dict__"):
+        return list(vars(result).items())
+    return [("result", result)]
+
+
+def mismatch(device: Device, got: Any, want: Any, rtol: float = 1e-4) -> str:
+    """'' when the first ``CHECK`` rows of each field of ``got`` (device arrays) match ``want`` (the reference
+    on the inputs' first ``CHECK`` rows): integers and booleans exactly, floats within ``rtol`` and 1e-5;
+    else the first field that differs and how."""
+    for (name, g), (_, w) in zip(_fields(got), _fields(want)):
+        if w is None or g is None:
+            if (w is None) != (g is None):
+                return f"{name}: {g is None=} but the reference's {w is None=}"
+            continue
+        g = device.host(g[:CHECK])
+        w = np.asarray(w)
+        if g.shape != w.shape:
+            return f"{name}: shape {g.shape} vs the reference's {w.shape}"
+        try:
+            if w.dtype.kind == "f":
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5, equal_nan=True)
+            else:
+                np.testing.assert_array_equal(g, w)
+        except AssertionError as exc:
+            detail = " ".join(ln.strip() for ln in str(exc).strip().splitlines()[:4])
+            return f"{name}: {detail}"
+    return ""
+
+
+def assert_slice_matches(device: Device, got: Any, want: Any, what: str) -> None:
+    """Fails, naming ``what`` and the field, when :func:`mismatch` finds a difference."""
+    found = mismatch(device, got, want)
+    assert not found, f"{what}: {found}"
+
+
+def _head(x: Any, B: int) -> Any:
+    """The first ``CHECK`` rows of an input that carries the batch axis (first axis of length ``B``)."""
+    return x[:CHECK] if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == B else x
+
+
+def reference_of(case: OpCase, B: int) -> Any:
+    """The reference's result on the first ``CHECK`` episodes / graphs of the case's host inputs."""
+    assert case.op is not None, "the case records its op and inputs"
+    args = [_head(a, B) for a in case.args]
+    kwargs = {k: _head(v, B) for k, v in case.kwargs.items()}
+    return case.op(*args, backend="reference", **kwargs)
+
+
+def fits(device: Device, need: int) -> None:
+    """Skips (saying so) when ``need`` bytes would not fit in 90% of the device's free memory."""
+    free = device.free_bytes()
+    if need > 0.9 * free:
+        pytest.skip(f"needs {need / 2**30:.1f} GiB of device memory; {free / 2**30:.1f} GiB free")
+
+
+# -- route -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("B", ROUTE_SIZES)
+def test_route(device: Device, table: Table, B: int) -> None:
+    read, written = route_bytes(B, N, D, K_IN)
+    # the inputs, the copy's destination (one of q, k at a time), and the outputs of both sides with room for
+    # PyTorch's temporaries (scores, mask, top-k: a few (B, N, N) arrays)
+    fits(device, read + read // 2 + 6 * written)
+    q, k = device.randn((B, N, D), seed=1), device.randn((B, N, D), seed=2)
+    arrays = {"q": q, "k": k, "scratch": device.empty_like(q)}
+
+    def ours() -> Any:
+        return ops.route(arrays["q"], arrays["k"], tau=TAU, k_in=K_IN, backend="cuda")
 
     def copy() -> None:
-        gpu.copy(arrays["scratch"], arrays["q"])
-        gpu.copy(arrays["scratch"], arrays["k"])
+        device.copy(arrays["scratch"], arrays["q"])
+        device.copy(arrays["scratch"], arrays["k"])
 
-    t_route = gpu.seconds(run, repeats=REPEATS)
-    t_copy = gpu.seconds(copy, repeats=REPEATS)
-    route_bw = (input_bytes + output_bytes) / t_route
-    copy_bw = 2 * input_bytes / t_copy  # read + write
-    peak = gpu.peak_bandwidth()
-    line = (
-        f"\n[gpu] route B={B} N={N} D={D} on {gpu.device_name()} ({gpu.name}): {t_route * 1e3:.2f} ms, "
-        f"{route_bw / 1e9:.0f} GB/s (read + write); D2D copy of the inputs {t_copy * 1e3:.2f} ms, "
-        f"{copy_bw / 1e9:.0f} GB/s; route/copy bandwidth {route_bw / copy_bw:.2f}, time {t_route / t_copy:.2f}x"
-    )
-    if peak:
-        verdict = "meets" if route_bw >= 0.5 * peak else "BELOW"
+    c = min(B, CHECK)
+    want = reference.route(device.host(q[:c]), device.host(k[:c]), None, TAU, K_IN)
+    assert_slice_matches(device, ours(), want, f"route B={B}")
+    device.finish()
+    t_ours, t_copy = wall(device, ours), wall(device, copy)
+    theirs: Callable[[], object] | None = None
+    t_torch, torch_note = 0.0, ""
+    if device.torch is not None:
+        t_q, t_k = device.as_torch(q), device.as_torch(k)
+
+        def theirs() -> Any:
+            with device.torch.inference_mode():
+                return torch_route(t_q, t_k, TAU, K_IN)
+
+        torch_note = mismatch(device, theirs(), want, rtol=1e-3)  # reported, not asserted: the alternative
+        t_torch = wall(device, theirs)
+    line = f"[gpu] route B={B} N={N} D={D}: ours {us(t_ours)}"
+    if theirs is not None:
+        line += f", torch {us(t_torch)}, ratio {ratio(t_torch, t_ours)}"
+    else:
+        line += " (no torch: PyTorch with CUDA is not available)"
+    line += " per back-to-back call"
+    if B == 1:
+        verdict = "meets" if t_ours <= OVERHEAD_TARGET else "ABOVE"
+        line += f" (the per-call overhead: {verdict} target <= {OVERHEAD_TARGET * 1e6:.0f} µs)"
+    record: dict[str, Any] = {"op": "route", "B": B, "ours_s": t_ours, "torch_s": t_torch or None}
+    record["copy_s"] = t_copy
+    if B >= 4096:
+        e_ours = device.event_seconds(ours, EVENT_CALLS)
+        e_copy = device.event_seconds(copy, EVENT_CALLS)
+        bw, copy_bw = (read + written) / e_ours, 2 * read / e_copy
         line += (
-            f"; {100 * route_bw / peak:.0f}% of the {peak / 1e12:.2f} TB/s HBM peak ({verdict} target >= 50%)"
+            f"; device time ours {us(e_ours)}, D2D copy of the inputs {us(e_copy)}: {bw / 1e9:,.0f} GB/s "
+            f"= {bw / copy_bw:.0%} of the copy's {copy_bw / 1e9:,.0f} GB/s"
         )
-    print(line)
-    benchmark.extra_info.update(
-        {
-            "route_GBps": route_bw / 1e9,
-            "copy_GBps": copy_bw / 1e9,
-            "route_ms": t_route * 1e3,
-            "copy_ms": t_copy * 1e3,
-        }
-    )
-    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=0)
+        record.update(ours_device_s=e_ours, copy_device_s=e_copy, ours_GBps=bw / 1e9, copy_GBps=copy_bw / 1e9)
+        if theirs is not None:
+            e_torch = device.event_seconds(theirs, EVENT_CALLS)
+            line += f"; device time torch {us(e_torch)}"
+            record["torch_device_s"] = e_torch
+        peak = device.peak_bandwidth()
+        if peak:
+            line += f"; {bw / peak:.0%} of the {peak / 1e12:.2f} TB/s HBM peak"
+    if torch_note:
+        line += f" [torch's result differs: {torch_note}]"
+    device.finish()
+    table.add(line, **record)
     arrays.clear()
-    gpu.release()
+    del q, k
+    device.release()
+
+
+# -- Q-Mix -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("B", QMIX_SIZES)
+@pytest.mark.parametrize("op", ["qmix_forward", "qmix_mix"])
+def test_qmix(device: Device, table: Table, ctx: Context, op: str, B: int) -> None:
+    case = OPS[op].prepare(B, ctx)  # the inputs of `toporoute bench`, random weights with seed 0
+    assert case.on_device is not None
+    dcase: DeviceCase = case.on_device(device)
+    want = reference_of(case, B)
+    assert_slice_matches(device, dcase.call(), want, f"{op} B={B}")
+    device.finish()
+    t_ours = wall(device, dcase.call)
+    line = f"[gpu] {op} B={B} N=3: ours {us(t_ours)}"
+    record: dict[str, Any] = {"op": op, "B": B, "ours_s": t_ours, "torch_s": None}
+    if dcase.alternative is None:
+        line += f" ({dcase.alternative_note})"
+    else:
+        note = mismatch(device, dcase.alternative(), want, rtol=1e-3)
+        t_torch = wall(device, dcase.alternative)
+        target = 3.0 if B <= 1024 else 1.2
+        r = t_torch / t_ours
+        line += (
+            f", torch {us(t_torch)}, ratio {ratio(t_torch, t_ours)} per back-to-back call "
+            f"({'meets' if r >= target else 'BELOW'} target >= {target:g}×)"
+        )
+        line += f" [torch's result differs: {note}]" if note else ""
+        record["torch_s"] = t_torch
+    table.add(line, **record)
+    del dcase, case
+    device.release()
+
+
+# -- the other CUDA kernels against the CPU backend ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("op", "B"), [(op, B) for op, sizes in OP_SIZES.items() for B in sizes])
+def test_kernel_vs_cpu(device: Device, table: Table, ctx: Context, op: str, B: int) -> None:
+    if op not in backends.kernels("cuda"):
+        pytest.skip(f"{op} has no CUDA kernel in this build (not in toporoute.backends.kernels('cuda'))")
+    case = OPS[op].prepare(B, ctx)
+    assert case.on_device is not None, f"{op}'s case has no device form (its op table entry names no device)"
+    dcase = case.on_device(device)
+    want = reference_of(case, B)
+    assert_slice_matches(device, dcase.call(), want, f"{op} B={B} cuda")
+    device.finish()
+    t_cuda = wall(device, dcase.call)
+    record: dict[str, Any] = {"op": op, "B": B, "cuda_s": t_cuda, "cpu_s": None}
+    line = f"[gpu] {op} B={B}: cuda on device arrays {us(t_cuda)} per back-to-back call"
+    if _CPU_OK and op in backends.kernels("cpu"):
+        on_cpu = case.call("cpu")
+        assert_slice_matches(device, on_cpu(), want, f"{op} B={B} cpu")
+        t_cpu = host_wall(on_cpu)
+        line += f", cpu backend on numpy {us(t_cpu)}, ratio {ratio(t_cpu, t_cuda)}"
+        record["cpu_s"] = t_cpu
+    else:
+        line += f" (no ratio: the CPU backend is not available here or has no {op} kernel: {_CPU_WHY})"
+    table.add(line, **record)
+    del dcase, case
+    device.release()
+
+
+# -- toposort --------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("B", pick([4096, 65_536, 1_048_576], [4096]))
-def test_toposort_throughput(benchmark: Any, gpu: _Gpu, B: int, weighted: bool) -> None:
-    N = 16
-    benchmark.group = f"cuda toposort N={N} weighted={weighted}"
-    adj = gpu.rand((B, N, N), seed=3) < 0.2  # cyclic in general: exercises cycle breaking
-    weights = gpu.rand((B, N, N), seed=4) if weighted else None
+@pytest.mark.parametrize("B", pick([4096, 65_536, 1_048_576], [64]))
+def test_toposort_throughput(device: Device, table: Table, B: int, weighted: bool) -> None:
+    n = 16
+    # held in a dict so that the end of the test frees them before the next size (the closures see the dict)
+    graphs = {"adj": device.rand((B, n, n), seed=3) < 0.2}  # cyclic in general: exercises cycle breaking
+    graphs["weights"] = device.rand((B, n, n), seed=4) if weighted else None
+    adj, weights = graphs["adj"], graphs["weights"]
 
     def run() -> Any:
-        return ops.toposort(adj, weights=weights, backend="cuda")
+        return ops.toposort(graphs["adj"], weights=graphs["weights"], backend="cuda")
 
-    got = run()
-    w_host = None if weights is None else gpu.host(weights[:CHECK])
-    want = reference.toposort(gpu.host(adj[:CHECK]), weights=w_host, active=None)
-    for field in ("order", "level", "removed", "is_dag"):
-        np.testing.assert_array_equal(gpu.host(getattr(got, field)[:CHECK]), getattr(want, field))
-    t_gpu = gpu.seconds(run, repeats=REPEATS)
-    print(
-        f"\n[gpu] toposort B={B} N={N} weighted={weighted} ({gpu.name}): {t_gpu * 1e3:.3f} ms, "
-        f"{B / t_gpu / 1e6:.1f} M graphs/s"
+    c = min(B, CHECK)
+    w_host = None if weights is None else device.host(weights[:c])
+    want = reference.toposort(device.host(adj[:c]), weights=w_host, active=None)
+    assert_slice_matches(device, run(), want, f"toposort B={B}")
+    device.finish()
+    t_gpu = wall(device, run)
+    line = (
+        f"[gpu] toposort B={B} N={n} weighted={weighted}: cuda on device arrays {us(t_gpu)} per call, "
+        f"{B / t_gpu / 1e6:,.1f} M graphs/s"
     )
-    benchmark.extra_info.update({"graphs_per_s": B / t_gpu, "ms": t_gpu * 1e3})
+    record: dict[str, Any] = {"op": "toposort", "B": B, "weighted": weighted, "cuda_s": t_gpu, "cpu_s": None}
     if _CPU_OK:
         # the alternative: the same graphs on the host, sorted by the compiled CPU backend (all its threads)
-        adj_host = gpu.host(adj)
-        weights_host = None if weights is None else gpu.host(weights)
+        adj_host = device.host(adj)
+        weights_host = None if weights is None else device.host(weights)
 
         def run_cpu() -> Any:
             return ops.toposort(adj_host, weights=weights_host, backend="cpu")
 
-        on_cpu = run_cpu()
-        for field in ("order", "level", "removed", "is_dag"):
-            np.testing.assert_array_equal(getattr(on_cpu, field)[:CHECK], getattr(want, field), err_msg=field)
-        t_cpu = host_seconds(run_cpu)
-        target = 10.0 if B >= TOPOSORT_TARGET_B else None
-        report(
-            f"toposort B={B} N={N} weighted={weighted}, device arrays vs host arrays",
-            "cpu backend",
-            t_cpu,
-            f"cuda ({gpu.device_name()})",
-            t_gpu,
-            target,
-        )
-        benchmark.extra_info["cpu_ms"] = t_cpu * 1e3
-        del adj_host, weights_host, on_cpu
+        assert_slice_matches(device, run_cpu(), want, f"toposort B={B} cpu")
+        t_cpu = host_wall(run_cpu)
+        line += f", cpu backend on numpy {us(t_cpu)}, ratio {ratio(t_cpu, t_gpu)}"
+        if B >= TOPOSORT_TARGET_B:
+            line += f" ({'meets' if t_cpu / t_gpu >= 10 else 'BELOW'} target >= 10×)"
+        record["cpu_s"] = t_cpu
     else:
-        print(f"[gpu] toposort: no ratio, the CPU backend is not available: {_CPU_WHY}")
-    benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=0)
+        line += f" (no ratio: the CPU backend is not available: {_CPU_WHY})"
+    table.add(line, **record)
+    del adj, weights
+    graphs.clear()
+    device.release()
