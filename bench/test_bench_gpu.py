@@ -153,6 +153,8 @@ def ratio(slow: float, fast: float) -> str:
 
 
 def _fields(result: Any) -> list[tuple[str, Any]]:
+    if hasattr(result, "__dlpack__"):  # one array (numpy, a PyTorch tensor, CuPy), not a result's fields
+        return [("result", result)]
     if isinstance(result, tuple) and hasattr(result, "_fields"):
         return list(zip(result._fields, result))
     if isinstance(result, tuple):
@@ -166,7 +168,10 @@ def mismatch(device: Device, got: Any, want: Any, rtol: float = 1e-4) -> str:
     """'' when the first ``CHECK`` rows of each field of ``got`` (device arrays) match ``want`` (the reference
     on the inputs' first ``CHECK`` rows): integers and booleans exactly, floats within ``rtol`` and 1e-5;
     else the first field that differs and how."""
-    for (name, g), (_, w) in zip(_fields(got), _fields(want)):
+    got_fields, want_fields = _fields(got), _fields(want)
+    if len(got_fields) != len(want_fields):
+        return f"{len(got_fields)} result fields against the reference's {len(want_fields)}"
+    for (name, g), (_, w) in zip(got_fields, want_fields):
         if w is None or g is None:
             if (w is None) != (g is None):
                 return f"{name}: {g is None=} but the reference's {w is None=}"

@@ -262,6 +262,20 @@ def test_a_cuda_run_without_a_device_notes_it(monkeypatch: pytest.MonkeyPatch) -
     assert "device" not in run.machine
 
 
+def test_device_results_are_compared_field_by_field() -> None:
+    # a PyTorch tensor has a __dict__ (empty): it must count as one array, not as a result without fields
+    want = np.arange(6, dtype=np.float32)
+    dev = HostDevice()
+    assert bench_runner._differs(torch.from_numpy(want.copy()), want, dev.host) == ""
+    assert bench_runner._differs(torch.from_numpy(want + 1), want, dev.host) == "result"
+    routes = reference.route(np.ones((1, 2, 3), np.float32), np.ones((1, 2, 3), np.float32), None, 0.3, 1)
+    as_torch = type(routes)(*(torch.from_numpy(x) for x in vars(routes).values()))
+    assert bench_runner._differs(as_torch, routes, dev.host) == ""
+    bad = dataclasses.replace(as_torch, inbox=as_torch.inbox + 1)
+    assert bench_runner._differs(bad, routes, dev.host) == "inbox"
+    assert bench_runner._differs((want, want), want, dev.host) == "2 result fields vs 1"
+
+
 def test_with_ratios_groups_host_and_device_sides() -> None:
     def row(side: str, kind: str, median: float) -> Row:
         return Row("route", 1, side, kind, "ok", "", Timing(median, median, median, median, 1, 1))

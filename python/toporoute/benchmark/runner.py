@@ -161,7 +161,7 @@ def resolve_backends(choice: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _fields(result: Any) -> list[tuple[str, Any]]:
-    if isinstance(result, np.ndarray):
+    if isinstance(result, np.ndarray) or hasattr(result, "__dlpack__"):  # an array (device arrays too)
         return [("", result)]
     if isinstance(result, tuple) and hasattr(result, "_fields"):
         return list(zip(result._fields, result))
@@ -175,7 +175,10 @@ def _fields(result: Any) -> list[tuple[str, Any]]:
 def _differs(got: Any, want: Any, host: Callable[[Any], np.ndarray] = np.asarray) -> str:
     """The first field where ``got`` differs from ``want`` (floats within rtol 1e-4, atol 1e-5), else "";
     ``host`` brings a field of ``got`` to a numpy array (e.g. from the device)."""
-    for (name, g), (_, w) in zip(_fields(got), _fields(want)):
+    got_fields, want_fields = _fields(got), _fields(want)
+    if len(got_fields) != len(want_fields):
+        return f"{len(got_fields)} result fields vs {len(want_fields)}"
+    for (name, g), (_, w) in zip(got_fields, want_fields):
         if isinstance(w, np.ndarray):
             g = host(g)
             if g.shape != w.shape:
