@@ -4,6 +4,8 @@
 // for bit; log, cos, exp and pow are the C library's, as the reference's math.* calls are.
 #include "toporoute/bandit.hpp"
 
+#include "toporoute/bandit_draw.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,106 +18,22 @@
 
 namespace toporoute {
 
-void philox4x32_10(std::uint32_t ctr[4], std::uint64_t seed) noexcept {
-  std::uint32_t k0 = static_cast<std::uint32_t>(seed);
-  std::uint32_t k1 = static_cast<std::uint32_t>(seed >> 32);
-  std::uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-  for (int r = 0; r < 10; ++r) {
-    const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c0;
-    const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c2;
-    c0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    c1 = static_cast<std::uint32_t>(p1);
-    c2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    c3 = static_cast<std::uint32_t>(p0);
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  ctr[0] = c0;
-  ctr[1] = c1;
-  ctr[2] = c2;
-  ctr[3] = c3;
-}
+void philox4x32_10(std::uint32_t ctr[4], std::uint64_t seed) noexcept { draw::philox(ctr, seed); }
 
 namespace {
 
-constexpr std::uint32_t kBoostBlock = 0xFFFFFFFFu;
-constexpr double kHalfPi = 3.141592653589793 / 2.0;
-
-// (0, 1] from 53 random bits of (a, b), and from the 32 bits of w (both exact in double).
-inline double u53(std::uint32_t a, std::uint32_t b) {
-  const std::uint64_t x = (std::uint64_t{a >> 5} << 26) | (b >> 6);
-  return static_cast<double>(static_cast<std::int64_t>(x + 1)) * 0x1p-53;  // signed: one conversion instruction
-}
-inline double u32(std::uint32_t w) { return static_cast<double>(std::int64_t{w} + 1) * 0x1p-32; }
-inline double u31(std::uint32_t w) {
-  return static_cast<double>(static_cast<std::int32_t>(w & 0x7FFFFFFFu) + 1) * 0x1p-31;
-}
-
-// Box-Muller's cos(2 pi U) as +-cos(pi/2 V): the sign from the top bit of w, V = u31(w) (see the reference).
-inline double signed_cos(std::uint32_t w, double c) { return (w >> 31) != 0 ? -c : c; }
-
-// Marsaglia-Tsang constants of one gamma draw of shape a (boosted when a < 1).
-struct GammaShape {
-  double a, d, c;
-  bool boosted;
-};
-
-inline GammaShape gamma_shape(double a) {
-  const bool boosted = a < 1.0;
-  const double a1 = boosted ? a + 1.0 : a;
-  const double d = a1 - 1.0 / 3.0;
-  return {a, d, 1.0 / std::sqrt(9.0 * d), boosted};
-}
-
-// One attempt on the block w: true, with *dv = d v, when accepted.
-inline bool attempt(const GammaShape& g, const std::uint32_t w[4], double* dv) {
-  const double z = signed_cos(w[2], std::sqrt(-2.0 * std::log(u53(w[0], w[1]))) * std::cos(kHalfPi * u31(w[2])));
-  const double u = u32(w[3]);
-  double v = 1.0 + g.c * z;
-  if (!(v > 0.0)) return false;
-  v = v * v * v;
-  if (v == 0.0) return false;
-  const double x2 = z * z;
-  if (u < 1.0 - 0.0331 * x2 * x2 || std::log(u) < 0.5 * x2 + g.d * (1.0 - v + std::log(v))) {
-    *dv = g.d * v;
-    return true;
-  }
-  return false;
-}
-
-// d v of the first accepted attempt from attempt t0 on.
-double attempts_from(const GammaShape& g, std::uint64_t seed, std::uint32_t lane, std::uint32_t graph,
-                     std::uint32_t step, std::uint32_t t0) {
-  double dv = 0.0;
-  for (std::uint32_t t = t0;; ++t) {
-    std::uint32_t w[4] = {t, lane, graph, step};
-    philox4x32_10(w, seed);
-    if (attempt(g, w, &dv)) return dv;
-  }
-}
-
-struct GammaDraw {
-  double x;   // the draw
-  double dv;  // d * v before the boost
-  double ub;  // the boost uniform, 1 when not boosted
-};
-
-inline GammaDraw boost(const GammaShape& g, double dv, std::uint64_t seed, std::uint32_t lane, std::uint32_t graph,
-                       std::uint32_t step) {
-  if (!g.boosted) return {dv, dv, 1.0};
-  std::uint32_t w[4] = {kBoostBlock, lane, graph, step};
-  philox4x32_10(w, seed);
-  const double ub = u53(w[0], w[1]);
-  return {dv * std::pow(ub, 1.0 / g.a), dv, ub};
-}
-
-inline float beta_of(const GammaDraw& x, const GammaDraw& y, double a, double b) {
-  const double total = x.x + y.x;
-  if (total > 0.0) return static_cast<float>(x.x / total);
-  const double lx = std::log(x.dv) + std::log(x.ub) / a;  // both underflowed: the ratio in log space
-  const double ly = std::log(y.dv) + std::log(y.ub) / b;
-  return static_cast<float>(1.0 / (1.0 + std::exp(ly - lx)));
-}
+// The draws' building blocks are shared with the CUDA kernel (toporoute/bandit_draw.hpp).
+using draw::attempts_from;
+using draw::beta_of;
+using draw::boost;
+using draw::gamma_shape;
+using draw::GammaDraw;
+using draw::GammaShape;
+using draw::kHalfPi;
+using draw::signed_cos;
+using draw::u31;
+using draw::u32;
+using draw::u53;
 
 std::string format_value(float v) {
   std::ostringstream os;
@@ -399,6 +317,20 @@ void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int6
 }
 
 }  // namespace
+
+Status check_bandit_select(const BanditSelectArgs& a) {
+  std::int64_t first[kFaults] = {-1, -1, -1, -1, -1, -1};
+  for (std::int64_t b = 0; b < a.B; ++b) {
+    const unsigned bits = faults_of(a, b);
+    for (int f = 0; f < kFaults; ++f) {
+      if ((bits >> f & 1u) && first[f] < 0) first[f] = b;
+    }
+  }
+  for (int f = 0; f < kFaults; ++f) {
+    if (first[f] >= 0) return fault_status(a, f, first[f]);
+  }
+  return Status::success();
+}
 
 Status bandit_select(const BanditSelectArgs& a, const BanditSelectOut& o) {
   if (a.B < 0 || a.N < 0 || a.k < 1) {

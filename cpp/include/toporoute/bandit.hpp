@@ -52,6 +52,10 @@ struct BanditSelectOut {
 /// O(B N (N + draws)); OpenMP over the graphs, each graph's result independent of the thread count.
 Status bandit_select(const BanditSelectArgs& args, const BanditSelectOut& out);
 
+/// The first bad input of bandit_select() in its order (success when there is none): the same Status as
+/// bandit_select() for the same arguments. Serial, O(B N^2); the CUDA host path calls it once a kernel saw a fault.
+Status check_bandit_select(const BanditSelectArgs& args);
+
 /// Inputs of bandit_update(): alpha, beta, reward (B,N) f32, selected (B,N) u8, optional dt and km (B,N) f32.
 struct BanditUpdateArgs {
   const float* alpha = nullptr;
