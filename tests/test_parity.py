@@ -101,10 +101,7 @@ def test_backend_op_sets_match_the_package() -> None:
     calls = {
         "route_indexed": lambda: ops.route_indexed(table, rows, rows, backend="cuda"),
         "mean_pool": lambda: ops.mean_pool(hidden, mask, backend="cuda"),
-        "graph_stats": lambda: ops.graph_stats(adj, backend="cuda"),
-        "conductor_density": lambda: ops.conductor_density(one, one, one, one, backend="cuda"),
         "conductor_check": lambda: ops.conductor_check(["x"], backend="cuda"),
-        "bandit_select": lambda: ops.bandit_select(adj, h, h, 1, seed=0, backend="cuda"),
         "bandit_update": lambda: ops.bandit_update(h, h, alive, h, backend="cuda"),
         "synergy_update": lambda: ops.synergy_update(f, f, f, f, h, backend="cuda"),
         "dag_edit": lambda: ops.dag_edit(adj, alive, np.zeros((1, 1, 3), np.int32), backend="cuda"),

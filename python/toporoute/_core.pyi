@@ -199,3 +199,45 @@ def qmix_forward_cuda_dlpack(
 def qmix_mix_cuda_dlpack(
     weights: QMixWeightsCuda, q_taken: Any, state: Any, q_tot: Any, err: Any, stream: int
 ) -> None: ...
+
+# graph_stats, conductor_density and bandit_select on the GPU (cpp/bindings/cuda_stats.cpp); the DLPack
+# entries as above (graph_stats returns 5 capsules without prev, 6 with it)
+def graph_stats_cuda_host(
+    adj: _Bool, active: _Bool | None, prev: _Bool | None, device: int = 0
+) -> tuple[_I64, _F64, _I32, _I32, _F64, _F64 | None]: ...
+def graph_stats_cuda_dlpack(
+    adj: Any, active: Any | None, prev: Any | None, out: tuple[Any, ...] | None, stream: int
+) -> tuple[Any, ...]: ...
+def conductor_density_cuda_host(
+    nodes: _I64, edges: _I64, steps: _I64, n_max: _I64, device: int = 0
+) -> tuple[_F64, _F64, _F64, _F64, _F64]: ...
+def conductor_density_cuda_dlpack(
+    nodes: Any, edges: Any, steps: Any, n_max: Any, out: tuple[Any, ...] | None, stream: int
+) -> tuple[Any, Any, Any, Any, Any]: ...
+def bandit_select_cuda_host(
+    adj: _Bool,
+    alpha: _F32,
+    beta: _F32,
+    weights: _F32 | None,
+    active: _Bool | None,
+    k: int,
+    seed: int,
+    step: int,
+    mode: int,
+    graph_offset: int,
+    device: int = 0,
+) -> tuple[_Bool, _I32, _F32]: ...
+def bandit_select_cuda_dlpack(
+    adj: Any,
+    alpha: Any,
+    beta: Any,
+    weights: Any | None,
+    active: Any | None,
+    out: tuple[Any, ...] | None,
+    k: int,
+    seed: int,
+    step: int,
+    mode: int,
+    graph_offset: int,
+    stream: int,
+) -> tuple[Any, Any, Any]: ...
