@@ -1,17 +1,43 @@
 /// \file qmix.cu
 /// The Agent Q-Mix networks on the GPU; semantics are python/toporoute/backends/reference.py qmix_forward and
-/// qmix_mix (float32, like the CPU kernels).
+/// qmix_mix (float32 FFMA, like the CPU kernels; no TF32).
 ///
-/// Design: one thread block per group of whole episodes (about kRowsPerBlock agent rows; grid-stride over the
-/// groups), every activation of the group in shared memory, the weights in global memory (L2-resident: about
-/// 1.4 MB at the default shapes), transposed so the threads of a warp computing consecutive outputs read
-/// consecutive weights. A Linear gives each thread (output column, chunk of kRowChunk rows) items: one weight
-/// load feeds kRowChunk FMAs, and the rows' inputs are shared-memory broadcasts. A GRUCell item keeps the r, z
-/// and both n accumulators of kGruChunk rows and finishes the cell in registers. The neighbour sets are one
-/// 64-bit mask per row (N <= 64), built once per group; LayerNorm is a warp per row.
+/// Design. One fused launch per call; a thread block owns a group of whole episodes (R agent rows, R <= 64, a
+/// multiple of 4; grid-stride over the groups) and keeps every activation of the group in shared memory,
+/// feature-major: X[f * Rs + r] (row stride Rs = R or R + 4, whichever is 4 times an odd number, so float4 reads
+/// of 4 rows stay aligned and 8 features x 4 rows touch 32 distinct banks).
+///
+/// Every Linear / GRUCell is a small GEMM Y (R x out) = X (R x K) W (K x out) on those buffers:
+/// - The block's 256 threads each own a register tile of TM rows x 4 output columns (TM = 4 when the block has
+///   enough rows to keep most threads busy, else 1) of a pass of up to 128 columns; wider outputs take several
+///   passes (so a block never holds more than its tile of accumulators).
+/// - The weights (global, transposed K x out, L2-resident: about 1.4 MB at the default shapes) are staged into
+///   shared memory in K-tiles of 16 rows with cp.async (16-byte copies when the rows allow it, 4-byte ones
+///   otherwise; zero-filled past K and out), double-buffered: tile t + 1 is in flight while tile t is used.
+/// - Per k a thread reads one float4 of x (TM rows; a broadcast: a warp spans at most a few row groups) and
+///   one float4 of weights per gate, feeding 16 (Linear) or 48 (GRUCell: r, z, n) FFMAs.
+/// - A GRUCell pass runs two K loops into the same r and z accumulators (x W_ih, then h W_hh) and keeps the
+///   two n accumulators apart; the cell is finished in registers.
+/// - Padding rows (past the group's last episode) are computed like the others and never stored.
+/// The neighbour sets are one 64-bit mask per row (N <= 64), built once per group; the neighbour mean is a
+/// thread per (row, feature); LayerNorm and the mixer's last step use 8 lanes per row with shuffles.
+///
+/// Rows per block come from the batch and the SM count: ceil(B / SMs) episodes (at least one, at most 64 rows),
+/// so small batches put a block on each SM and large ones amortise each block's weight stream over 64 rows.
+/// The mixer does the same with at most 32 episodes per block.
+///
+/// Costs at the default shapes, N = 3 (FLOPs ~ 2 x 342k weights per agent row = 684 kFLOP/row):
+///   B = 64: 192 rows, 0.13 GFLOP, 64 blocks of 4 rows -> 88 MB of L2 weight reads (about 14 us of one SM's
+///     L2 bandwidth per block: latency-bound, expected ~30-40 us for the kernel);
+///   B = 1024: 3072 rows, 2.1 GFLOP, 128 blocks of 24 rows -> 175 MB of L2 reads, about 16 MFLOP per SM
+///     (~40 us at the FP32 peak, expected ~60-90 us);
+///   B = 16384: 49k rows, 34 GFLOP, 768 blocks of 64 rows -> 1.05 GB of L2 reads, expected ~0.8-1.0 ms;
+///   B = 262144: 786k rows, 538 GFLOP, 12288 blocks -> 16.8 GB of L2 reads (~1.2 TB/s over the run), FP32
+///     bound: ~8 ms at the 67 TFLOP/s peak, expected ~12-16 ms.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -21,16 +47,44 @@
 namespace toporoute::cuda {
 namespace {
 
-using detail::warp_sum;
-
 constexpr int kThreads = 256;
-constexpr int kRowsPerBlock = 32;  // agent rows per forward group
-constexpr int kMixRows = 16;       // episodes per mixer group
-constexpr int kRowChunk = 8;       // rows per Linear item
-constexpr int kGruChunk = 4;       // rows per GRUCell item
+constexpr int kMaxRows = 64;          // agent rows per forward block (>= kQMixMaxAgents: one episode always fits)
+constexpr int kMixMaxRows = 32;       // episodes per mixer block
+constexpr int kKT = 16;               // weight rows per staged K-tile
+constexpr int kMaxColGroups = 32;     // 4-column groups per GEMM pass (128 columns)
+constexpr int kLanesPerRow = 8;       // LayerNorm / mixer combine
 constexpr std::size_t kDefaultSmem = 48 * 1024;
+static_assert(kMaxRows >= kQMixMaxAgents, "one episode must fit a block");
+static_assert(kThreads % 32 == 0 && kThreads / kLanesPerRow >= kMixMaxRows, "the mixer combine is one sweep");
 
 __host__ __device__ constexpr int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+/// Row stride of the feature-major buffers: R (a multiple of 4) or R + 4, whichever is 4 x odd.
+__host__ __device__ constexpr int row_stride(int R) { return (R / 4) % 2 == 1 ? R : R + 4; }
+
+/// Column groups per pass and passes of a GEMM with `rg` row groups and `cols` outputs (per gate).
+struct Plan {
+  int cg, passes;
+};
+__host__ __device__ inline Plan plan_gemm(int rg, int cols) {
+  const int groups = (cols + 3) / 4;
+  int cg = kThreads / rg;
+  cg = cg < kMaxColGroups ? cg : kMaxColGroups;
+  cg = cg < groups ? cg : groups;
+  cg = cg < 1 ? 1 : cg;
+  const int passes = (groups + cg - 1) / cg;
+  return {(groups + passes - 1) / passes, passes};
+}
+
+/// Rows per thread tile: the one giving each thread fewer FMAs (passes x rows) on the typical output width, 4 on
+/// a tie (fewer shared-memory loads per FMA). Small blocks get 1 (more threads busy), large ones 4.
+int rows_per_thread(int R, std::int64_t typical_out) {
+  const int cols = static_cast<int>(std::min<std::int64_t>(typical_out, 1 << 20));
+  return plan_gemm(R / 4, cols).passes * 4 <= plan_gemm(R, cols).passes ? 4 : 1;
+}
+
+/// Floats of one staged weight tile for at most `gates` gates (a bound over every GEMM of the kernel).
+int tile_floats(int rg, int gates) { return gates * kKT * 4 * std::min(kMaxColGroups, kThreads / rg); }
 
 /// Everything a forward block needs, by value (kernels never see framework types).
 struct ForwardParams {
@@ -40,10 +94,12 @@ struct ForwardParams {
   float ln_eps;
   QMixForwardArgs a;
   QMixForwardOut o;
-  unsigned long long* err;
   int group;  // episodes per block
-  int rpad;   // rows of every shared buffer (group N rounded up to kRowChunk)
-  int uw;     // width of the multi-use buffer: max(obs_dim, H, Hq)
+  int R;      // rows of every buffer: group N rounded up to 4
+  int rs;     // row stride of the buffers
+  int uw;     // width of the multi-use buffer U: max(obs_dim, H, Hq)
+  int hw;     // width of the two hidden buffers: max(H, A)
+  int tile;   // floats of one weight tile buffer
 };
 
 struct MixParams {
@@ -52,102 +108,323 @@ struct MixParams {
   int n_agents, S, M, Hh, b1_hidden;
   QMixMixArgs a;
   float* q_tot;
-  unsigned long long* err;
-  int rpad;
+  int group;  // episodes per block (= R before rounding)
+  int R, rs;
+  int aw;   // width of region A: the state, then the second hypernetwork layer's outputs
+  int ldy;  // width of Y: the first hypernetwork layer's outputs
+  int tile;
 };
 
-// y[r, j] = act(b[j] + sum_k x[r, k] wt[k, j]) for r < rows, j < out. x and y in shared memory with rpad rows
-// (rows past `rows` are read but their results dropped).
-__device__ void linear(const float* w, const QMixDeviceLinear& d, const float* x, int ldx, int rows, float* y,
-                       int ldy, bool relu) {
-  const float* __restrict__ wt = w + d.w;
-  const float* __restrict__ b = w + d.b;
-  const int out = static_cast<int>(d.out), K = static_cast<int>(d.K);
-  const int items = out * ((rows + kRowChunk - 1) / kRowChunk);
-  for (int item = threadIdx.x; item < items; item += blockDim.x) {
-    const int j = item % out, r0 = item / out * kRowChunk;
-    float acc[kRowChunk];
-    const float bj = __ldg(b + j);
-#pragma unroll
-    for (int r = 0; r < kRowChunk; ++r) acc[r] = bj;
-    for (int k = 0; k < K; ++k) {
-      const float wk = __ldg(wt + static_cast<std::size_t>(k) * out + j);
-#pragma unroll
-      for (int r = 0; r < kRowChunk; ++r) acc[r] = fmaf(x[(r0 + r) * ldx + k], wk, acc[r]);
+// ------------------------------------------------------------------------------------------ staging
+
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
+#else
+  *dst = valid ? __ldg(src) : 0.0f;
+#endif
+}
+
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *reinterpret_cast<float4*>(dst) =
+      valid ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#endif
+}
+
+__device__ __forceinline__ void cp_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most one committed group of this thread is pending.
+__device__ __forceinline__ void cp_wait_one() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+#endif
+}
+
+/// Where a GEMM reads its weights: wt[k * ldw + g * goff + col] for gate g < G, k < K, col < cols.
+struct WeightView {
+  const float* wt;
+  int ldw, goff, K, cols;
+  bool vec;  // 16-byte copies: wt 16-byte aligned, ldw and goff multiples of 4 (then cols is too)
+};
+
+__host__ __device__ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// tile[(g kKT + kk) cw + c] = wt[(k0 + kk) ldw + g goff + col0 + c], 0 past K or cols; cw a multiple of 4.
+template <int G>
+__device__ __forceinline__ void stage(float* tile, const WeightView& v, int k0, int col0, int cw) {
+  if (v.vec) {
+    const int q = cw / 4, n = G * kKT * q;
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      const int c = i % q * 4, kk = i / q % kKT, g = i / (q * kKT);
+      const int k = k0 + kk, col = col0 + c;
+      const bool ok = k < v.K && col < v.cols;
+      const float* src = ok ? v.wt + static_cast<std::size_t>(k) * v.ldw + g * v.goff + col : v.wt;
+      cp_async16(tile + (g * kKT + kk) * cw + c, src, ok);
     }
+  } else {
+    const int n = G * kKT * cw;
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      const int c = i % cw, kk = i / cw % kKT, g = i / (cw * kKT);
+      const int k = k0 + kk, col = col0 + c;
+      const bool ok = k < v.K && col < v.cols;
+      const float* src = ok ? v.wt + static_cast<std::size_t>(k) * v.ldw + g * v.goff + col : v.wt;
+      cp_async4(tile + (g * kKT + kk) * cw + c, src, ok);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------ GEMM core
+
+/// A thread's place in a GEMM pass: rows r0 .. r0 + TM - 1, columns col0 + c .. + 3 of the pass.
+struct Slot {
+  int r0, c;
+  bool active;
+};
+
+template <int TM, int G>
+__device__ __forceinline__ void fma_step(const float* __restrict__ x, const float* __restrict__ w, int gate_stride,
+                                         float (&acc)[G][TM][4]) {
+  float xv[TM];
+  if constexpr (TM == 4) {
+    const float4 x4 = *reinterpret_cast<const float4*>(x);
+    xv[0] = x4.x;
+    xv[1] = x4.y;
+    xv[2] = x4.z;
+    xv[3] = x4.w;
+  } else {
 #pragma unroll
-    for (int r = 0; r < kRowChunk; ++r) {
-      if (r0 + r < rows) y[(r0 + r) * ldy + j] = relu ? fmaxf(acc[r], 0.0f) : acc[r];
+    for (int m = 0; m < TM; ++m) xv[m] = x[m];
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float4 w4 = *reinterpret_cast<const float4*>(w + g * gate_stride);
+#pragma unroll
+    for (int m = 0; m < TM; ++m) {
+      acc[g][m][0] = fmaf(xv[m], w4.x, acc[g][m][0]);
+      acc[g][m][1] = fmaf(xv[m], w4.y, acc[g][m][1]);
+      acc[g][m][2] = fmaf(xv[m], w4.z, acc[g][m][2]);
+      acc[g][m][3] = fmaf(xv[m], w4.w, acc[g][m][3]);
+    }
+  }
+}
+
+/// acc[g][m][j] += sum_k X[k rs + r0 + m] wt[k, g, col0 + c + j] over k < v.K, the weights staged through
+/// `tiles` (two buffers of `tile` floats). Every thread of the block must call it (it holds barriers); only
+/// active slots compute. Leaves the tile buffers free (ends with a barrier).
+template <int TM, int G>
+__device__ __forceinline__ void accumulate(float* tiles, int tile, const WeightView& v, int col0, int cw,
+                                           const float* X, int rs, const Slot& s, float (&acc)[G][TM][4]) {
+  const int T = (v.K + kKT - 1) / kKT;
+  const int gate_stride = kKT * cw;
+  stage<G>(tiles, v, 0, col0, cw);
+  cp_commit();
+  for (int t = 0; t < T; ++t) {
+    // the other buffer was last read in iteration t - 1 (or an earlier call), before its closing barrier
+    if (t + 1 < T) stage<G>(tiles + ((t + 1) & 1) * tile, v, (t + 1) * kKT, col0, cw);
+    cp_commit();  // possibly empty: keeps "all but the newest group" = tile t
+    cp_wait_one();
+    __syncthreads();
+    if (s.active) {
+      const int k0 = t * kKT, kn = min(kKT, v.K - k0);
+      const float* x = X + static_cast<std::size_t>(k0) * rs + s.r0;
+      const float* w = tiles + (t & 1) * tile + s.c;
+      if (kn == kKT) {
+#pragma unroll
+        for (int kk = 0; kk < kKT; ++kk) fma_step<TM, G>(x + kk * rs, w + kk * cw, gate_stride, acc);
+      } else {
+        for (int kk = 0; kk < kn; ++kk) fma_step<TM, G>(x + kk * rs, w + kk * cw, gate_stride, acc);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <int TM>
+__device__ __forceinline__ Slot slot_of(int rg, int cg) {
+  const int item = threadIdx.x;
+  return {item / cg * TM, item % cg * 4, item < rg * cg};
+}
+
+/// Y[j rs + r] = act(b[j] + sum_k X[k rs + r] wt[k, j]) for r < R, j < out (a Linear; X and Y distinct).
+/// Every thread of the block must call it.
+template <int TM>
+__device__ void linear(float* tiles, int tile, const float* w, const QMixDeviceLinear& d, const float* X, float* Y,
+                       int R, int rs, bool relu) {
+  const int out = static_cast<int>(d.out);
+  const float* __restrict__ b = w + d.b;
+  const WeightView v{w + d.w, out, 0, static_cast<int>(d.K), out, out % 4 == 0 && aligned16(w + d.w)};
+  const int rg = R / TM;
+  const Plan pl = plan_gemm(rg, out);
+  const int cw = 4 * pl.cg;
+  const Slot s = slot_of<TM>(rg, pl.cg);
+  for (int pass = 0; pass < pl.passes; ++pass) {
+    const int col0 = pass * cw;
+    float acc[1][TM][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int col = col0 + s.c + j;
+      const float bj = s.active && col < out ? __ldg(b + col) : 0.0f;
+#pragma unroll
+      for (int m = 0; m < TM; ++m) acc[0][m][j] = bj;
+    }
+    accumulate<TM, 1>(tiles, tile, v, col0, cw, X, rs, s, acc);
+    if (s.active) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int col = col0 + s.c + j;
+        if (col >= out) continue;
+        float y[TM];
+#pragma unroll
+        for (int m = 0; m < TM; ++m) y[m] = relu ? fmaxf(acc[0][m][j], 0.0f) : acc[0][m][j];
+        float* dst = Y + static_cast<std::size_t>(col) * rs + s.r0;
+        if constexpr (TM == 4) {
+          *reinterpret_cast<float4*>(dst) = make_float4(y[0], y[1], y[2], y[3]);
+        } else {
+#pragma unroll
+          for (int m = 0; m < TM; ++m) dst[m] = y[m];
+        }
+      }
     }
   }
 }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// One side of a GRUCell for output column j and rows r0 .. r0 + kGruChunk - 1: r, z and n accumulate
-// in[r, k] * wt[k, g H + j] over k < K (wt: K x 3H).
-__device__ __forceinline__ void gates(const float* __restrict__ wt, int K, int H, const float* in, int ld, int r0,
-                                      int j, float (&r_acc)[kGruChunk], float (&z_acc)[kGruChunk],
-                                      float (&n_acc)[kGruChunk]) {
-  const std::size_t G = 3 * static_cast<std::size_t>(H);
-  for (int k = 0; k < K; ++k) {
-    const float* wk = wt + k * G;
-    const float wr = __ldg(wk + j), wz = __ldg(wk + H + j), wn = __ldg(wk + 2 * H + j);
-#pragma unroll
-    for (int r = 0; r < kGruChunk; ++r) {
-      const float v = in[(r0 + r) * ld + k];
-      r_acc[r] = fmaf(v, wr, r_acc[r]);
-      z_acc[r] = fmaf(v, wz, z_acc[r]);
-      n_acc[r] = fmaf(v, wn, n_acc[r]);
-    }
-  }
-}
-
-// PyTorch GRUCell over the block's rows: out = (1 - z) n + z h; h null means a zero state.
-__device__ void gru(const float* w, const QMixDeviceGru& g, int Kx, int H, const float* x, int ldx, const float* h,
-                    int ldh, int rows, float* out, int ldo) {
-  const float* __restrict__ wih = w + g.wih;
-  const float* __restrict__ whh = w + g.whh;
+/// PyTorch GRUCell over the block's rows: Y = (1 - z) n + z h with x (Kx features) and h (H features; null:
+/// a zero state). X, Hp and Y distinct. Every thread of the block must call it.
+template <int TM>
+__device__ void gru(float* tiles, int tile, const float* w, const QMixDeviceGru& g, int Kx, int H, const float* X,
+                    const float* Hp, float* Y, int R, int rs) {
   const float* __restrict__ bih = w + g.bih;
   const float* __restrict__ bhh = w + g.bhh;
-  const int items = H * ((rows + kGruChunk - 1) / kGruChunk);
-  for (int item = threadIdx.x; item < items; item += blockDim.x) {
-    const int j = item % H, r0 = item / H * kGruChunk;
-    float ar[kGruChunk], az[kGruChunk], an[kGruChunk], ah[kGruChunk];
-    const float br = __ldg(bih + j) + __ldg(bhh + j), bz = __ldg(bih + H + j) + __ldg(bhh + H + j);
-    const float bn = __ldg(bih + 2 * H + j), bhn = __ldg(bhh + 2 * H + j);
+  const bool vec = H % 4 == 0;
+  const WeightView vx{w + g.wih, 3 * H, H, Kx, H, vec && aligned16(w + g.wih)};
+  const WeightView vh{w + g.whh, 3 * H, H, H, H, vec && aligned16(w + g.whh)};
+  const int rg = R / TM;
+  const Plan pl = plan_gemm(rg, H);
+  const int cw = 4 * pl.cg;
+  const Slot s = slot_of<TM>(rg, pl.cg);
+  for (int pass = 0; pass < pl.passes; ++pass) {
+    const int col0 = pass * cw;
+    float acc[3][TM][4];  // r, z, n of x (then n of h)
+    float ni[TM][4];
+    float bhn[4];
 #pragma unroll
-    for (int r = 0; r < kGruChunk; ++r) {
-      ar[r] = br;
-      az[r] = bz;
-      an[r] = bn;
-      ah[r] = bhn;
+    for (int j = 0; j < 4; ++j) {
+      const int col = col0 + s.c + j;
+      const bool ok = s.active && col < H;
+      const float br = ok ? __ldg(bih + col) + __ldg(bhh + col) : 0.0f;
+      const float bz = ok ? __ldg(bih + H + col) + __ldg(bhh + H + col) : 0.0f;
+      const float bn = ok ? __ldg(bih + 2 * H + col) : 0.0f;
+      bhn[j] = ok ? __ldg(bhh + 2 * H + col) : 0.0f;
+#pragma unroll
+      for (int m = 0; m < TM; ++m) {
+        acc[0][m][j] = br;
+        acc[1][m][j] = bz;
+        acc[2][m][j] = bn;
+      }
     }
-    gates(wih, Kx, H, x, ldx, r0, j, ar, az, an);
-    if (h != nullptr) gates(whh, H, H, h, ldh, r0, j, ar, az, ah);
+    accumulate<TM, 3>(tiles, tile, vx, col0, cw, X, rs, s, acc);
 #pragma unroll
-    for (int r = 0; r < kGruChunk; ++r) {
-      if (r0 + r >= rows) continue;
-      const float rg = sigmoid(ar[r]), zg = sigmoid(az[r]);
-      const float n = tanhf(fmaf(rg, ah[r], an[r]));
-      const float prev = h != nullptr ? h[(r0 + r) * ldh + j] : 0.0f;
-      out[(r0 + r) * ldo + j] = fmaf(zg, prev - n, n);
+    for (int m = 0; m < TM; ++m) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ni[m][j] = acc[2][m][j];
+        acc[2][m][j] = bhn[j];
+      }
+    }
+    if (Hp != nullptr) accumulate<TM, 3>(tiles, tile, vh, col0, cw, Hp, rs, s, acc);
+    if (s.active) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int col = col0 + s.c + j;
+        if (col >= H) continue;
+        const std::size_t at = static_cast<std::size_t>(col) * rs + s.r0;
+        float y[TM];
+#pragma unroll
+        for (int m = 0; m < TM; ++m) {
+          const float rgate = sigmoid(acc[0][m][j]), zgate = sigmoid(acc[1][m][j]);
+          const float n = tanhf(fmaf(rgate, acc[2][m][j], ni[m][j]));
+          const float prev = Hp != nullptr ? Hp[at + m] : 0.0f;
+          y[m] = fmaf(zgate, prev - n, n);
+        }
+        if constexpr (TM == 4) {
+          *reinterpret_cast<float4*>(Y + at) = make_float4(y[0], y[1], y[2], y[3]);
+        } else {
+#pragma unroll
+          for (int m = 0; m < TM; ++m) Y[at + m] = y[m];
+        }
+      }
     }
   }
 }
 
-// In-place LayerNorm of the first H columns of each row, a warp per row.
-__device__ void layer_norm(float* x, int ld, int rows, int H, const float* gamma, const float* beta, float eps) {
-  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  for (int r = threadIdx.x >> 5; r < rows; r += warps) {
-    float* row = x + r * ld;
+// ------------------------------------------------------------------------------------------ row helpers
+
+/// Sum over the kLanesPerRow lanes of a row (all 32 lanes of the warp must call it).
+__device__ __forceinline__ float row_sum(float x) {
+#pragma unroll
+  for (int o = kLanesPerRow / 2; o > 0; o >>= 1) x += __shfl_xor_sync(detail::kFullMask, x, o);
+  return x;
+}
+
+/// In-place LayerNorm over the H features of each of the R rows, kLanesPerRow lanes per row.
+__device__ void layer_norm(float* X, int R, int rs, int H, const float* __restrict__ gamma,
+                           const float* __restrict__ beta, float eps) {
+  const int sub = static_cast<int>(threadIdx.x) % kLanesPerRow;
+  for (int base = 0; base < R; base += kThreads / kLanesPerRow) {  // uniform trip count: shuffles are safe
+    const int r = base + static_cast<int>(threadIdx.x) / kLanesPerRow;
+    const bool ok = r < R;
     float s = 0.0f;
-    for (int j = lane; j < H; j += 32) s += row[j];
-    const float mean = warp_sum(s) / static_cast<float>(H);
+    if (ok) {
+      for (int j = sub; j < H; j += kLanesPerRow) s += X[static_cast<std::size_t>(j) * rs + r];
+    }
+    const float mean = row_sum(s) / static_cast<float>(H);
     float v = 0.0f;
-    for (int j = lane; j < H; j += 32) v = fmaf(row[j] - mean, row[j] - mean, v);
-    const float rstd = 1.0f / sqrtf(warp_sum(v) / static_cast<float>(H) + eps);
-    for (int j = lane; j < H; j += 32) row[j] = fmaf((row[j] - mean) * rstd, __ldg(gamma + j), __ldg(beta + j));
+    if (ok) {
+      for (int j = sub; j < H; j += kLanesPerRow) {
+        const float d = X[static_cast<std::size_t>(j) * rs + r] - mean;
+        v = fmaf(d, d, v);
+      }
+    }
+    const float rstd = 1.0f / sqrtf(row_sum(v) / static_cast<float>(H) + eps);
+    if (ok) {
+      for (int j = sub; j < H; j += kLanesPerRow) {
+        float* x = X + static_cast<std::size_t>(j) * rs + r;
+        *x = fmaf((*x - mean) * rstd, __ldg(gamma + j), __ldg(beta + j));
+      }
+    }
+  }
+}
+
+/// dst[d rs + r] = src[b, n, d] for the group's rows r < rows (b = b0 + r / N, n = r % N) and 0 for the
+/// padding rows up to R; a non-finite element reports (which B + b) N + n. Tiles of 4 rows x 8 features per
+/// warp: coalesced enough in global memory, free of bank conflicts in shared memory.
+__device__ void load_rows(const float* src, std::int64_t sb, std::int64_t sn, std::int64_t sd, int width,
+                          int which, std::int64_t B, std::int64_t N, std::int64_t b0, int rows, int R, float* dst,
+                          int rs, const ErrorSink& err) {
+  const int wt = (width + 7) / 8, n_items = R / 4 * wt * 32;
+  for (int i = threadIdx.x; i < n_items; i += kThreads) {
+    const int lane = i & 31, t = i >> 5;
+    const int r = t / wt * 4 + (lane >> 3), d = t % wt * 8 + (lane & 7);
+    if (d >= width) continue;
+    float v = 0.0f;
+    if (r < rows) {
+      const std::int64_t b = b0 + r / N, n = r % N;
+      v = src[b * sb + n * sn + d * sd];
+      if (!isfinite(v)) detail::report(err, static_cast<unsigned long long>((which * B + b) * N + n));
+    }
+    dst[static_cast<std::size_t>(d) * rs + r] = v;
   }
 }
 
@@ -159,55 +436,51 @@ __device__ __forceinline__ bool edge(const QMixForwardArgs& a, std::int64_t b, s
   return a.adj[b * a.adj_sb + src * a.adj_sr + dst * a.adj_sc] != 0;
 }
 
-// Copies `width` floats of each row into dst (row stride ld), lowering err for a non-finite one.
-__device__ void load_rows(const ForwardParams& p, const float* src, std::int64_t sb, std::int64_t sn,
-                          std::int64_t sd, int width, int which, std::int64_t b0, int rows, float* dst, int ld) {
-  const std::int64_t N = p.a.N;
-  for (int item = threadIdx.x; item < rows * width; item += blockDim.x) {
-    const int r = item / width, d = item % width;
+/// out[(b0 N + r) width + j] = active ? src[j rs + r] : 0 for r < rows, j < width (C-contiguous output).
+__device__ void store_rows(const QMixForwardArgs& a, const float* src, int width, float* out, std::int64_t b0,
+                           int rows, int rs) {
+  const std::int64_t N = a.N;
+  const int wt = (width + 7) / 8, n_items = (rows + 3) / 4 * wt * 32;
+  for (int i = threadIdx.x; i < n_items; i += kThreads) {
+    const int lane = i & 31, t = i >> 5;
+    const int r = t / wt * 4 + (lane >> 3), j = t % wt * 8 + (lane & 7);
+    if (r >= rows || j >= width) continue;
     const std::int64_t b = b0 + r / N, n = r % N;
-    const float v = src[b * sb + n * sn + d * sd];
-    if (!isfinite(v)) {
-      atomicMin(p.err, static_cast<unsigned long long>((which * p.a.B + b) * N + n));
-    }
-    dst[r * ld + d] = v;
+    out[(b0 * N + r) * width + j] = agent_active(a, b, n) ? src[static_cast<std::size_t>(j) * rs + r] : 0.0f;
   }
 }
 
-__global__ void __launch_bounds__(kThreads) qmix_forward_kernel(const ForwardParams p) {
+// ------------------------------------------------------------------------------------------ kernels
+
+template <int TM>
+__global__ void __launch_bounds__(kThreads, 1) qmix_forward_kernel(const ForwardParams p, const ErrorSink err) {
   extern __shared__ __align__(16) unsigned char smem[];
   const QMixForwardArgs& a = p.a;
-  const int N = static_cast<int>(a.N), H = p.H, R = p.rpad;
+  const int N = static_cast<int>(a.N), H = p.H, R = p.R, rs = p.rs;
   auto* nbr = reinterpret_cast<unsigned long long*>(smem);
-  float* U = reinterpret_cast<float*>(nbr + R);
-  float* Hs = U + R * p.uw;
-  float* M = Hs + R * H;
-  float* Hn = M + R * H;
-  float* Z = Hn + R * H;
-  float* Q = Z + R * H;
+  float* tiles = reinterpret_cast<float*>(nbr + R);  // R * 8 bytes: a multiple of 32
+  float* U = tiles + 2 * p.tile;
+  float* buf0 = U + static_cast<std::size_t>(p.uw) * rs;
+  float* buf1 = buf0 + static_cast<std::size_t>(p.hw) * rs;
   const std::int64_t groups = (a.B + p.group - 1) / p.group;
   for (std::int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     const std::int64_t b0 = grp * p.group;
     const int rows = static_cast<int>(a.B - b0 < p.group ? a.B - b0 : p.group) * N;
-    load_rows(p, a.obs, a.obs_sb, a.obs_sn, a.obs_sd, p.obs_dim, 0, b0, rows, U, p.uw);
-    if (a.hidden != nullptr) load_rows(p, a.hidden, a.hid_sb, a.hid_sn, a.hid_sd, H, 1, b0, rows, Z, H);
-    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-      const std::int64_t b = b0 + r / N;
-      const int i = r % N;
-      unsigned long long mask = 0;
-      if (agent_active(a, b, i)) {
-        for (int j = 0; j < N; ++j) {
-          if (!agent_active(a, b, j)) continue;
-          bool e = p.self_loops && i == j;
-          if (p.adj_mode != static_cast<int>(QMixAdjMode::out_rows)) e = e || edge(a, b, j, i);
-          if (p.adj_mode != static_cast<int>(QMixAdjMode::in)) e = e || edge(a, b, i, j);
-          if (e) mask |= 1ull << j;
-        }
-      }
-      nbr[r] = mask;
-    }
+    for (int r = threadIdx.x; r < R; r += kThreads) nbr[r] = 0;  // padding rows keep no neighbours
+    load_rows(a.obs, a.obs_sb, a.obs_sn, a.obs_sd, p.obs_dim, 0, a.B, N, b0, rows, R, U, rs, err);
     __syncthreads();
-    linear(p.w, p.L.input, U, p.uw, rows, Hs, H, true);
+    // a thread per (row, candidate): the byte loads are independent; read next after the input Linear's barriers
+    for (int item = threadIdx.x; item < rows * N; item += kThreads) {
+      const int r = item / N, j = item % N, i = r % N;
+      const std::int64_t b = b0 + r / N;
+      bool e = p.self_loops && i == j;
+      if (!e && p.adj_mode != static_cast<int>(QMixAdjMode::out_rows)) e = edge(a, b, j, i);
+      if (!e && p.adj_mode != static_cast<int>(QMixAdjMode::in)) e = edge(a, b, i, j);
+      if (e && agent_active(a, b, i) && agent_active(a, b, j)) atomicOr(nbr + r, 1ull << j);
+    }
+    float* Hs = buf0;  // the node states
+    float* Mb = buf1;  // messages, then the GRUCell's output
+    linear<TM>(tiles, p.tile, p.w, p.L.input, U, Hs, R, rs, true);
     __syncthreads();
     for (int l = 0; l < p.layers; ++l) {
       const std::size_t base = p.L.layer0 + static_cast<std::size_t>(l) * p.L.layer_stride;
@@ -219,135 +492,172 @@ __global__ void __launch_bounds__(kThreads) qmix_forward_kernel(const ForwardPar
       upd.whh += base;
       upd.bih += base;
       upd.bhh += base;
-      linear(p.w, msg, Hs, H, rows, M, H, true);
+      linear<TM>(tiles, p.tile, p.w, msg, Hs, Mb, R, rs, true);
       __syncthreads();
-      for (int item = threadIdx.x; item < rows * H; item += blockDim.x) {  // neighbour mean
-        const int r = item / H, j = item % H, e0 = r / N * N;
+      for (int item = threadIdx.x; item < R * H; item += kThreads) {  // neighbour mean -> U
+        const int r = item % R, j = item / R, e0 = r / N * N;
         unsigned long long mask = nbr[r];
         const int cnt = __popcll(mask);
+        const float* m = Mb + static_cast<std::size_t>(j) * rs + e0;
         float acc = 0.0f;
         while (mask != 0) {
           const int t = __ffsll(static_cast<long long>(mask)) - 1;
           mask &= mask - 1;
-          acc += M[(e0 + t) * H + j];
+          acc += m[t];
         }
-        U[r * p.uw + j] = cnt > 0 ? acc / static_cast<float>(cnt) : 0.0f;
+        U[static_cast<std::size_t>(j) * rs + r] = cnt > 0 ? acc / static_cast<float>(cnt) : 0.0f;
       }
       __syncthreads();
-      gru(p.w, upd, H, H, U, p.uw, Hs, H, rows, Hn, H);
+      gru<TM>(tiles, p.tile, p.w, upd, H, H, U, Hs, Mb, R, rs);
       __syncthreads();
-      layer_norm(Hn, H, rows, H, p.w + p.L.gamma, p.w + p.L.beta, p.ln_eps);
+      layer_norm(Mb, R, rs, H, p.w + p.L.gamma, p.w + p.L.beta, p.ln_eps);
       __syncthreads();
       float* t = Hs;
-      Hs = Hn;
-      Hn = t;
+      Hs = Mb;
+      Mb = t;
     }
-    gru(p.w, p.L.rnn, H, H, Hs, H, a.hidden != nullptr ? Z : nullptr, H, rows, M, H);
-    __syncthreads();
-    linear(p.w, p.L.head0, M, H, rows, U, p.uw, true);
-    __syncthreads();
-    linear(p.w, p.L.head2, U, p.uw, rows, Q, p.A, false);
-    __syncthreads();
-    for (int item = threadIdx.x; item < rows * H; item += blockDim.x) {
-      const int r = item / H, j = item % H;
-      const std::int64_t b = b0 + r / N, n = r % N;
-      p.o.hidden[(b * N + n) * H + j] = agent_active(a, b, n) ? M[r * H + j] : 0.0f;
+    if (a.hidden != nullptr) {  // the memory's state -> U (U's messages are spent)
+      load_rows(a.hidden, a.hid_sb, a.hid_sn, a.hid_sd, H, 1, a.B, N, b0, rows, R, U, rs, err);
+      __syncthreads();
     }
-    for (int item = threadIdx.x; item < rows * p.A; item += blockDim.x) {
-      const int r = item / p.A, j = item % p.A;
-      const std::int64_t b = b0 + r / N, n = r % N;
-      p.o.q[(b * N + n) * p.A + j] = agent_active(a, b, n) ? Q[r * p.A + j] : 0.0f;
-    }
+    gru<TM>(tiles, p.tile, p.w, p.L.rnn, H, H, Hs, a.hidden != nullptr ? U : nullptr, Mb, R, rs);
+    __syncthreads();
+    linear<TM>(tiles, p.tile, p.w, p.L.head0, Mb, U, R, rs, true);
+    __syncthreads();
+    linear<TM>(tiles, p.tile, p.w, p.L.head2, U, Hs, R, rs, false);
+    __syncthreads();
+    store_rows(a, Mb, H, p.o.hidden, b0, rows, rs);
+    store_rows(a, Hs, p.A, p.o.q, b0, rows, rs);
     __syncthreads();  // the next group reuses the buffers
   }
+  detail::finish(err);
 }
 
-__global__ void __launch_bounds__(kThreads) qmix_mix_kernel(const MixParams p) {
+template <int TM>
+__global__ void __launch_bounds__(kThreads, 1) qmix_mix_kernel(const MixParams p, const ErrorSink err) {
   extern __shared__ __align__(16) unsigned char smem[];
   const QMixMixArgs& a = p.a;
-  const int R = p.rpad, n = p.n_agents, S = p.S, M = p.M, Hh = p.Hh;
-  const int ldy = (p.b1_hidden ? 4 : 3) * Hh;
-  float* St = reinterpret_cast<float*>(smem);
-  float* Y = St + R * S;
-  float* W1 = Y + R * ldy;
-  float* W2 = W1 + R * n * M;
-  float* B1 = W2 + R * M;
-  float* B2 = B1 + R * M;
-  float* Qt = B2 + R;
-  const std::int64_t groups = (a.B + kMixRows - 1) / kMixRows;
+  const int R = p.R, rs = p.rs, n = p.n_agents, M = p.M, Hh = p.Hh;
+  float* tiles = reinterpret_cast<float*>(smem);
+  float* A = tiles + 2 * p.tile;  // the state; then W1 (n M), W2 (M), B2 (1) and, with b1_hidden, B1 (M)
+  float* Y = A + static_cast<std::size_t>(p.aw) * rs;  // hidden w1 | w2 | b2 (Hh each) | b1 (Hh or final M)
+  float* Qt = Y + static_cast<std::size_t>(p.ldy) * rs;
+  auto at = [rs](float* base, int feature) { return base + static_cast<std::size_t>(feature) * rs; };
+  const std::int64_t groups = (a.B + p.group - 1) / p.group;
   for (std::int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
-    const std::int64_t b0 = grp * kMixRows;
-    const int rows = static_cast<int>(a.B - b0 < kMixRows ? a.B - b0 : kMixRows);
-    for (int item = threadIdx.x; item < rows * (n + S); item += blockDim.x) {
-      const int r = item / (n + S), c = item % (n + S);
-      const std::int64_t b = b0 + r;
-      const bool is_q = c < n;
-      const float v = is_q ? a.q_taken[b * a.q_sb + c * a.q_sa] : a.state[b * a.s_sb + (c - n) * a.s_sd];
-      if (!isfinite(v)) atomicMin(p.err, static_cast<unsigned long long>((is_q ? 0 : a.B) + b));
-      if (is_q) {
-        Qt[r * n + c] = v;
-      } else {
-        St[r * S + c - n] = v;
-      }
-    }
+    const std::int64_t b0 = grp * p.group;
+    const int rows = static_cast<int>(a.B - b0 < p.group ? a.B - b0 : p.group);
+    load_rows(a.q_taken, a.q_sb, 0, a.q_sa, n, 0, a.B, 1, b0, rows, R, Qt, rs, err);
+    load_rows(a.state, a.s_sb, 0, a.s_sd, p.S, 1, a.B, 1, b0, rows, R, A, rs, err);
     __syncthreads();
-    linear(p.w, p.L.w1a, St, S, rows, Y, ldy, true);
-    linear(p.w, p.L.w2a, St, S, rows, Y + Hh, ldy, true);
-    linear(p.w, p.L.b2a, St, S, rows, Y + 2 * Hh, ldy, true);
-    if (p.b1_hidden) {
-      linear(p.w, p.L.b1a, St, S, rows, Y + 3 * Hh, ldy, true);
-    } else {
-      linear(p.w, p.L.b1a, St, S, rows, B1, M, false);
-    }
+    linear<TM>(tiles, p.tile, p.w, p.L.w1a, A, at(Y, 0), R, rs, true);
+    linear<TM>(tiles, p.tile, p.w, p.L.w2a, A, at(Y, Hh), R, rs, true);
+    linear<TM>(tiles, p.tile, p.w, p.L.b2a, A, at(Y, 2 * Hh), R, rs, true);
+    linear<TM>(tiles, p.tile, p.w, p.L.b1a, A, at(Y, 3 * Hh), R, rs, p.b1_hidden != 0);
     __syncthreads();
-    linear(p.w, p.L.w1b, Y, ldy, rows, W1, n * M, false);
-    linear(p.w, p.L.w2b, Y + Hh, ldy, rows, W2, M, false);
-    linear(p.w, p.L.b2b, Y + 2 * Hh, ldy, rows, B2, 1, false);
-    if (p.b1_hidden) linear(p.w, p.L.b1b, Y + 3 * Hh, ldy, rows, B1, M, false);
+    linear<TM>(tiles, p.tile, p.w, p.L.w1b, at(Y, 0), at(A, 0), R, rs, false);
+    linear<TM>(tiles, p.tile, p.w, p.L.w2b, at(Y, Hh), at(A, n * M), R, rs, false);
+    linear<TM>(tiles, p.tile, p.w, p.L.b2b, at(Y, 2 * Hh), at(A, n * M + M), R, rs, false);
+    if (p.b1_hidden) linear<TM>(tiles, p.tile, p.w, p.L.b1b, at(Y, 3 * Hh), at(A, n * M + M + 1), R, rs, false);
     __syncthreads();
-    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    for (int r = threadIdx.x >> 5; r < rows; r += warps) {
-      float part = 0.0f;
-      for (int m = lane; m < M; m += 32) {
-        float pre = B1[r * M + m];
-        for (int ag = 0; ag < n; ++ag) pre = fmaf(Qt[r * n + ag], fabsf(W1[r * n * M + ag * M + m]), pre);
+    const float* B1 = p.b1_hidden ? at(A, n * M + M + 1) : at(Y, 3 * Hh);
+    const float* W2 = at(A, n * M);
+    const float* B2 = at(A, n * M + M);
+    const int r = static_cast<int>(threadIdx.x) / kLanesPerRow, sub = static_cast<int>(threadIdx.x) % kLanesPerRow;
+    float part = 0.0f;
+    if (r < rows) {  // rows <= kMixMaxRows <= kThreads / kLanesPerRow: one sweep
+      for (int m = sub; m < M; m += kLanesPerRow) {
+        float pre = B1[static_cast<std::size_t>(m) * rs + r];
+        for (int ag = 0; ag < n; ++ag) {
+          pre = fmaf(Qt[static_cast<std::size_t>(ag) * rs + r], fabsf(A[static_cast<std::size_t>(ag * M + m) * rs + r]),
+                     pre);
+        }
         const float hid = pre > 0.0f ? pre : expm1f(pre);
-        part = fmaf(hid, fabsf(W2[r * M + m]), part);
+        part = fmaf(hid, fabsf(W2[static_cast<std::size_t>(m) * rs + r]), part);
       }
-      part = warp_sum(part);
-      if (lane == 0) p.q_tot[b0 + r] = part + B2[r];
     }
-    __syncthreads();
+    part = row_sum(part);
+    if (sub == 0 && r < rows) p.q_tot[b0 + r] = part + B2[r];
+    __syncthreads();  // the next group reuses the buffers
   }
+  detail::finish(err);
 }
 
-// Opts the kernel into `bytes` of dynamic shared memory when above the default, or says why it cannot.
-template <typename Kernel>
-Status prepare_smem(Kernel kernel, std::size_t bytes, const char* what) {
-  if (bytes <= kDefaultSmem) return Status::success();
-  int device = 0, limit = 0;
-  TOPOROUTE_RETURN_IF_ERROR(detail::status_from_cuda(cudaGetDevice(&device), "cudaGetDevice"));
+// ------------------------------------------------------------------------------------------ launchers
+
+/// The current device, its SM count and its opt-in shared memory limit per block.
+struct DeviceLimits {
+  int device = 0, sms = 1, smem = 0;
+};
+Status device_limits(DeviceLimits* d) {
+  TOPOROUTE_RETURN_IF_ERROR(detail::status_from_cuda(cudaGetDevice(&d->device), "cudaGetDevice"));
   TOPOROUTE_RETURN_IF_ERROR(detail::status_from_cuda(
-      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute"));
-  if (bytes > static_cast<std::size_t>(limit)) {
-    return Status::error(StatusCode::unsupported, "params",
-                         std::string(what) + " needs " + std::to_string(bytes) +
-                             " bytes of shared memory per block at these shapes; this GPU has " +
-                             std::to_string(limit) + " (use backend='cpu')");
-  }
-  return detail::status_from_cuda(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-      "cudaFuncSetAttribute");
+      cudaDeviceGetAttribute(&d->sms, cudaDevAttrMultiProcessorCount, d->device), "cudaDeviceGetAttribute"));
+  TOPOROUTE_RETURN_IF_ERROR(detail::status_from_cuda(
+      cudaDeviceGetAttribute(&d->smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, d->device),
+      "cudaDeviceGetAttribute"));
+  d->sms = std::max(d->sms, 1);
+  return Status::success();
+}
+
+/// Lets `Kernel` use up to the device's opt-in limit of dynamic shared memory (once per device and kernel: the
+/// attribute only caps, so every caller sets the same value and concurrent first calls are harmless).
+template <auto Kernel>
+Status allow_smem(std::size_t bytes, int device, int limit) {
+  static std::atomic<unsigned long long> done{0};  // bit d: set on device d (< 64)
+  if (bytes <= kDefaultSmem) return Status::success();
+  const unsigned long long bit = device >= 0 && device < 64 ? 1ull << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return Status::success();
+  TOPOROUTE_RETURN_IF_ERROR(detail::status_from_cuda(
+      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit), "cudaFuncSetAttribute"));
+  done.fetch_or(bit, std::memory_order_release);
+  return Status::success();
+}
+
+Status too_big(const char* what, std::size_t bytes, int limit) {
+  return Status::error(StatusCode::unsupported, "params",
+                       std::string(what) + " needs " + std::to_string(bytes) +
+                           " bytes of shared memory per block at these shapes; this GPU has " +
+                           std::to_string(limit) + " (use backend='cpu')");
 }
 
 unsigned grid_for(std::int64_t groups) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(groups, detail::kMaxGrid)));
 }
 
+/// Episodes per block: enough blocks for every SM, at most max_rows rows, never below one episode.
+int group_for(std::int64_t B, std::int64_t N, int sms, int max_rows) {
+  const std::int64_t cap = std::max<std::int64_t>(1, max_rows / N);
+  const std::int64_t want = (B + sms - 1) / sms;
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(want, cap)));
+}
+
+/// Fills the forward's tiling for `group` episodes per block and returns its shared memory bytes.
+std::size_t forward_tiling(ForwardParams* p, int group, int N) {
+  p->group = group;
+  p->R = round_up(group * N, 4);
+  p->rs = row_stride(p->R);
+  const int tm = rows_per_thread(p->R, p->H);
+  p->tile = tile_floats(p->R / tm, 3);
+  return static_cast<std::size_t>(p->R) * sizeof(unsigned long long) +
+         sizeof(float) * (2 * static_cast<std::size_t>(p->tile) +
+                          static_cast<std::size_t>(p->rs) * (p->uw + 2 * static_cast<std::size_t>(p->hw)));
+}
+
+std::size_t mix_tiling(MixParams* p, int group) {
+  p->group = group;
+  p->R = round_up(group, 4);
+  p->rs = row_stride(p->R);
+  const int tm = rows_per_thread(p->R, p->Hh);
+  p->tile = tile_floats(p->R / tm, 1);
+  return sizeof(float) * (2 * static_cast<std::size_t>(p->tile) +
+                          static_cast<std::size_t>(p->rs) * (p->aw + p->ldy + static_cast<std::size_t>(p->n_agents)));
+}
+
 }  // namespace
 
 Status launch_qmix_forward(const QMixDeviceWeights& w, const QMixForwardArgs& a, const QMixForwardOut& o,
-                           unsigned long long* err, void* stream) {
+                           const ErrorSink& err, void* stream) {
   const QMixConfig& c = w.config();
   if (a.B < 0 || a.N < 0) return Status::error(StatusCode::invalid_argument, "obs", "qmix: B and N must be >= 0");
   if (a.N > kQMixMaxAgents) {
@@ -356,7 +666,7 @@ Status launch_qmix_forward(const QMixDeviceWeights& w, const QMixForwardArgs& a,
                              " agents per episode; got N = " + std::to_string(a.N) + " (use backend='cpu')");
   }
   if (a.B == 0 || a.N == 0) return Status::success();
-  if (a.obs == nullptr || a.adj == nullptr || o.q == nullptr || o.hidden == nullptr || err == nullptr) {
+  if (a.obs == nullptr || a.adj == nullptr || o.q == nullptr || o.hidden == nullptr || err.word == nullptr) {
     return Status::error(StatusCode::invalid_argument, "", "qmix: null device pointer");
   }
   ForwardParams p{};
@@ -372,20 +682,30 @@ Status launch_qmix_forward(const QMixDeviceWeights& w, const QMixForwardArgs& a,
   p.ln_eps = c.ln_eps;
   p.a = a;
   p.o = o;
-  p.err = err;
-  const int N = static_cast<int>(a.N);
-  p.group = std::max(1, kRowsPerBlock / N);
-  p.rpad = round_up(p.group * N, kRowChunk);
   p.uw = std::max({p.obs_dim, p.H, p.Hq});
-  const std::size_t bytes = static_cast<std::size_t>(p.rpad) *
-                            (sizeof(unsigned long long) + sizeof(float) * (p.uw + 4 * p.H + p.A));
-  TOPOROUTE_RETURN_IF_ERROR(prepare_smem(qmix_forward_kernel, bytes, "the CUDA qmix forward"));
+  p.hw = std::max(p.H, p.A);
+  const int N = static_cast<int>(a.N);
+  DeviceLimits dev;
+  TOPOROUTE_RETURN_IF_ERROR(device_limits(&dev));
+  const int limit = dev.smem;
+  int group = group_for(a.B, N, dev.sms, kMaxRows);
+  std::size_t bytes = forward_tiling(&p, group, N);
+  while (bytes > static_cast<std::size_t>(limit) && group > 1) bytes = forward_tiling(&p, --group, N);
+  if (bytes > static_cast<std::size_t>(limit)) return too_big("the CUDA qmix forward", bytes, limit);
   const std::int64_t groups = (a.B + p.group - 1) / p.group;
-  qmix_forward_kernel<<<grid_for(groups), kThreads, bytes, static_cast<cudaStream_t>(stream)>>>(p);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (rows_per_thread(p.R, p.H) == 4) {
+    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_forward_kernel<4>>(bytes, dev.device, limit));
+    qmix_forward_kernel<4><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
+  } else {
+    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_forward_kernel<1>>(bytes, dev.device, limit));
+    qmix_forward_kernel<1><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
+  }
+  if (err.launched != nullptr) *err.launched = true;
   return detail::launch_status("qmix_forward_kernel");
 }
 
-Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_tot, unsigned long long* err,
+Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_tot, const ErrorSink& err,
                        void* stream) {
   const QMixConfig& c = w.config();
   if (!w.has_mixer()) {
@@ -394,7 +714,7 @@ Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* 
   }
   if (a.B < 0) return Status::error(StatusCode::invalid_argument, "q_taken", "qmix_mix: B must be >= 0");
   if (a.B == 0) return Status::success();
-  if (a.q_taken == nullptr || a.state == nullptr || q_tot == nullptr || err == nullptr) {
+  if (a.q_taken == nullptr || a.state == nullptr || q_tot == nullptr || err.word == nullptr) {
     return Status::error(StatusCode::invalid_argument, "", "qmix_mix: null device pointer");
   }
   MixParams p{};
@@ -407,14 +727,25 @@ Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* 
   p.b1_hidden = c.b1_hidden ? 1 : 0;
   p.a = a;
   p.q_tot = q_tot;
-  p.err = err;
-  p.rpad = round_up(kMixRows, kRowChunk);
-  const std::size_t per_row = static_cast<std::size_t>(p.S) + (p.b1_hidden ? 4 : 3) * p.Hh +
-                              static_cast<std::size_t>(p.n_agents + 2) * p.M + 1 + p.n_agents;
-  const std::size_t bytes = static_cast<std::size_t>(p.rpad) * per_row * sizeof(float);
-  TOPOROUTE_RETURN_IF_ERROR(prepare_smem(qmix_mix_kernel, bytes, "the CUDA qmix mixer"));
-  const std::int64_t groups = (a.B + kMixRows - 1) / kMixRows;
-  qmix_mix_kernel<<<grid_for(groups), kThreads, bytes, static_cast<cudaStream_t>(stream)>>>(p);
+  p.aw = std::max(p.S, (p.n_agents + 1 + p.b1_hidden) * p.M + 1);
+  p.ldy = 3 * p.Hh + (p.b1_hidden ? p.Hh : p.M);
+  DeviceLimits dev;
+  TOPOROUTE_RETURN_IF_ERROR(device_limits(&dev));
+  const int limit = dev.smem;
+  int group = group_for(a.B, 1, dev.sms, kMixMaxRows);
+  std::size_t bytes = mix_tiling(&p, group);
+  while (bytes > static_cast<std::size_t>(limit) && group > 1) bytes = mix_tiling(&p, --group);
+  if (bytes > static_cast<std::size_t>(limit)) return too_big("the CUDA qmix mixer", bytes, limit);
+  const std::int64_t groups = (a.B + p.group - 1) / p.group;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (rows_per_thread(p.R, p.Hh) == 4) {
+    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_mix_kernel<4>>(bytes, dev.device, limit));
+    qmix_mix_kernel<4><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
+  } else {
+    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_mix_kernel<1>>(bytes, dev.device, limit));
+    qmix_mix_kernel<1><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
+  }
+  if (err.launched != nullptr) *err.launched = true;
   return detail::launch_status("qmix_mix_kernel");
 }
 
