@@ -200,6 +200,41 @@ def qmix_mix_cuda_dlpack(
     weights: QMixWeightsCuda, q_taken: Any, state: Any, q_tot: Any, err: Any, stream: int
 ) -> None: ...
 
+# mean_pool and route_indexed on the GPU (cpp/bindings/cuda_pool.cpp): the arrays the op writes in place (out,
+# the pooled table) are the caller's; mean_pool_cuda_dlpack returns a capsule of a new (n, D) array when out
+# is None, else None; route_indexed's pool inputs come as three lists (empty: no pool=)
+def mean_pool_cuda_host(
+    hidden: _F32, mask: _Bool | _I32 | _I64, out: _F32 | None, rows: _I32 | _I64 | None, device: int = 0
+) -> _F32: ...
+def mean_pool_cuda_dlpack(
+    hidden: Any, mask: Any, out: Any | None, rows: Any | None, stream: int
+) -> Any | None: ...
+def route_indexed_cuda_host(
+    table: _F32,
+    q_rows: _I32 | _I64,
+    k_rows: _I32 | _I64,
+    active: _Bool | None,
+    hiddens: list[_F32],
+    masks: list[_Bool | _I32 | _I64],
+    rows: list[_I32 | _I64],
+    tau: float,
+    k_in: int,
+    device: int = 0,
+) -> tuple[_F32, _Bool, _I32, _I32]: ...
+def route_indexed_cuda_dlpack(
+    table: Any,
+    q_rows: Any,
+    k_rows: Any,
+    active: Any | None,
+    hiddens: list[Any],
+    masks: list[Any],
+    rows: list[Any],
+    out: tuple[Any, ...] | None,
+    tau: float,
+    k_in: int,
+    stream: int,
+) -> tuple[Any, Any, Any, Any]: ...
+
 # graph_stats, conductor_density and bandit_select on the GPU (cpp/bindings/cuda_stats.cpp); the DLPack
 # entries as above (graph_stats returns 5 capsules without prev, 6 with it)
 def graph_stats_cuda_host(
