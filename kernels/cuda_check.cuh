@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "launch.hpp"
 #include "toporoute/status.hpp"
 
 namespace toporoute::cuda::detail {
@@ -50,6 +51,32 @@ inline Status device_malloc(void** ptr, std::size_t bytes, const char* op, const
 inline Status launch_status(const char* kernel) { return status_from_cuda(cudaGetLastError(), kernel); }
 
 #ifdef __CUDACC__
+/// Lowers the sink's word to `code` (any thread, any number of times; nothing without a word).
+__device__ __forceinline__ void report(const ErrorSink& s, unsigned long long code) {
+  if (s.word != nullptr) atomicMin(s.word, code);
+}
+
+/// The end of every kernel that takes an ErrorSink: must be reached by every thread of every block, once, after
+/// the block's last write (no early return before it). The last block to arrive publishes the word to the
+/// host (see ErrorSink); without a host pair it does nothing.
+__device__ __forceinline__ void finish(const ErrorSink& s) {
+  if (s.host == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    __threadfence();
+    const unsigned total = gridDim.x * gridDim.y * gridDim.z;
+    if (atomicAdd(s.blocks, 1u) == total - 1) {
+      __threadfence();
+      const unsigned long long code = atomicExch(s.word, kNoError);
+      atomicExch(s.blocks, 0u);
+      volatile unsigned long long* h = s.host;
+      h[0] = code;
+      __threadfence_system();
+      h[1] = s.seq;
+    }
+  }
+}
+
 // All reductions below must be reached by all 32 lanes of the warp (full mask).
 __device__ __forceinline__ unsigned warp_min(unsigned x) {
   for (int o = 16; o > 0; o >>= 1) x = min(x, __shfl_xor_sync(kFullMask, x, o));

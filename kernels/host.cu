@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "host_util.cuh"
 #include "launch.hpp"
 
 #ifndef TOPOROUTE_CUDA_ARCH_LIST
@@ -22,94 +25,11 @@
 namespace toporoute::cuda {
 namespace {
 
+using detail::ChunkedTransfer;
+using detail::DeviceScope;
+using detail::c_contiguous;
+using detail::invalid;
 using detail::status_from_cuda;
-
-// Bounds the device memory of the host-memory entry points (they stream the batch through in chunks).
-constexpr std::size_t kChunkBytes = std::size_t{512} << 20;
-
-Status invalid(const std::string& arg, const std::string& message) {
-  return Status::error(StatusCode::invalid_argument, arg, message);
-}
-
-// Makes a device current for the calling thread and restores the previous one on scope exit.
-class DeviceScope {
- public:
-  DeviceScope() = default;
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  ~DeviceScope() {
-    if (restore_) cudaSetDevice(previous_);
-  }
-
-  Status enter(int device) {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-      cudaGetLastError();
-      std::string msg = "no CUDA device is available";
-      if (e != cudaSuccess) msg += std::string(" (") + cudaGetErrorString(e) + ")";
-      return Status::error(StatusCode::unsupported, "", msg);
-    }
-    if (device < 0 || device >= count) {
-      return invalid("device", "device must be in [0, " + std::to_string(count) + "); got " + std::to_string(device));
-    }
-    if (cudaGetDevice(&previous_) == cudaSuccess) {
-      restore_ = previous_ != device;
-    } else {
-      cudaGetLastError();
-    }
-    return status_from_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-
- private:
-  int previous_ = 0;
-  bool restore_ = false;
-};
-
-// One device allocation carved into 256-byte aligned pieces; freed on scope exit.
-class DeviceArena {
- public:
-  DeviceArena() = default;
-  DeviceArena(const DeviceArena&) = delete;
-  DeviceArena& operator=(const DeviceArena&) = delete;
-  ~DeviceArena() {
-    if (base_ != nullptr) cudaFree(base_);
-  }
-
-  /// Reserves `bytes` (before allocate()); returns the piece's offset.
-  std::size_t reserve(std::size_t bytes) {
-    const std::size_t offset = size_;
-    size_ += (bytes + 255) / 256 * 256;
-    return offset;
-  }
-  Status allocate(const char* op, const char* what) {
-    if (size_ == 0) return Status::success();
-    return detail::device_malloc(&base_, size_, op, what);
-  }
-  template <typename T>
-  T* at(std::size_t offset) const {
-    return static_cast<T*>(static_cast<void*>(static_cast<char*>(base_) + offset));
-  }
-
- private:
-  void* base_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-// True when an array with these (extent, element stride) axes is C-contiguous; axes of extent 1 and empty
-// arrays impose nothing.
-bool c_contiguous(std::initializer_list<std::pair<std::int64_t, std::int64_t>> axes) {
-  std::int64_t expected = 1;
-  for (const auto& ax : axes) {
-    if (ax.first == 0) return true;
-  }
-  for (auto it = std::rbegin(axes); it != std::rend(axes); ++it) {
-    if (it->first > 1 && it->second != expected) return false;
-    expected *= it->first;
-  }
-  return true;
-}
-
 
 // The kernel's code is the smallest (b * 2 + which) * N + n over a chunk starting at episode b0: the first
 // episode with a non-finite row, q before k, then the agent; the reference reports the same row.
@@ -121,100 +41,6 @@ Status non_finite_status(std::int64_t N, std::int64_t b0, unsigned long long cod
                            std::to_string(static_cast<unsigned long long>(b0) + code / (2 * n)) + ", agent " +
                            std::to_string(code % n));
 }
-
-// A batch of B episodes streamed between C-contiguous host arrays and one device buffer, `chunk` episodes per
-// trip (about kChunkBytes of rows, at least one episode), the one copy loop behind every host-memory entry
-// point. Each array is a run of fixed-size per-episode rows: inputs are copied in before each chunk's launch,
-// outputs copied back after it, on one stream. An optional error word (a device uint64 the kernels lower) is
-// reset to all ones before each launch and read back after it.
-class ChunkedTransfer {
- public:
-  /// Declares an input of `row` bytes per episode (absent, with a null device pointer, when `host` is null or
-  /// `row` is 0); returns its id.
-  int input(const void* host, std::size_t row) { return add(host, nullptr, row); }
-  /// Declares an output of `row` bytes per episode; returns its id.
-  int output(void* host, std::size_t row) { return add(nullptr, host, row); }
-  /// Declares the error word; returns its id.
-  int error_word() {
-    err_ = add(nullptr, nullptr, 0);
-    arrays_[static_cast<std::size_t>(err_)].fixed = sizeof(unsigned long long);
-    return err_;
-  }
-
-  /// Picks the chunk for B > 0 episodes and allocates the device buffer on the current device (out of memory
-  /// names `op`).
-  Status allocate(const char* op, std::int64_t B) {
-    std::size_t per_episode = 0;
-    for (const Array& a : arrays_) per_episode += a.row;
-    const auto fit = static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(per_episode, 1));
-    chunk_ = std::clamp<std::int64_t>(fit, 1, B);
-    for (Array& a : arrays_) a.at = arena_.reserve(static_cast<std::size_t>(chunk_) * a.row + a.fixed);
-    return arena_.allocate(op, "the chunk buffer of the inputs and outputs");
-  }
-
-  /// Device memory of array `id` (null when absent); valid after allocate().
-  template <typename T>
-  T* device(int id) const {
-    const Array& a = arrays_[static_cast<std::size_t>(id)];
-    return a.row == 0 && a.fixed == 0 ? nullptr : arena_.at<T>(a.at);
-  }
-
-  /// For every chunk [b0, b0 + count) of B episodes: copies the inputs in, calls launch(b0, count) to enqueue
-  /// the kernels on `st`, copies the outputs back. With an error word, the stream is synchronised after each
-  /// chunk and check(b0, count, word) may end the run with a non-ok Status; without one, it is synchronised
-  /// once at the end (`kernel` names the work in a CUDA error).
-  template <class Launch, class Check>
-  Status run(std::int64_t B, cudaStream_t st, const char* kernel, Launch launch, Check check) {
-    for (std::int64_t b0 = 0; b0 < B; b0 += chunk_) {
-      const std::int64_t count = std::min(chunk_, B - b0);
-      const auto first = static_cast<std::size_t>(b0), n = static_cast<std::size_t>(count);
-      for (const Array& a : arrays_) {
-        if (a.in == nullptr || a.row == 0) continue;
-        TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
-            cudaMemcpyAsync(arena_.at<void>(a.at), a.in + first * a.row, n * a.row, cudaMemcpyHostToDevice, st),
-            "cudaMemcpyAsync"));
-      }
-      if (err_ >= 0) {
-        TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
-            cudaMemsetAsync(device<void>(err_), 0xff, sizeof(unsigned long long), st), "cudaMemsetAsync"));
-      }
-      TOPOROUTE_RETURN_IF_ERROR(launch(b0, count));
-      for (const Array& a : arrays_) {
-        if (a.out == nullptr || a.row == 0) continue;
-        TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
-            cudaMemcpyAsync(a.out + first * a.row, arena_.at<void>(a.at), n * a.row, cudaMemcpyDeviceToHost, st),
-            "cudaMemcpyAsync"));
-      }
-      if (err_ < 0) continue;
-      unsigned long long word = 0;
-      TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
-          cudaMemcpyAsync(&word, device<void>(err_), sizeof(word), cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync"));
-      TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(cudaStreamSynchronize(st), kernel));
-      TOPOROUTE_RETURN_IF_ERROR(check(b0, count, word));
-    }
-    return err_ >= 0 ? Status::success() : status_from_cuda(cudaStreamSynchronize(st), kernel);
-  }
-
- private:
-  struct Array {
-    const char* in = nullptr;
-    char* out = nullptr;
-    std::size_t row = 0, fixed = 0, at = 0;
-  };
-  int add(const void* in, void* out, std::size_t row) {
-    Array a;
-    a.in = static_cast<const char*>(in);
-    a.out = static_cast<char*>(out);
-    a.row = in == nullptr && out == nullptr ? 0 : row;
-    arrays_.push_back(a);
-    return static_cast<int>(arrays_.size()) - 1;
-  }
-
-  std::vector<Array> arrays_;
-  DeviceArena arena_;
-  std::int64_t chunk_ = 1;
-  int err_ = -1;
-};
 
 }  // namespace
 
@@ -266,17 +92,137 @@ std::vector<std::string> device_names() {
   return names;
 }
 
-Status launch_route_on(int device, const RouteArgs& args, const RouteOut& out, unsigned long long* err,
+Status launch_route_on(int device, const RouteArgs& args, const RouteOut& out, const ErrorSink& err,
                        void* stream) {
   DeviceScope scope;
-  TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter_fast(device));
   return launch_route(args, out, err, stream);
 }
 
-Status launch_toposort_on(int device, const ToposortArgs& args, const ToposortOut& out, void* stream) {
+Status launch_toposort_on(int device, const ToposortArgs& args, const ToposortOut& out, const ErrorSink& err,
+                          void* stream) {
+  DeviceScope scope;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter_fast(device));
+  return launch_toposort(args, out, err, stream);
+}
+
+// ------------------------------------------------------------------------- asynchronous outputs and errors
+
+namespace {
+
+// The stream-ordered pool of one device: freed blocks stay cached (up to the threshold) for the next call's
+// outputs, so a back-to-back small call allocates without the driver.
+constexpr std::uint64_t kPoolKeepBytes = std::uint64_t{256} << 20;
+
+Status device_pool(int device, cudaMemPool_t* pool) {
+  // one pool per device, made on first use and kept for the process (like the runtime's own device state);
+  // callers may run without the GIL
+  static std::mutex mutex;
+  static std::vector<cudaMemPool_t> pools;
+  if (device < 0) return invalid("device", "device must be >= 0");
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (static_cast<std::size_t>(device) < pools.size() && pools[static_cast<std::size_t>(device)] != nullptr) {
+    *pool = pools[static_cast<std::size_t>(device)];
+    return Status::success();
+  }
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t made = nullptr;
+  TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(cudaMemPoolCreate(&made, &props), "cudaMemPoolCreate"));
+  std::uint64_t keep = kPoolKeepBytes;
+  TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
+      cudaMemPoolSetAttribute(made, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute"));
+  if (pools.size() <= static_cast<std::size_t>(device)) pools.resize(static_cast<std::size_t>(device) + 1, nullptr);
+  pools[static_cast<std::size_t>(device)] = made;
+  *pool = made;
+  return Status::success();
+}
+
+}  // namespace
+
+Status device_alloc_async(int device, std::size_t bytes, void* stream, void** ptr) {
+  *ptr = nullptr;
+  if (bytes == 0) return Status::success();
+  cudaMemPool_t pool = nullptr;
+  TOPOROUTE_RETURN_IF_ERROR(device_pool(device, &pool));
+  DeviceScope scope;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter_fast(device));
+  const cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes, pool, static_cast<cudaStream_t>(stream));
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return Status::out_of_memory("cuda", "the outputs in device memory of cuda:" + std::to_string(device), bytes);
+  }
+  return status_from_cuda(e, "cudaMallocFromPoolAsync");
+}
+
+void device_free_async(int device, void* ptr, void* stream) noexcept {
+  if (ptr == nullptr) return;
+  int previous = 0;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device;
+  if (switched) cudaSetDevice(device);
+  if (cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)) != cudaSuccess) cudaGetLastError();
+  if (switched) cudaSetDevice(previous);
+}
+
+Status synchronize_device(int device) {
   DeviceScope scope;
   TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
-  return launch_toposort(args, out, stream);
+  return status_from_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+Status ErrorLog::create(int device, std::unique_ptr<ErrorLog>* out) {
+  DeviceScope scope;
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
+  std::unique_ptr<ErrorLog> log(new ErrorLog());
+  log->device_ = device;
+  void* words = nullptr;
+  void* blocks = nullptr;
+  TOPOROUTE_RETURN_IF_ERROR(detail::device_malloc(&words, kSlots * sizeof(unsigned long long), "cuda", "error slots"));
+  log->words_ = static_cast<unsigned long long*>(words);
+  TOPOROUTE_RETURN_IF_ERROR(detail::device_malloc(&blocks, kSlots * sizeof(unsigned int), "cuda", "error slots"));
+  log->blocks_ = static_cast<unsigned int*>(blocks);
+  TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(cudaMemset(words, 0xff, kSlots * sizeof(unsigned long long)), "cudaMemset"));
+  TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(cudaMemset(blocks, 0, kSlots * sizeof(unsigned int)), "cudaMemset"));
+  void* host = nullptr;
+  TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(
+      cudaHostAlloc(&host, 2 * kSlots * sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable),
+      "cudaHostAlloc"));
+  log->host_ = static_cast<unsigned long long*>(host);
+  for (std::size_t i = 0; i < 2 * kSlots; ++i) log->host_[i] = 0;
+  void* host_dev = nullptr;
+  TOPOROUTE_RETURN_IF_ERROR(status_from_cuda(cudaHostGetDevicePointer(&host_dev, host, 0), "cudaHostGetDevicePointer"));
+  log->host_dev_ = static_cast<unsigned long long*>(host_dev);
+  *out = std::move(log);
+  return Status::success();
+}
+
+ErrorLog::~ErrorLog() {
+  int previous = 0;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_;
+  if (switched) cudaSetDevice(device_);
+  if (words_ != nullptr) cudaFree(words_);
+  if (blocks_ != nullptr) cudaFree(blocks_);
+  if (host_ != nullptr) cudaFreeHost(host_);
+  if (switched) cudaSetDevice(previous);
+}
+
+ErrorSink ErrorLog::sink(std::size_t slot, unsigned long long seq) const noexcept {
+  ErrorSink s;
+  s.word = words_ + slot;
+  s.blocks = blocks_ + slot;
+  s.host = host_dev_ + 2 * slot;
+  s.seq = seq;
+  return s;
+}
+
+bool ErrorLog::finished(std::size_t slot, unsigned long long seq, unsigned long long* code) const noexcept {
+  const volatile unsigned long long* h = host_ + 2 * slot;
+  if (h[1] != seq) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  *code = h[0];
+  return true;
 }
 
 Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
@@ -287,7 +233,7 @@ Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
   if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
     return invalid("active", "active must be C-contiguous");
   }
-  if (B == 0 || N == 0) return launch_route(args, out, nullptr, nullptr);  // validates, launches nothing
+  if (B == 0 || N == 0) return launch_route(args, out, ErrorSink{}, nullptr);  // validates, launches nothing
 
   DeviceScope scope;
   TOPOROUTE_RETURN_IF_ERROR(scope.enter(device));
@@ -319,7 +265,7 @@ Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
       B, st, "route_kernel",
       [&](std::int64_t, std::int64_t count) {
         dev.B = count;
-        return launch_route(dev, dout, t.device<unsigned long long>(err), st);
+        return launch_route(dev, dout, ErrorSink{t.device<unsigned long long>(err)}, st);
       },
       // chunks run in episode order, so the first chunk with a bad row holds the first bad episode
       [&](std::int64_t b0, std::int64_t, unsigned long long code) {
@@ -369,7 +315,7 @@ Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int devic
       B, st, "toposort kernel",
       [&](std::int64_t, std::int64_t count) {
         dev.B = count;
-        return launch_toposort(dev, dout, st);
+        return launch_toposort(dev, dout, ErrorSink{}, st);
       },
       [](std::int64_t, std::int64_t, unsigned long long) { return Status::success(); });
 }
@@ -527,16 +473,16 @@ QMixDeviceWeights::~QMixDeviceWeights() {
 }
 
 Status launch_qmix_forward_on(const QMixDeviceWeights& w, const QMixForwardArgs& args, const QMixForwardOut& out,
-                              unsigned long long* err, void* stream) {
+                              const ErrorSink& err, void* stream) {
   DeviceScope scope;
-  TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter_fast(w.device()));
   return launch_qmix_forward(w, args, out, err, stream);
 }
 
 Status launch_qmix_mix_on(const QMixDeviceWeights& w, const QMixMixArgs& args, float* q_tot,
-                          unsigned long long* err, void* stream) {
+                          const ErrorSink& err, void* stream) {
   DeviceScope scope;
-  TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
+  TOPOROUTE_RETURN_IF_ERROR(scope.enter_fast(w.device()));
   return launch_qmix_mix(w, args, q_tot, err, stream);
 }
 
@@ -552,7 +498,7 @@ Status qmix_forward_host(const QMixDeviceWeights& w, const QMixForwardArgs& a, c
   if (a.active != nullptr && !c_contiguous({{B, a.act_sb}, {N, a.act_sn}})) {
     return invalid("active", "active must be C-contiguous");
   }
-  if (N > kQMixMaxAgents || B == 0 || N == 0) return launch_qmix_forward(w, a, out, nullptr, nullptr);
+  if (N > kQMixMaxAgents || B == 0 || N == 0) return launch_qmix_forward(w, a, out, ErrorSink{}, nullptr);
 
   DeviceScope scope;
   TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
@@ -588,7 +534,7 @@ Status qmix_forward_host(const QMixDeviceWeights& w, const QMixForwardArgs& a, c
       B, st, "qmix_forward_kernel",
       [&](std::int64_t, std::int64_t count) {
         dev.B = count;
-        return launch_qmix_forward(w, dev, dout, t.device<unsigned long long>(err), st);
+        return launch_qmix_forward(w, dev, dout, ErrorSink{t.device<unsigned long long>(err)}, st);
       },
       [&](std::int64_t b0, std::int64_t count, unsigned long long code) {
         if (code == ~0ull) return Status::success();
@@ -613,7 +559,7 @@ Status qmix_mix_host(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_
   if (B < 0) return invalid("q_taken", "qmix_mix: B must be >= 0");
   if (!c_contiguous({{B, a.q_sb}, {c.n_agents, a.q_sa}})) return invalid("q_taken", "q_taken must be C-contiguous");
   if (!c_contiguous({{B, a.s_sb}, {c.state_dim, a.s_sd}})) return invalid("state", "state must be C-contiguous");
-  if (!w.has_mixer() || B == 0) return launch_qmix_mix(w, a, q_tot, nullptr, nullptr);
+  if (!w.has_mixer() || B == 0) return launch_qmix_mix(w, a, q_tot, ErrorSink{}, nullptr);
 
   DeviceScope scope;
   TOPOROUTE_RETURN_IF_ERROR(scope.enter(w.device()));
@@ -635,7 +581,7 @@ Status qmix_mix_host(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_
       B, st, "qmix_mix_kernel",
       [&](std::int64_t, std::int64_t count) {
         dev.B = count;
-        return launch_qmix_mix(w, dev, t.device<float>(out), t.device<unsigned long long>(err), st);
+        return launch_qmix_mix(w, dev, t.device<float>(out), ErrorSink{t.device<unsigned long long>(err)}, st);
       },
       [&](std::int64_t b0, std::int64_t count, unsigned long long code) {
         if (code == ~0ull) return Status::success();

@@ -209,7 +209,7 @@ __device__ void select_providers(const RouteArgs& a, const RouteOut& o, std::int
 // Dynamic shared memory: double ksq[n_pad], double qsq[n_pad], unsigned char act[n_pad].
 template <bool kVec>
 __global__ void __launch_bounds__(kMaxWarps * 32, 4)
-    route_kernel(const RouteArgs a, const RouteOut o, unsigned long long* err) {
+    route_kernel(const RouteArgs a, const RouteOut o, const ErrorSink err) {
   extern __shared__ double smem[];
   const int N = static_cast<int>(a.N);
   const int tiles_1d = (N + kTile - 1) / kTile;
@@ -255,13 +255,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 4)
     // A finite float row has a finite sum of squares in double, so this is exactly "row has NaN/inf".
     for (int n = tid; n < N; n += blockDim.x) {
       const unsigned long long base = static_cast<unsigned long long>(b) * 2;
-      if (!isfinite(s_qsq[n])) atomicMin(err, base * N + n);
-      if (!isfinite(s_ksq[n])) atomicMin(err, (base + 1) * N + n);
+      if (!isfinite(s_qsq[n])) detail::report(err, base * N + n);
+      if (!isfinite(s_ksq[n])) detail::report(err, (base + 1) * N + n);
     }
     __syncthreads();  // the episode's scores are in global memory and visible to the whole block
     select_providers(a, o, b, rows, scores_b);
     __syncthreads();  // shared memory is reused by the next episode
   }
+  detail::finish(err);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -271,7 +272,7 @@ bool stride_ok(std::int64_t extent, std::int64_t stride) { return extent <= 1 ||
 
 }  // namespace
 
-Status launch_route(const RouteArgs& a, const RouteOut& o, unsigned long long* err, void* stream) {
+Status launch_route(const RouteArgs& a, const RouteOut& o, const ErrorSink& err, void* stream) {
   if (a.B < 0 || a.N < 0 || a.D < 0) {
     return Status::error(StatusCode::invalid_argument, "q", "route: B, N and D must be >= 0");
   }
@@ -292,7 +293,7 @@ Status launch_route(const RouteArgs& a, const RouteOut& o, unsigned long long* e
   }
   if (a.B == 0 || a.N == 0) return Status::success();
   if ((a.D > 0 && (a.q == nullptr || a.k == nullptr)) || o.scores == nullptr || o.adjacency == nullptr ||
-      o.in_degree == nullptr || (a.K > 0 && o.inbox == nullptr) || err == nullptr) {
+      o.in_degree == nullptr || (a.K > 0 && o.inbox == nullptr) || err.word == nullptr) {
     return Status::error(StatusCode::invalid_argument, "", "route: null device pointer");
   }
   const bool vec = a.D % 4 == 0 && aligned16(a.q) && aligned16(a.k) && stride_ok(a.B, a.q_sb) &&
@@ -308,6 +309,7 @@ Status launch_route(const RouteArgs& a, const RouteOut& o, unsigned long long* e
   } else {
     route_kernel<false><<<grid, warps * 32, smem, s>>>(a, o, err);
   }
+  if (err.launched != nullptr) *err.launched = true;
   return detail::launch_status("route_kernel");
 }
 

@@ -279,9 +279,29 @@ __global__ void __launch_bounds__(32) toposort_generic_kernel(const ToposortArgs
   }
 }
 
+// The reference's weight checks on the device: every non-finite weight reports ((0 * B + b) * N + src) * N + dst
+// and every negative one ((1 * B + b) * N + src) * N + dst, so the final word is the first non-finite weight
+// in C order, else the first negative one (the reference's order of checks).
+__global__ void __launch_bounds__(256) toposort_weights_kernel(const ToposortArgs a, const ErrorSink err) {
+  const std::int64_t N = a.N, total = a.B * N * N;
+  const auto B = static_cast<unsigned long long>(a.B);
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const std::int64_t b = i / (N * N), src = i / N % N, dst = i % N;
+    const float w = a.weights[b * a.w_sb + src * a.w_sr + dst * a.w_sc];
+    const auto cell = static_cast<unsigned long long>(i);
+    if (!isfinite(w)) {
+      detail::report(err, cell);
+    } else if (w < 0.0f) {
+      detail::report(err, B * static_cast<unsigned long long>(N * N) + cell);
+    }
+  }
+  detail::finish(err);
+}
+
 }  // namespace
 
-Status launch_toposort(const ToposortArgs& a, const ToposortOut& o, void* stream) {
+Status launch_toposort(const ToposortArgs& a, const ToposortOut& o, const ErrorSink& err, void* stream) {
   if (a.B < 0 || a.N < 0) {
     return Status::error(StatusCode::invalid_argument, "adj", "toposort: B and N must be >= 0");
   }
@@ -299,6 +319,13 @@ Status launch_toposort(const ToposortArgs& a, const ToposortOut& o, void* stream
   }
   if (a.adj == nullptr || o.order == nullptr || o.level == nullptr || o.removed == nullptr) {
     return Status::error(StatusCode::invalid_argument, "", "toposort: null device pointer");
+  }
+  if (a.weights != nullptr && err.word != nullptr) {
+    const std::int64_t cells = a.B * a.N * a.N;
+    const auto grid = static_cast<unsigned>(std::min<std::int64_t>((cells + 255) / 256, 4096));
+    toposort_weights_kernel<<<grid, 256, 0, s>>>(a, err);
+    TOPOROUTE_RETURN_IF_ERROR(detail::launch_status("toposort_weights_kernel"));
+    if (err.launched != nullptr) *err.launched = true;
   }
   if (a.N <= kSmallN) {
     const std::int64_t blocks = (a.B + kSmallWarps - 1) / kSmallWarps;

@@ -167,10 +167,22 @@ def test_dlpack_errors(backend: Backend) -> None:
     q, k = inp.qk(rng, 5, 4, 8)
     bad_k = k.copy()
     bad_k[4, 3, 0] = np.nan
+    # device-array calls do not synchronise: the kernel's report comes at synchronize() ...
+    cuda.route(backend.put(q), backend.put(bad_k), tau=0.3, k_in=3, active=None)
     with pytest.raises(
         errors.NonFiniteError, match="k must be finite; got NaN or infinity at episode 4, agent 3"
-    ):
-        cuda.route(backend.put(q), backend.put(bad_k), tau=0.3, k_in=3, active=None)
+    ) as e:
+        cuda.synchronize()
+    assert e.value.arg == "k"
+    assert "earlier route call" in str(e.value)
+    cuda.synchronize()  # reported once
+    # ... or at the next call on the device once the kernel has finished (that call then does not run)
+    cuda.route(backend.put(q), backend.put(bad_k), tau=0.3, k_in=3, active=None)
+    backend.fetch(backend.put(q))  # a copy to the host on the same stream: waits for the kernel
+    with pytest.raises(errors.NonFiniteError, match="episode 4, agent 3"):
+        cuda.route(backend.put(q), backend.put(k), tau=0.3, k_in=3, active=None)
+    good = backend.fetch(cuda.route(backend.put(q), backend.put(k), tau=0.3, k_in=3, active=None))
+    assert_matches("route", good, REFERENCE.route(q, k, tau=0.3, k_in=3))
     with pytest.raises(errors.InvalidArgumentError, match="must live where q does"):
         cuda.route(backend.put(q), k, tau=0.3, k_in=3, active=None)
     # rows are read as vectors: a strided last axis is refused, as by the CPU backend (no silent copy)
@@ -181,10 +193,110 @@ def test_dlpack_errors(backend: Backend) -> None:
     adj = np.ones((2, 3, 3), dtype=bool)
     w = np.ones((2, 3, 3), dtype=np.float32)
     w[1, 0, 2] = -1.0
-    with pytest.raises(errors.OutOfRangeError, match=r"weights must be >= 0; got -1.0 at \[1, 0, 2\]"):
-        cuda.toposort(backend.put(adj), weights=backend.put(w), active=None)
+    w[1, 2, 2] = np.inf  # non-finite weights are reported before negative ones, like the reference
+    cuda.toposort(backend.put(adj), weights=backend.put(w), active=None)
+    with pytest.raises(
+        errors.NonFiniteError, match=r"weights must be finite; got NaN or infinity at \[1, 2, 2\]"
+    ):
+        cuda.synchronize()
+    w[1, 2, 2] = 1.0
+    cuda.toposort(backend.put(adj), weights=backend.put(w), active=None)
+    with pytest.raises(
+        errors.OutOfRangeError, match=r"weights must be >= 0; got a negative weight at \[1, 0, 2\]"
+    ):
+        cuda.synchronize()
     p = QMixParams.random(QMixConfig(), seed=37)
+    obs, qadj, hidden, _ = inp.qmix_obs(rng, p.config, 6, 3)
+    hidden[2, 1, 0] = np.nan
+    ops.qmix_forward(p, *(backend.put(x) for x in (obs, qadj, hidden)))
+    with pytest.raises(
+        errors.NonFiniteError, match="hidden must be finite; got NaN or infinity at episode 2, agent 1"
+    ):
+        cuda.synchronize()
     q_taken, state = inp.qmix_mix_inputs(rng, p.config, 40)
     state[7, 3] = np.nan
+    ops.qmix_mix(p, backend.put(q_taken), backend.put(state))
     with pytest.raises(errors.NonFiniteError, match="state must be finite; got NaN or infinity at episode 7"):
-        ops.qmix_mix(p, backend.put(q_taken), backend.put(state))
+        cuda.synchronize()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("backend", DEVICE_ARRAYS)
+def test_many_calls_in_flight_recycle_the_error_slots(backend: Backend) -> None:
+    # more calls than the 1024 error slots, none waited for: the slots are reused once their calls are done
+    rng = np.random.default_rng(24)
+    q, k = inp.qk(rng, 2, 4, 8)
+    qd, kd = backend.put(q), backend.put(k)
+    for _ in range(2500):
+        got = cuda.route(qd, kd, tau=0.3, k_in=3, active=None)
+    cuda.synchronize()
+    assert_matches("route", backend.fetch(got), REFERENCE.route(q, k, tau=0.3, k_in=3))
+    bad = q.copy()
+    bad[1, 2, 3] = np.nan
+    cuda.route(backend.put(bad), kd, tau=0.3, k_in=3, active=None)
+    with pytest.raises(errors.NonFiniteError, match="episode 1, agent 2"):
+        cuda.synchronize()
+
+
+@pytest.mark.cuda
+def test_synchronize_without_device_work_is_a_no_op() -> None:
+    cuda.synchronize()
+    cuda.synchronize(0)
+
+
+# --------------------------------------------------------------------------------------- large Q-Mix batches
+
+# The CUDA Q-Mix kernels size their blocks from the batch and the GPU's SM count: only large batches reach the
+# full blocks (64 agent rows), padding rows and a partial last block, so these run where the parity grid does not.
+_QMIX_LARGE = [
+    pytest.param(QMixConfig(), 2001, 3, id="default-B2001-N3"),
+    pytest.param(QMixConfig(), 3001, 5, id="default-B3001-N5"),
+    pytest.param(QMixConfig(obs_dim=403, hidden=64, gnn_layers=1), 1500, 7, id="obs403-h64-L1-B1500-N7"),
+    pytest.param(
+        QMixConfig(obs_dim=5, hidden=8, n_actions=3, head_hidden=6, gnn_layers=2, adj_mode="sym"),
+        2500,
+        3,
+        id="small-sym-B2500-N3",
+    ),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(("config", "B", "N"), _QMIX_LARGE)
+@pytest.mark.parametrize("backend", DEVICE_ARRAYS)
+def test_qmix_forward_large_batches(config: QMixConfig, B: int, N: int, backend: Backend) -> None:
+    p = QMixParams.random(config, seed=B)
+    rng = np.random.default_rng(B + N)
+    obs, adj, hidden, active = inp.qmix_obs(rng, p.config, B, N)
+    want = REFERENCE.qmix_forward(p, obs, adj, hidden, active=active)
+    got = ops.qmix_forward(p, *(backend.put(x) for x in (obs, adj, hidden)), active=backend.put(active))
+    assert_matches("qmix_forward", backend.fetch(got), want, f"B={B} N={N}")
+    # no hidden state and no mask: the other branches of the kernel
+    want = REFERENCE.qmix_forward(p, obs, adj, None)
+    got = ops.qmix_forward(p, backend.put(obs), backend.put(adj))
+    assert_matches("qmix_forward", backend.fetch(got), want, f"B={B} N={N}, no hidden")
+    cuda.synchronize()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("B", [5000, 70_001])
+@pytest.mark.parametrize("backend", DEVICE_ARRAYS)
+def test_qmix_mix_large_batches(B: int, backend: Backend) -> None:
+    p = QMixParams.random(QMixConfig(), seed=B)
+    q_taken, state = inp.qmix_mix_inputs(np.random.default_rng(B), p.config, B)
+    got = backend.fetch(ops.qmix_mix(p, backend.put(q_taken), backend.put(state)))
+    assert_matches("qmix_mix", got, REFERENCE.qmix_mix(p, q_taken, state), f"B={B}")
+    cuda.synchronize()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("B", [1, 64, 4099])
+def test_qmix_numpy_path_large_batches(B: int) -> None:
+    p = QMixParams.random(QMixConfig(), seed=5)
+    rng = np.random.default_rng(6)
+    obs, adj, hidden, active = inp.qmix_obs(rng, p.config, B, 3)
+    got = ops.qmix_forward(p, obs, adj, hidden, active=active, backend="cuda")
+    assert_matches("qmix_forward", got, REFERENCE.qmix_forward(p, obs, adj, hidden, active=active))
+    q_taken, state = inp.qmix_mix_inputs(rng, p.config, B)
+    got = ops.qmix_mix(p, q_taken, state, backend="cuda")
+    assert_matches("qmix_mix", got, REFERENCE.qmix_mix(p, q_taken, state))

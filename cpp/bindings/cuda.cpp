@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "cuda_common.hpp"
 #include "qmix_common.hpp"
 
 #ifdef TOPOROUTE_WITH_CUDA
@@ -20,7 +21,6 @@
 #include <iterator>
 
 #include "launch.hpp"
-#include "dlpack.hpp"
 #endif
 
 namespace toporoute::bindings {
@@ -35,14 +35,15 @@ constexpr const char* kToposortHostDoc =
     "active bool (B,N) or None. Returns (order i32 (B,N), level i32 (B,N), removed bool (B,N,N),\n"
     "is_dag bool (B,)). Synchronous; releases the GIL.";
 constexpr const char* kRouteDlpackDoc =
-    "route on CUDA arrays passed as DLPack capsules (x.__dlpack__(stream=...)); outputs are caller-allocated\n"
-    "C-contiguous arrays: scores f32 (B,N,N), adjacency bool (B,N,N), inbox i32 (B,N,K), in_degree i32 (B,N),\n"
-    "err uint64 (1,) filled with 2**64-1 (lowered to (b*2 + which)*N + n for the first non-finite row,\n"
-    "which 0 = q, 1 = k). Enqueued on `stream` (a cudaStream_t as int, 0 = default); does not synchronise.";
+    "route on CUDA arrays passed as DLPack capsules (q, k; active or None). out: None to allocate the outputs\n"
+    "on the device (returned as DLPack capsules), or a tuple of caller-allocated C-contiguous capsules: scores\n"
+    "f32 (B,N,N), adjacency bool (B,N,N), inbox i32 (B,N,K), in_degree i32 (B,N). Enqueued on `stream` (a\n"
+    "cudaStream_t as int, 0 = legacy default); does not synchronise: a non-finite row is reported by a later call\n"
+    "on the device or by cuda_synchronize().";
 constexpr const char* kToposortDlpackDoc =
-    "toposort on CUDA arrays passed as DLPack capsules; outputs caller-allocated and C-contiguous: order i32\n"
-    "(B,N), level i32 (B,N), removed bool (B,N,N), is_dag bool (B,). weights must already be validated\n"
-    "(finite, >= 0). Enqueued on `stream`; does not synchronise.";
+    "toposort on CUDA arrays passed as DLPack capsules (adj; weights and active or None); out as for route:\n"
+    "order i32 (B,N), level i32 (B,N), removed bool (B,N,N), is_dag bool (B,). Bad weights (non-finite,\n"
+    "negative) are reported like route's non-finite rows. Enqueued on `stream`; does not synchronise.";
 
 constexpr const char* kQMixWeightsDoc =
     "QMixWeightsCuda(config, agent, mixer=None, device=0): Agent Q-Mix weights copied to a GPU (the float32 C\n"
@@ -55,12 +56,10 @@ constexpr const char* kQMixMixHostDoc =
     "qmix_mix on the GPU for C-contiguous numpy inputs q_taken float32 (B,n_agents) and state float32 (B,S);\n"
     "returns q_tot f32 (B,). Synchronous; releases the GIL.";
 constexpr const char* kQMixForwardDlpackDoc =
-    "qmix_forward on CUDA arrays passed as DLPack capsules (on the weights' device); outputs caller-allocated and\n"
-    "C-contiguous: q f32 (B,N,A), hidden_out f32 (B,N,H), err uint64 (1,) filled with 2**64-1 (lowered to\n"
-    "(which * B + b) * N + n for the first non-finite row, which 0 = obs, 1 = hidden). Enqueued on `stream`.";
+    "qmix_forward on CUDA arrays passed as DLPack capsules (on the weights' device); out as for route: q f32\n"
+    "(B,N,A), hidden_out f32 (B,N,H). Enqueued on `stream`; non-finite rows are reported later (see route).";
 constexpr const char* kQMixMixDlpackDoc =
-    "qmix_mix on CUDA arrays passed as DLPack capsules; q_tot f32 (B,) and err uint64 (1,) caller-allocated\n"
-    "(err lowered to which * B + b, which 0 = q_taken, 1 = state). Enqueued on `stream`.";
+    "qmix_mix on CUDA arrays passed as DLPack capsules; out as for route: q_tot f32 (B,). Enqueued on `stream`.";
 
 /// Python handle of Agent Q-Mix weights on a GPU (empty in a build without CUDA).
 struct QMixCudaHandle {
@@ -70,30 +69,6 @@ struct QMixCudaHandle {
 };
 
 #ifdef TOPOROUTE_WITH_CUDA
-
-// Axes of extent 1 and empty arrays impose no stride.
-bool is_c_contiguous(const std::int64_t* shape, const std::int64_t* strides, std::size_t ndim) {
-  for (std::size_t d = 0; d < ndim; ++d) {
-    if (shape[d] == 0) return true;
-  }
-  std::int64_t expected = 1;
-  for (std::size_t d = ndim; d-- > 0;) {
-    if (shape[d] > 1 && strides[d] != expected) return false;
-    expected *= shape[d];
-  }
-  return true;
-}
-
-/// Raises DTypeError unless a given view (HostView, FastView or DeviceArray) is C-contiguous.
-template <class View>
-void require_c_contiguous(const View& v, const char* name) {
-  if (!v.present()) return;
-  const std::size_t ndim = std::size(v.shape);
-  if (!is_c_contiguous(std::data(v.shape), std::data(v.strides), ndim)) {
-    const std::vector<std::int64_t> strides(std::data(v.strides), std::data(v.strides) + ndim);
-    raise_error("DTypeError", name, std::string(name) + " must be C-contiguous; got strides " + shape_str(strides));
-  }
-}
 
 // ------------------------------------------------------------------ numpy (host memory) entry points
 
@@ -121,114 +96,19 @@ py::tuple toposort_cuda_host(const py::object& adj_obj, const py::object& weight
 
 // ------------------------------------------------------------------ DLPack (device memory) entry points
 
-enum class DType { f32, mask, i32, u64 };
-
-const char* dtype_name(DType t) {
-  static constexpr const char* kNames[] = {"float32", "bool (or uint8)", "int32", "uint64"};  // DType order
-  return kNames[static_cast<int>(t)];
+/// The reference's message for route's code (b * 2 + which) * N + n (which 0 = q, 1 = k).
+DeviceError route_error(unsigned long long code, std::int64_t N) {
+  const auto n = static_cast<unsigned long long>(N);
+  const unsigned long long b = code / (2 * n), which = code / n % 2, agent = code % n;
+  const char* name = which == 1 ? "k" : "q";
+  return {"NonFiniteError", name,
+          std::string(name) + " must be finite; got NaN or infinity at episode " + std::to_string(b) + ", agent " +
+              std::to_string(agent)};
 }
 
-bool dtype_matches(const dlpack::DLDataType& dt, DType want) {
-  if (dt.lanes != 1) return false;
-  switch (want) {
-    case DType::f32:
-      return dt.code == dlpack::kDLFloat && dt.bits == 32;
-    case DType::mask:
-      return (dt.code == dlpack::kDLBool || dt.code == dlpack::kDLUInt) && dt.bits == 8;
-    case DType::i32:
-      return dt.code == dlpack::kDLInt && dt.bits == 32;
-    case DType::u64:
-      // int64 holding -1 has the same bits; frameworks without uint64 kernels hand over int64
-      return (dt.code == dlpack::kDLUInt || dt.code == dlpack::kDLInt) && dt.bits == 64;
-  }
-  return false;
-}
-
-/// A CUDA array borrowed from a DLPack capsule (the capsule stays unconsumed; its producer owns the memory).
-struct DeviceArray {
-  void* data = nullptr;
-  int device = -1;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;  // in elements
-  bool present() const { return device >= 0; }
-};
-
-DeviceArray device_array(const py::handle& obj, const char* name, int ndim, DType want) {
-  PyObject* cap = obj.ptr();
-  if (!PyCapsule_CheckExact(cap)) {
-    raise_error("DTypeError", name,
-                std::string(name) + " must be a DLPack capsule from x.__dlpack__(stream=...); got " +
-                    std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
-  }
-  if (!PyCapsule_IsValid(cap, dlpack::kCapsuleName)) {
-    const char* got = PyCapsule_GetName(cap);
-    PyErr_Clear();
-    raise_error("InvalidArgumentError", name,
-                std::string(name) + " must be an unconsumed DLPack capsule named 'dltensor'; got one named '" +
-                    (got != nullptr ? got : "") + "'");
-  }
-  auto* managed = static_cast<dlpack::DLManagedTensor*>(PyCapsule_GetPointer(cap, dlpack::kCapsuleName));
-  if (managed == nullptr) throw py::error_already_set();
-  const dlpack::DLTensor& t = managed->dl_tensor;
-  if (t.device.device_type != dlpack::kDLCUDA && t.device.device_type != dlpack::kDLCUDAManaged) {
-    raise_error("InvalidArgumentError", name,
-                std::string(name) + " must be a CUDA device array; got DLPack device type " +
-                    std::to_string(t.device.device_type));
-  }
-  if (!dtype_matches(t.dtype, want)) {
-    raise_error("DTypeError", name,
-                std::string(name) + " must have dtype " + dtype_name(want) + "; got DLPack dtype (code " +
-                    std::to_string(t.dtype.code) + ", bits " + std::to_string(t.dtype.bits) + ", lanes " +
-                    std::to_string(t.dtype.lanes) + ")");
-  }
-  if (t.ndim != ndim) {
-    raise_error("ShapeError", name,
-                std::string(name) + " must have " + std::to_string(ndim) + " dimensions; got " + std::to_string(t.ndim));
-  }
-  DeviceArray a;
-  a.device = t.device.device_id;
-  a.data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
-  a.shape.assign(t.shape, t.shape + ndim);
-  if (t.strides != nullptr) {
-    a.strides.assign(t.strides, t.strides + ndim);
-  } else {
-    a.strides.assign(ndim, 1);
-    for (int d = ndim - 1; d > 0; --d) a.strides[d - 1] = a.strides[d] * a.shape[d];
-  }
-  return a;
-}
-
-DeviceArray optional_device_array(const py::handle& obj, const char* name, int ndim, DType want) {
-  if (obj.is_none()) return {};
-  return device_array(obj, name, ndim, want);
-}
-
-void expect_device_shape(const DeviceArray& a, const char* name, const std::vector<std::int64_t>& expected) {
-  if (a.shape != expected) {
-    raise_error("ShapeError", name,
-                std::string(name) + " must have shape " + shape_str(expected) + "; got " + shape_str(a.shape));
-  }
-}
-
-void expect_same_device(std::initializer_list<std::pair<const DeviceArray*, const char*>> arrays) {
-  const auto& first = *arrays.begin();
-  for (const auto& [array, name] : arrays) {
-    if (array->present() && array->device != first.first->device) {
-      raise_error("InvalidArgumentError", name,
-                  std::string(name) + " must be on the same CUDA device as " + first.second + " (cuda:" +
-                      std::to_string(first.first->device) + "); got cuda:" + std::to_string(array->device));
-    }
-  }
-}
-
-void* stream_handle(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
-
-void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const py::object& active_obj,
-                       const py::object& scores_obj, const py::object& adjacency_obj, const py::object& inbox_obj,
-                       const py::object& in_degree_obj, const py::object& err_obj, double tau, std::int64_t k_in,
-                       std::uintptr_t stream) {
+py::object route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const py::object& active_obj,
+                             const py::object& out_obj, double tau, std::int64_t k_in, std::uintptr_t stream) {
   RouteArgs args;
-  RouteOut out;
   Dims dims;
   const DeviceArray q = device_array(q_obj, "q", 3, DType::f32);
   dims.fill(q, "q", "BND", args.q, args.q_sb, args.q_sn);
@@ -237,36 +117,40 @@ void route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, const p
   const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
   dims.fill(active, "active", "BN", args.active, args.a_sb, args.a_sn);
   set_route_sizes(args, dims, tau, k_in);
-  dims.set('K', args.K);
-  const DeviceArray scores = device_array(scores_obj, "scores", 3, DType::f32);
-  const DeviceArray adjacency = device_array(adjacency_obj, "adjacency", 3, DType::mask);
-  const DeviceArray inbox = device_array(inbox_obj, "inbox", 3, DType::i32);
-  const DeviceArray in_degree = device_array(in_degree_obj, "in_degree", 2, DType::i32);
-  const DeviceArray err = device_array(err_obj, "err", 1, DType::u64);
-  dims.fill(scores, "scores", "BNN", out.scores);
-  dims.fill(adjacency, "adjacency", "BNN", out.adjacency);
-  dims.fill(inbox, "inbox", "BNK", out.inbox);
-  dims.fill(in_degree, "in_degree", "BN", out.in_degree);
-  dims.check(err.shape.data(), "1", "err");
-  for (const auto& [array, name] : {std::pair{&scores, "scores"}, {&adjacency, "adjacency"}, {&inbox, "inbox"},
-                                    {&in_degree, "in_degree"}}) {
-    require_c_contiguous(*array, name);
-  }
-  if (args.D > 1 && q.strides[2] != 1) raise_error("DTypeError", "q", "q must have unit stride along D");
-  if (args.D > 1 && k.strides[2] != 1) raise_error("DTypeError", "k", "k must have unit stride along D");
-  expect_same_device({{&q, "q"}, {&k, "k"}, {&active, "active"}, {&scores, "scores"}, {&adjacency, "adjacency"},
-                      {&inbox, "inbox"}, {&in_degree, "in_degree"}, {&err, "err"}});
-  run_core("route_cuda_dlpack", [&] {
-    return cuda::launch_route_on(q.device, args, out, static_cast<unsigned long long*>(err.data),
-                                 stream_handle(stream));
-  });
+  require_unit_last_stride(q, "q");
+  require_unit_last_stride(k, "k");
+  expect_same_device({{&q, "q"}, {&k, "k"}, {&active, "active"}});
+  const int device = q.device;
+  DeviceOutputs out("route", device, stream, out_obj);
+  out.add("scores", DType::f32, {args.B, args.N, args.N});
+  out.add("adjacency", DType::mask, {args.B, args.N, args.N});
+  out.add("inbox", DType::i32, {args.B, args.N, args.K});
+  out.add("in_degree", DType::i32, {args.B, args.N});
+  AsyncCall call(device, "route");
+  out.allocate();
+  const RouteOut o{out.data<float>(0), out.data<std::uint8_t>(1), out.data<std::int32_t>(2),
+                   out.data<std::int32_t>(3)};
+  raise_status(cuda::launch_route_on(device, args, o, call.sink(), stream_handle(stream)));
+  call.commit([N = args.N](unsigned long long code) { return route_error(code, N); });
+  return out.result();
 }
 
-void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_obj, const py::object& active_obj,
-                          const py::object& order_obj, const py::object& level_obj, const py::object& removed_obj,
-                          const py::object& is_dag_obj, std::uintptr_t stream) {
+/// The reference's message for toposort's weight code ((which * B + b) * N + src) * N + dst.
+DeviceError toposort_error(unsigned long long code, std::int64_t B, std::int64_t N) {
+  const auto nn = static_cast<unsigned long long>(N) * static_cast<unsigned long long>(N);
+  const auto cells = static_cast<unsigned long long>(B) * nn;
+  const bool negative = code >= cells;
+  const unsigned long long cell = negative ? code - cells : code;
+  const auto n = static_cast<unsigned long long>(N);
+  const std::string at = "[" + std::to_string(cell / nn) + ", " + std::to_string(cell / n % n) + ", " +
+                         std::to_string(cell % n) + "]";
+  if (negative) return {"OutOfRangeError", "weights", "weights must be >= 0; got a negative weight at " + at};
+  return {"NonFiniteError", "weights", "weights must be finite; got NaN or infinity at " + at};
+}
+
+py::object toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_obj,
+                                const py::object& active_obj, const py::object& out_obj, std::uintptr_t stream) {
   ToposortArgs args;
-  ToposortOut out;
   Dims dims;
   const DeviceArray adj = device_array(adj_obj, "adj", 3, DType::mask);
   dims.fill(adj, "adj", "BNN", args.adj, args.adj_sb, args.adj_sr, args.adj_sc);
@@ -276,21 +160,20 @@ void toposort_cuda_dlpack(const py::object& adj_obj, const py::object& weights_o
   dims.fill(active, "active", "BN", args.active, args.a_sb, args.a_sn);
   args.B = dims['B'];
   args.N = dims['N'];
-  const DeviceArray order = device_array(order_obj, "order", 2, DType::i32);
-  const DeviceArray level = device_array(level_obj, "level", 2, DType::i32);
-  const DeviceArray removed = device_array(removed_obj, "removed", 3, DType::mask);
-  const DeviceArray is_dag = device_array(is_dag_obj, "is_dag", 1, DType::mask);
-  dims.fill(order, "order", "BN", out.order);
-  dims.fill(level, "level", "BN", out.level);
-  dims.fill(removed, "removed", "BNN", out.removed);
-  dims.fill(is_dag, "is_dag", "B", out.is_dag);
-  for (const auto& [array, name] :
-       {std::pair{&order, "order"}, {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}}) {
-    require_c_contiguous(*array, name);
-  }
-  expect_same_device({{&adj, "adj"}, {&weights, "weights"}, {&active, "active"}, {&order, "order"},
-                      {&level, "level"}, {&removed, "removed"}, {&is_dag, "is_dag"}});
-  run_core("toposort_cuda_dlpack", [&] { return cuda::launch_toposort_on(adj.device, args, out, stream_handle(stream)); });
+  expect_same_device({{&adj, "adj"}, {&weights, "weights"}, {&active, "active"}});
+  const int device = adj.device;
+  DeviceOutputs out("toposort", device, stream, out_obj);
+  out.add("order", DType::i32, {args.B, args.N});
+  out.add("level", DType::i32, {args.B, args.N});
+  out.add("removed", DType::mask, {args.B, args.N, args.N});
+  out.add("is_dag", DType::mask, {args.B});
+  AsyncCall call(device, "toposort");
+  out.allocate();
+  const ToposortOut o{out.data<std::int32_t>(0), out.data<std::int32_t>(1), out.data<std::uint8_t>(2),
+                      out.data<std::uint8_t>(3)};
+  raise_status(cuda::launch_toposort_on(device, args, o, call.sink(), stream_handle(stream)));
+  call.commit([B = args.B, N = args.N](unsigned long long code) { return toposort_error(code, B, N); });
+  return out.result();
 }
 
 // ------------------------------------------------------------------------------------------------ Q-Mix
@@ -338,9 +221,18 @@ py::object qmix_mix_cuda_host(const QMixCudaHandle& h, const py::object& q_taken
   return q_tot;
 }
 
-void qmix_forward_cuda_dlpack(const QMixCudaHandle& h, const py::object& obs_obj, const py::object& adj_obj,
-                              const py::object& hidden_obj, const py::object& active_obj, const py::object& q_obj,
-                              const py::object& hidden_out_obj, const py::object& err_obj, std::uintptr_t stream) {
+/// The weights' device, which device arrays must live on.
+void expect_weights_device(const cuda::QMixDeviceWeights& w, const DeviceArray& a, const char* name) {
+  if (a.device != w.device()) {
+    raise_error("InvalidArgumentError", name,
+                std::string(name) + " must be on the device of the weights (cuda:" + std::to_string(w.device()) +
+                    "); got cuda:" + std::to_string(a.device));
+  }
+}
+
+py::object qmix_forward_cuda_dlpack(const QMixCudaHandle& h, const py::object& obs_obj, const py::object& adj_obj,
+                                    const py::object& hidden_obj, const py::object& active_obj,
+                                    const py::object& out_obj, std::uintptr_t stream) {
   const cuda::QMixDeviceWeights& w = *h.weights;
   const QMixConfig& c = w.config();
   const DeviceArray obs = device_array(obs_obj, "obs", 3, DType::f32);
@@ -348,95 +240,84 @@ void qmix_forward_cuda_dlpack(const QMixCudaHandle& h, const py::object& obs_obj
   const DeviceArray hidden = optional_device_array(hidden_obj, "hidden", 3, DType::f32);
   const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
   const QMixForwardArgs args = qmix_forward_args(c, obs, adj, hidden, active);
-  const DeviceArray q = device_array(q_obj, "q", 3, DType::f32);
-  const DeviceArray hidden_out = device_array(hidden_out_obj, "hidden_out", 3, DType::f32);
-  const DeviceArray err = device_array(err_obj, "err", 1, DType::u64);
-  expect_device_shape(q, "q", {args.B, args.N, c.n_actions});
-  expect_device_shape(hidden_out, "hidden_out", {args.B, args.N, c.hidden});
-  expect_device_shape(err, "err", {1});
-  require_c_contiguous(q, "q");
-  require_c_contiguous(hidden_out, "hidden_out");
-  expect_same_device({{&obs, "obs"}, {&adj, "adj"}, {&hidden, "hidden"}, {&active, "active"}, {&q, "q"},
-                      {&hidden_out, "hidden_out"}, {&err, "err"}});
-  if (obs.device != w.device()) {
-    raise_error("InvalidArgumentError", "obs",
-                "obs must be on the device of the weights (cuda:" + std::to_string(w.device()) + "); got cuda:" +
-                    std::to_string(obs.device));
-  }
-  const QMixForwardOut out{static_cast<float*>(q.data), static_cast<float*>(hidden_out.data)};
-  run_core("qmix_forward_cuda_dlpack", [&] {
-    return cuda::launch_qmix_forward_on(w, args, out, static_cast<unsigned long long*>(err.data),
-                                        stream_handle(stream));
+  expect_same_device({{&obs, "obs"}, {&adj, "adj"}, {&hidden, "hidden"}, {&active, "active"}});
+  expect_weights_device(w, obs, "obs");
+  DeviceOutputs out("qmix_forward", w.device(), stream, out_obj);
+  out.add("q", DType::f32, {args.B, args.N, c.n_actions});
+  out.add("hidden_out", DType::f32, {args.B, args.N, c.hidden});
+  AsyncCall call(w.device(), "qmix_forward");
+  out.allocate();
+  const QMixForwardOut o{out.data<float>(0), out.data<float>(1)};
+  raise_status(cuda::launch_qmix_forward_on(w, args, o, call.sink(), stream_handle(stream)));
+  call.commit([B = args.B, N = args.N](unsigned long long code) {
+    const auto bn = static_cast<unsigned long long>(B * N), n = static_cast<unsigned long long>(N);
+    const char* name = code / bn == 1 ? "hidden" : "obs";
+    return DeviceError{"NonFiniteError", name,
+                       std::string(name) + " must be finite; got NaN or infinity at episode " +
+                           std::to_string(code % bn / n) + ", agent " + std::to_string(code % n)};
   });
+  return out.result();
 }
 
-void qmix_mix_cuda_dlpack(const QMixCudaHandle& h, const py::object& q_taken_obj, const py::object& state_obj,
-                          const py::object& q_tot_obj, const py::object& err_obj, std::uintptr_t stream) {
+py::object qmix_mix_cuda_dlpack(const QMixCudaHandle& h, const py::object& q_taken_obj, const py::object& state_obj,
+                                const py::object& out_obj, std::uintptr_t stream) {
   const cuda::QMixDeviceWeights& w = *h.weights;
   if (!w.has_mixer()) raise_no_mixer();
   const DeviceArray q_taken = device_array(q_taken_obj, "q_taken", 2, DType::f32);
   const DeviceArray state = device_array(state_obj, "state", 2, DType::f32);
   const QMixMixArgs args = qmix_mix_args(w.config(), q_taken, state);
-  const DeviceArray q_tot = device_array(q_tot_obj, "q_tot", 1, DType::f32);
-  const DeviceArray err = device_array(err_obj, "err", 1, DType::u64);
-  expect_device_shape(q_tot, "q_tot", {args.B});
-  expect_device_shape(err, "err", {1});
-  require_c_contiguous(q_tot, "q_tot");
-  expect_same_device({{&q_taken, "q_taken"}, {&state, "state"}, {&q_tot, "q_tot"}, {&err, "err"}});
-  if (q_taken.device != w.device()) {
-    raise_error("InvalidArgumentError", "q_taken",
-                "q_taken must be on the device of the weights (cuda:" + std::to_string(w.device()) + "); got cuda:" +
-                    std::to_string(q_taken.device));
-  }
-  run_core("qmix_mix_cuda_dlpack", [&] {
-    return cuda::launch_qmix_mix_on(w, args, static_cast<float*>(q_tot.data),
-                                    static_cast<unsigned long long*>(err.data), stream_handle(stream));
+  expect_same_device({{&q_taken, "q_taken"}, {&state, "state"}});
+  expect_weights_device(w, q_taken, "q_taken");
+  DeviceOutputs out("qmix_mix", w.device(), stream, out_obj);
+  out.add("q_tot", DType::f32, {args.B});
+  AsyncCall call(w.device(), "qmix_mix");
+  out.allocate();
+  raise_status(cuda::launch_qmix_mix_on(w, args, out.data<float>(0), call.sink(), stream_handle(stream)));
+  call.commit([B = args.B](unsigned long long code) {
+    const auto b = static_cast<unsigned long long>(B);
+    const char* name = code / b == 1 ? "state" : "q_taken";
+    return DeviceError{"NonFiniteError", name,
+                       std::string(name) + " must be finite; got NaN or infinity at episode " +
+                           std::to_string(code % b)};
   });
+  return out.result();
 }
 
 #else  // built without CUDA
 
-[[noreturn]] void unavailable() {
-  raise_error("BackendUnavailableError", "",
-              "toporoute was built without CUDA (no CUDA compiler was found when the package was built); "
-              "reinstall with nvcc available (TOPOROUTE_CUDA=ON), or use backend='cpu'");
-}
-
 py::tuple route_cuda_host(const py::object&, const py::object&, const py::object&, double, std::int64_t, int) {
-  unavailable();
+  cuda_unavailable();
 }
 
-py::tuple toposort_cuda_host(const py::object&, const py::object&, const py::object&, int) { unavailable(); }
+py::tuple toposort_cuda_host(const py::object&, const py::object&, const py::object&, int) { cuda_unavailable(); }
 
-void route_cuda_dlpack(const py::object&, const py::object&, const py::object&, const py::object&, const py::object&,
-                       const py::object&, const py::object&, const py::object&, double, std::int64_t,
-                       std::uintptr_t) {
-  unavailable();
+py::object route_cuda_dlpack(const py::object&, const py::object&, const py::object&, const py::object&, double,
+                             std::int64_t, std::uintptr_t) {
+  cuda_unavailable();
 }
 
-void toposort_cuda_dlpack(const py::object&, const py::object&, const py::object&, const py::object&,
-                          const py::object&, const py::object&, const py::object&, std::uintptr_t) {
-  unavailable();
+py::object toposort_cuda_dlpack(const py::object&, const py::object&, const py::object&, const py::object&,
+                                std::uintptr_t) {
+  cuda_unavailable();
 }
 
-QMixCudaHandle make_qmix_cuda(const py::handle&, const py::handle&, const py::handle&, int) { unavailable(); }
+QMixCudaHandle make_qmix_cuda(const py::handle&, const py::handle&, const py::handle&, int) { cuda_unavailable(); }
 
 py::tuple qmix_forward_cuda_host(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
                                  const py::object&) {
-  unavailable();
+  cuda_unavailable();
 }
 
-py::object qmix_mix_cuda_host(const QMixCudaHandle&, const py::object&, const py::object&) { unavailable(); }
+py::object qmix_mix_cuda_host(const QMixCudaHandle&, const py::object&, const py::object&) { cuda_unavailable(); }
 
-void qmix_forward_cuda_dlpack(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
-                              const py::object&, const py::object&, const py::object&, const py::object&,
-                              std::uintptr_t) {
-  unavailable();
+py::object qmix_forward_cuda_dlpack(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
+                                    const py::object&, const py::object&, std::uintptr_t) {
+  cuda_unavailable();
 }
 
-void qmix_mix_cuda_dlpack(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
-                          const py::object&, std::uintptr_t) {
-  unavailable();
+py::object qmix_mix_cuda_dlpack(const QMixCudaHandle&, const py::object&, const py::object&, const py::object&,
+                                std::uintptr_t) {
+  cuda_unavailable();
 }
 
 #endif  // TOPOROUTE_WITH_CUDA
@@ -470,19 +351,25 @@ void bind_cuda(py::module_& m) {
         arg("k_in"), arg("device") = 0);
   m.def("toposort_cuda_host", &toposort_cuda_host, kToposortHostDoc, arg("adj"), arg("weights"), arg("active"),
         arg("device") = 0);
-  m.def("route_cuda_dlpack", &route_cuda_dlpack, kRouteDlpackDoc, arg("q"), arg("k"), arg("active"), arg("scores"),
-        arg("adjacency"), arg("inbox"), arg("in_degree"), arg("err"), arg("tau"), arg("k_in"), arg("stream"));
+  m.def("route_cuda_dlpack", &route_cuda_dlpack, kRouteDlpackDoc, arg("q"), arg("k"), arg("active"), arg("out"),
+        arg("tau"), arg("k_in"), arg("stream"));
   m.def("toposort_cuda_dlpack", &toposort_cuda_dlpack, kToposortDlpackDoc, arg("adj"), arg("weights"),
-        arg("active"), arg("order"), arg("level"), arg("removed"), arg("is_dag"), arg("stream"));
+        arg("active"), arg("out"), arg("stream"));
   py::class_<QMixCudaHandle>(m, "QMixWeightsCuda", kQMixWeightsDoc)
       .def(py::init(&make_qmix_cuda), arg("config"), arg("agent"), arg("mixer") = py::none(), arg("device") = 0);
   m.def("qmix_forward_cuda_host", &qmix_forward_cuda_host, kQMixForwardHostDoc, arg("weights"), arg("obs"), arg("adj"),
         arg("hidden"), arg("active"));
   m.def("qmix_mix_cuda_host", &qmix_mix_cuda_host, kQMixMixHostDoc, arg("weights"), arg("q_taken"), arg("state"));
   m.def("qmix_forward_cuda_dlpack", &qmix_forward_cuda_dlpack, kQMixForwardDlpackDoc, arg("weights"), arg("obs"),
-        arg("adj"), arg("hidden"), arg("active"), arg("q"), arg("hidden_out"), arg("err"), arg("stream"));
+        arg("adj"), arg("hidden"), arg("active"), arg("out"), arg("stream"));
   m.def("qmix_mix_cuda_dlpack", &qmix_mix_cuda_dlpack, kQMixMixDlpackDoc, arg("weights"), arg("q_taken"),
-        arg("state"), arg("q_tot"), arg("err"), arg("stream"));
+        arg("state"), arg("out"), arg("stream"));
+  m.def("cuda_poll_errors", &poll_device_errors, arg("device"),
+        "Raises the report of the earliest finished device-array call on `device` whose kernels found bad input\n"
+        "(reads host memory only; calls still running are left for later).");
+  m.def("cuda_synchronize", &synchronize_devices, arg("device") = -1,
+        "Waits for the work on `device` (every device used when -1), then raises the first bad-input report of\n"
+        "its finished device-array calls.");
   m.def("cuda_info", &cuda_info,
         "How the CUDA backend was built and what it sees: {'compiled', 'runtime_version', 'architectures', "
         "'device_count', 'devices'}.");

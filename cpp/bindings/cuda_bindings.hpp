@@ -6,6 +6,10 @@
 namespace toporoute::bindings {
 
 void bind_cuda(pybind11::module_& m);
+/// mean_pool and route_indexed on the GPU (cuda_pool.cpp).
+void bind_cuda_pool(pybind11::module_& m);
+/// graph_stats, conductor_density and bandit_select on the GPU (cuda_stats.cpp).
+void bind_cuda_stats(pybind11::module_& m);
 /// {"compiled": bool, "runtime_version": str | None, "architectures": [int], "device_count": int,
 ///  "devices": [str]}
 pybind11::dict cuda_info();

@@ -28,7 +28,8 @@ PYBIND11_MODULE(_core, m) {
   b::register_error_translator();
   for (const auto bind : {b::bind_info, b::bind_route, b::bind_toposort, b::bind_graph_stats, b::bind_pool,
                           b::bind_qmix, b::bind_conductor, b::bind_bandit, b::bind_dag, b::bind_team_project,
-                          b::bind_team_schedule, b::bind_cuda}) {
+                          b::bind_team_schedule, b::bind_cuda, b::bind_cuda_pool,
+                          b::bind_cuda_stats}) {
     bind(m);
   }
   m.def("_raise_for_test", &b::raise_for_test, pybind11::arg("kind"),

@@ -158,29 +158,17 @@ def route_cuda_host(
 def toposort_cuda_host(
     adj: _Bool, weights: _F32 | None, active: _Bool | None, device: int = 0
 ) -> tuple[_I32, _I32, _Bool, _Bool]: ...
+
+# DLPack entries: inputs as capsules, then out (None: allocated on the device and returned as capsules, or a
+# tuple of caller-allocated capsules, returned as given), the op's scalars and the stream; never synchronise
 def route_cuda_dlpack(
-    q: Any,
-    k: Any,
-    active: Any | None,
-    scores: Any,
-    adjacency: Any,
-    inbox: Any,
-    in_degree: Any,
-    err: Any,
-    tau: float,
-    k_in: int,
-    stream: int,
-) -> None: ...
+    q: Any, k: Any, active: Any | None, out: tuple[Any, ...] | None, tau: float, k_in: int, stream: int
+) -> tuple[Any, Any, Any, Any]: ...
 def toposort_cuda_dlpack(
-    adj: Any,
-    weights: Any | None,
-    active: Any | None,
-    order: Any,
-    level: Any,
-    removed: Any,
-    is_dag: Any,
-    stream: int,
-) -> None: ...
+    adj: Any, weights: Any | None, active: Any | None, out: tuple[Any, ...] | None, stream: int
+) -> tuple[Any, Any, Any, Any]: ...
+def cuda_poll_errors(device: int) -> None: ...
+def cuda_synchronize(device: int = -1) -> None: ...
 def qmix_forward_cuda_host(
     weights: QMixWeightsCuda, obs: _F32, adj: _Bool, hidden: _F32 | None, active: _Bool | None
 ) -> tuple[_F32, _F32]: ...
@@ -191,14 +179,12 @@ def qmix_forward_cuda_dlpack(
     adj: Any,
     hidden: Any | None,
     active: Any | None,
-    q: Any,
-    hidden_out: Any,
-    err: Any,
+    out: tuple[Any, ...] | None,
     stream: int,
-) -> None: ...
+) -> tuple[Any, Any]: ...
 def qmix_mix_cuda_dlpack(
-    weights: QMixWeightsCuda, q_taken: Any, state: Any, q_tot: Any, err: Any, stream: int
-) -> None: ...
+    weights: QMixWeightsCuda, q_taken: Any, state: Any, out: tuple[Any, ...] | None, stream: int
+) -> tuple[Any]: ...
 
 # mean_pool and route_indexed on the GPU (cpp/bindings/cuda_pool.cpp): the arrays the op writes in place (out,
 # the pooled table) are the caller's; mean_pool_cuda_dlpack returns a capsule of a new (n, D) array when out
