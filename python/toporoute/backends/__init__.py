@@ -101,6 +101,10 @@ def kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
             fn = _HOST_KERNEL.get((backend, op)) if type(backend) is str else None
         if fn is not None:
             return fn
+    else:  # a device array: one look-up by (backend= value, op, array type) once its kind has been resolved
+        fn = _DEVICE_KERNEL.get((backend, op, type(first)))
+        if fn is not None and getattr(first, "is_cuda", True):
+            return fn
     return _kernel(op, backend, first)
 
 
@@ -109,6 +113,10 @@ def kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
 # the environment are fixed for the life of the process).
 _DEFAULT_KERNEL: dict[str, Callable[..., Any]] = {}
 _HOST_KERNEL: dict[tuple[str, str], Callable[..., Any]] = {}
+# The CUDA kernel chosen for a CuPy array or a CUDA PyTorch tensor, by (backend= value, op, array type); a
+# PyTorch tensor also needs is_cuda (a CPU tensor of the same type takes the full path and its error).
+_DEVICE_KERNEL: dict[tuple[str | None, str, type], Callable[..., Any]] = {}
+_DEVICE_MODULES = ("torch", "cupy")
 
 
 def _kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
@@ -139,6 +147,13 @@ def _kernel(op: str, backend: str | None, first: Any) -> Callable[..., Any]:
             _DEFAULT_KERNEL[op] = fn
         elif type(backend) is str:
             _HOST_KERNEL[(backend, op)] = fn
+    elif (
+        (backend is None or type(backend) is str)
+        and type(first).__module__.partition(".")[0] in _DEVICE_MODULES
+        and impl.__name__.endswith(".cuda")
+        and is_device_array(first)
+    ):
+        _DEVICE_KERNEL[(backend, op, type(first))] = fn
     return fn
 
 

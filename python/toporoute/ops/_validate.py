@@ -49,6 +49,10 @@ _NP_DTYPES = {name: np.dtype(name) for name in ("float32", "bool")}
 _F32 = _NP_DTYPES["float32"]
 _BOOL = _NP_DTYPES["bool"]
 _ND = np.ndarray
+# The dtype objects of the device frameworks (torch.float32, CuPy's float32) that array() has seen named
+# "float32": a device array's common case is then decided by one set look-up, like numpy's by an identity test.
+# Filled by the full checks, never changes an answer.
+_DEVICE_F32: set[Any] = set()
 
 
 def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) -> tuple[int, ...]:
@@ -61,6 +65,8 @@ def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) ->
         shape = _shape(x, name)
     if dtype_name(x) != dtype:
         raise DTypeError(f"{name} must have dtype {dtype}; got {dtype_name(x)}", arg=name)
+    if dtype == "float32":
+        _DEVICE_F32.add(x.dtype)
     if len(shape) not in ndims:
         raise ShapeError(f"{name} must have shape {layout}; got {_fmt(shape)}", arg=name)
     return shape
@@ -113,6 +119,19 @@ def route(args: Args) -> Args:
         and k.dtype is _F32
         and 2 <= q.ndim <= 3
         and q.shape == k.shape
+        and -1.0 <= tau_value <= 1.0
+        and k_in_value >= 0
+    ):
+        return args
+    if (  # the same for device arrays (CuPy, PyTorch) whose float32 has been seen
+        active is None
+        and type(tau_value) is float
+        and type(k_in_value) is int
+        and type(q) is type(k)
+        and q.dtype in _DEVICE_F32
+        and k.dtype in _DEVICE_F32
+        and 2 <= len(shape := q.shape) <= 3
+        and shape == k.shape
         and -1.0 <= tau_value <= 1.0
         and k_in_value >= 0
     ):
