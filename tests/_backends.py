@@ -36,6 +36,7 @@ import pytest
 
 from toporoute import ops
 from toporoute.backends import NAMES, cpu, kernels, reference
+from toporoute.backends import _cuda_pool as cuda_kernels
 from toporoute.types.conductor_topology import TopologyBatch
 from toporoute.types.op_table import OPS as OP_TABLE
 from toporoute.types.results import QMixStep
@@ -368,19 +369,47 @@ class Backend:
     ) -> Any:
         """As ops.route_indexed, plus the backends' own ``active`` mask (ANDed with the -1 padding), which
         toporoute.ops does not take: given one, the backend module is called directly."""
+        dev_table = self.put(table)
+        dev_pool = None if pool is None else [tuple(self.put(x) for x in triple) for triple in pool]
+
+        def written(result: Any) -> Any:
+            # pool= writes the table in place: a device table's rows come back into the caller's numpy table
+            if pool and dev_table is not table:
+                table[...] = self._get(dev_table)
+            return result
+
         if active is None and not self._direct:
-            return self._ops(ops.route_indexed, table, q_rows, k_rows, tau=tau, k_in=k_in, pool=pool)
+            got = ops.route_indexed(
+                dev_table,
+                self.put(q_rows),
+                self.put(k_rows),
+                tau=tau,
+                k_in=k_in,
+                pool=dev_pool,
+                backend=self.name,
+            )
+            return written(self.fetch(got))
         if self.name == "reference":
             return reference.route_indexed(
                 table, q_rows, k_rows, tau=tau, k_in=k_in, active=active, pool=pool
             )
+        if self.name == "cuda":
+            single = np.ndim(q_rows) == 1
+            q, k, a = (
+                None if x is None else self.put(x[None] if single else x) for x in (q_rows, k_rows, active)
+            )
+            got = self.fetch(cuda_kernels.route_indexed(dev_table, q, k, tau, k_in, active=a, pool=dev_pool))
+            return written(type(got)(*(v[0] for v in vars(got).values())) if single else got)
         assert self.name == "cpu", f"{self.id} has no route_indexed"
         batched = {"q_rows": q_rows, "k_rows": k_rows, "active": active}
         fn = functools.partial(cpu.route_indexed, table)
         return self._cpu(fn, np.ndim(q_rows) == 1, batched, tau=tau, k_in=k_in, pool=pool)
 
     def mean_pool(self, hidden: Any, mask: Any, *, out: Any = None, rows: Any = None) -> Any:
-        return self._ops(ops.mean_pool, hidden, mask, out=out, rows=rows)
+        got = self._ops(ops.mean_pool, hidden, mask, out=out, rows=rows)
+        if out is not None and got is not out:
+            out[...] = got  # out is written in place: a device out's rows come back into the caller's array
+        return got
 
     def toposort(self, adj: Any, *, weights: Any = None, active: Any = None) -> Any:
         return self._ops(ops.toposort, adj, weights=weights, active=active)

@@ -151,8 +151,10 @@ def bandit_select(
         Inactive nodes get ``theta = 0``, no choices and are never chosen.
     graph_offset : int >= 0
         Index of this batch's first graph in the whole batch; ``graph_offset + B <= 2**32``.
-    backend : {"reference", "cpu"}, optional
-        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError`.
+    backend : {"reference", "cpu", "cuda"}, optional
+        ``"cuda"`` draws the same counter-based Philox streams on the GPU (CuPy / PyTorch arrays stay on the
+        device; its ``log``/``exp``/``cos`` may differ from the C library's by an ulp, which can move a rare
+        ``theta`` by one float32 step: see tests/test_cuda_stats.py for the measured rate).
 
     Returns
     -------

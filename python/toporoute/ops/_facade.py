@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
+from ..backends import is_device_array
+from ..errors import DTypeError, InvalidArgumentError, OutOfRangeError, ShapeError
 from ..types.conductor_topology import DEFAULT_OPTIONS, CheckOptions, Context, TopologyBatch
 from ..types.qmix_params import QMixParams
 from ..types.results import Density, GraphStats, Order, QMixGraph, QMixStep, Routes
@@ -30,7 +31,10 @@ __all__ = [
 
 def _density_args(args: Args) -> Args:
     """The checks of ``ops.conductor_density``: integer arrays in range that broadcast together, ``steps <=
-    nodes``; returns them broadcast, as int64."""
+    nodes``; returns them broadcast, as int64. Device arrays are checked by dtype and shape here and by value in
+    the kernel (its errors come like every device-array call's: see ``toporoute.backends.cuda.synchronize``)."""
+    if any(is_device_array(a) for a in args):
+        return _device_density_args(args)
     arrays = [
         _v.int_array(args[0], "nodes", 1),
         _v.int_array(args[1], "edges", 0),
@@ -51,6 +55,30 @@ def _density_args(args: Args) -> Args:
             arg="steps",
         )
     return nodes, edges, steps, n_max
+
+
+def _device_density_args(args: Args) -> Args:
+    """``conductor_density`` on device arrays: four int64 arrays of one shape on the device (no broadcasting or
+    conversion there: a copy per call would cost more than the op)."""
+    names = ("nodes", "edges", "steps", "n_max")
+    shape = None
+    for x, name in zip(args, names):
+        if not is_device_array(x):
+            raise InvalidArgumentError(
+                f"{name} must be a device array like the others (conductor_density on the GPU takes four int64 "
+                f"arrays of one shape); got {type(x).__name__}",
+                arg=name,
+            )
+        if _v.dtype_name(x) != "int64":
+            raise DTypeError(f"{name} must have dtype int64 on the device; got {_v.dtype_name(x)}", arg=name)
+        here = tuple(int(d) for d in x.shape)
+        if shape is None:
+            shape = here
+        elif here != shape:
+            raise ShapeError(
+                f"{name} must have the shape of nodes {shape} on the device; got {here}", arg=name
+            )
+    return args
 
 
 def _plan_args(args: Args) -> Args:
@@ -193,8 +221,9 @@ def route_indexed(
         into ``table[rows]``. **``table`` is modified in place** (it must then be C-contiguous and
         writeable); ``rows`` must be distinct across all triples. The compiled backend pools and routes in one
         call with the GIL released once. All indices and tokens are checked before the table is written.
-    backend : {"reference", "cpu"}, optional
-        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError`.
+    backend : {"reference", "cpu", "cuda"}, optional
+        ``"cuda"`` runs on the GPU: device arrays stay there (written in place like numpy's; bad input is
+        reported by the next call on the device or by ``toporoute.backends.cuda.synchronize()``).
 
     Returns
     -------
@@ -232,8 +261,9 @@ def mean_pool(
         Written in place: row ``i`` goes to ``out[rows[i]]``. Without ``out`` a new array is returned.
     rows : (n,) int32 or int64, optional
         Distinct rows of ``out`` in [0, M); only with ``out``. Default ``arange(n)`` (then ``M >= n``).
-    backend : {"reference", "cpu"}, optional
-        ``"cuda"`` raises :class:`~toporoute.errors.BackendUnavailableError`.
+    backend : {"reference", "cpu", "cuda"}, optional
+        ``"cuda"`` runs on the GPU: device arrays stay there (written in place like numpy's; bad input is
+        reported by the next call on the device or by ``toporoute.backends.cuda.synchronize()``).
 
     Returns
     -------
