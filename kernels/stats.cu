@@ -43,7 +43,7 @@ __device__ __forceinline__ void write_graph(const GraphStatsArgs& a, const Graph
   o.edges[b] = edges;
   o.density[b] = pairs > 0 ? static_cast<double>(edges) / pairs : 0.0;
   o.reciprocity[b] = edges > 0 ? static_cast<double>(mutual) / static_cast<double>(edges) : 0.0;
-  if (a.prev != nullptr) o.jaccard[b] = uni > 0 ? 1.0 - static_cast<double>(inter) / static_cast<double>(uni) : 0.0;
+  if (o.jaccard != nullptr) o.jaccard[b] = uni > 0 ? 1.0 - static_cast<double>(inter) / static_cast<double>(uni) : 0.0;
 }
 
 // 1 <= N <= 32: G = 32 / N graphs per warp; lane = g * N + i holds node i of graph base + g (lanes from G * N on

@@ -37,6 +37,7 @@ import pytest
 from toporoute import ops
 from toporoute.backends import NAMES, cpu, kernels, reference
 from toporoute.backends import _cuda_pool as cuda_kernels
+from toporoute.backends import cuda as cuda_backend
 from toporoute.types.conductor_topology import TopologyBatch
 from toporoute.types.op_table import OPS as OP_TABLE
 from toporoute.types.results import QMixStep
@@ -320,7 +321,11 @@ class Backend:
         return mod.asnumpy(x)
 
     def fetch(self, result: Any) -> Any:
-        """``result`` with numpy arrays (device results checked to be on the device first)."""
+        """``result`` with numpy arrays (device results checked to be on the device first). For device arrays
+        the CUDA backend's reports of bad input are waited for first (cuda.synchronize): the tests expect them
+        at the call, as the numpy path gives them."""
+        if not self.host:
+            cuda_backend.synchronize()
         if isinstance(result, QMixStep):
             return QMixStep(*(self._get(v) for v in result))
         if dataclasses.is_dataclass(result):
@@ -370,7 +375,9 @@ class Backend:
         """As ops.route_indexed, plus the backends' own ``active`` mask (ANDed with the -1 padding), which
         toporoute.ops does not take: given one, the backend module is called directly."""
         dev_table = self.put(table)
-        dev_pool = None if pool is None else [tuple(self.put(x) for x in triple) for triple in pool]
+        dev_pool = pool
+        if isinstance(pool, list) and all(isinstance(t, tuple) for t in pool):  # else: the op's own error
+            dev_pool = [tuple(self.put(x) for x in triple) for triple in pool]
 
         def written(result: Any) -> Any:
             # pool= writes the table in place: a device table's rows come back into the caller's numpy table
@@ -409,6 +416,7 @@ class Backend:
         got = self._ops(ops.mean_pool, hidden, mask, out=out, rows=rows)
         if out is not None and got is not out:
             out[...] = got  # out is written in place: a device out's rows come back into the caller's array
+            return out
         return got
 
     def toposort(self, adj: Any, *, weights: Any = None, active: Any = None) -> Any:
@@ -418,6 +426,9 @@ class Backend:
         return self._ops(ops.graph_stats, adj, active, prev=prev)
 
     def conductor_density(self, nodes: Any, edges: Any, steps: Any, n_max: Any) -> Any:
+        if not self.host:  # on the device the op takes four int64 arrays of one shape (no broadcasting there)
+            arrays = np.broadcast_arrays(*(np.asarray(x) for x in (nodes, edges, steps, n_max)))
+            nodes, edges, steps, n_max = (np.ascontiguousarray(x, dtype=np.int64) for x in arrays)
         return self._ops(ops.conductor_density, nodes, edges, steps, n_max)
 
     def qmix_forward(self, params: Any, obs: Any, adj: Any, hidden: Any = None, *, active: Any = None) -> Any:

@@ -159,12 +159,17 @@ def test_mean_pool_bad_arrays(backend: Backend) -> None:
     raises(errors.ShapeError, "out", mp(out=np.zeros((6, 5), np.float32)), "(6, 5)")
     raises(errors.ShapeError, "out", mp(out=np.zeros(4, np.float32)), "(4,)")
     raises(errors.ShapeError, "out", mp(out=np.zeros((2, 4), np.float32)), "at least 3 rows")
-    raises(
-        errors.DTypeError, "out", mp(out=np.zeros((4, 6), np.float32).T, rows=np.arange(3)), "C-contiguous"
-    )
+    if backend.arrays != "torch":  # the harness hands PyTorch a contiguous copy
+        raises(
+            errors.DTypeError,
+            "out",
+            mp(out=np.zeros((4, 6), np.float32).T, rows=np.arange(3)),
+            "C-contiguous",
+        )
     read_only = np.zeros((6, 4), np.float32)
     read_only.flags.writeable = False
-    raises(errors.InvalidArgumentError, "out", mp(out=read_only, rows=np.arange(3)), "read-only")
+    if backend.host:  # a device copy of it is writeable
+        raises(errors.InvalidArgumentError, "out", mp(out=read_only, rows=np.arange(3)), "read-only")
     raises(errors.DTypeError, "rows", mp(out=out, rows=np.arange(3.0)), "float64")
     raises(errors.DTypeError, "rows", mp(out=out, rows=np.arange(3, dtype=np.uint32)), "uint32")
     raises(errors.ShapeError, "rows", mp(out=out, rows=np.arange(4)), "(4,)", "(3,)")

@@ -357,7 +357,8 @@ void DeviceOutputs::allocate() {
     total += (n + 255) / 256 * 256;
   }
   bytes_ = total > 0 ? total : 256;  // never a null pointer, even for empty outputs
-  run_core(op_, [&] { return cuda::device_alloc_async(device_, bytes_, stream_handle(stream_), &base_); });
+  // a pool allocation takes about a microsecond: no GIL release around it
+  raise_status(cuda::device_alloc_async(device_, bytes_, stream_handle(stream_), &base_));
   for (Item& it : items_) it.data = static_cast<char*>(base_) + it.offset;
 }
 

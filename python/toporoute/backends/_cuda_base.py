@@ -9,6 +9,7 @@ device allocation, wrapped as the inputs' framework's arrays. It never synchroni
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -32,8 +33,10 @@ _LEGACY_STREAM = 1  # DLPack's name for CUDA's legacy default stream (0 is reser
 _DLPACK_CUDA = 2
 
 
+@functools.cache
 def load_core() -> tuple[ModuleType | None, str]:
-    """The compiled core, or None and why not (it is optional: a build without a compiler has none)."""
+    """The compiled core, or None and why not (it is optional: a build without a compiler has none); imported
+    once per process (every call looks it up)."""
     try:
         from .. import _core as core
     except ImportError as exc:

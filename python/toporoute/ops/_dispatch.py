@@ -32,7 +32,9 @@ def unbatch(result: Any) -> Any:
     if isinstance(result, tuple):
         return type(result)._make(None if f is None else f[0] for f in result)  # type: ignore[attr-defined]
     fields = getattr(result, "__dict__", None)
-    if fields is None:
+    if fields is None or not hasattr(
+        type(result), "__dataclass_fields__"
+    ):  # an array (tensors have a __dict__)
         return result[0]
     make = _MAKERS.get(type(result))
     if make is None:
