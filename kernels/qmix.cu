@@ -13,9 +13,15 @@
 ///   passes (so a block never holds more than its tile of accumulators).
 /// - The weights (global, transposed K x out, L2-resident: about 1.4 MB at the default shapes) are staged into
 ///   shared memory in K-tiles of 16 rows with cp.async (16-byte copies when the rows allow it, 4-byte ones
-///   otherwise; zero-filled past K and out), double-buffered: tile t + 1 is in flight while tile t is used.
-/// - Per k a thread reads one float4 of x (TM rows; a broadcast: a warp spans at most a few row groups) and
-///   one float4 of weights per gate, feeding 16 (Linear) or 48 (GRUCell: r, z, n) FFMAs.
+///   otherwise; zero-filled past K and out) through kStages = 4 buffers: tiles t + 1 .. t + 3 are in flight
+///   while tile t is used (one barrier per tile). With two buffers a tile's L2 round trip (~1 us under load)
+///   was hidden behind one tile of FMAs only (~0.2 us for a GRUCell at 64 rows, less for a Linear).
+/// - Per k a thread reads one float4 of x (TM rows) and one float4 of weights per gate, feeding 16 (Linear) or
+///   48 (GRUCell: r, z, n) FFMAs. With TM = 4 and at least 8 row groups x 4 column groups (64 or 32 rows at
+///   the default shapes) a warp is 8 row groups x 4 column groups, so each of those reads is a single
+///   shared-memory wavefront (x: 128 contiguous bytes; weights: 64): 4 wavefronts per 12 warp-FFMAs in a
+///   GRUCell instead of 7 with 2 x 16 (the 4 schedulers issue 4 FFMAs per wavefront the LSU serves, so shared
+///   memory, not the FMA units, bounded the big GEMMs at about 40 % of the FP32 peak).
 /// - A GRUCell pass runs two K loops into the same r and z accumulators (x W_ih, then h W_hh) and keeps the
 ///   two n accumulators apart; the cell is finished in registers.
 /// - Padding rows (past the group's last episode) are computed like the others and never stored.
@@ -24,7 +30,15 @@
 ///
 /// Rows per block come from the batch and the SM count: ceil(B / SMs) episodes (at least one, at most 64 rows),
 /// so small batches put a block on each SM and large ones amortise each block's weight stream over 64 rows.
-/// The mixer does the same with at most 32 episodes per block.
+/// The mixer does the same with at most 32 episodes per block (TM = 1, two blocks per SM), and from 64 episodes
+/// per SM on with 64 (TM = 4, one block of ~156 KB per SM): half the K-tile round trips and barriers per
+/// episode, one pass per 64-wide hypernetwork layer instead of two, 4x fewer shared-memory loads per FMA.
+///
+/// Large-batch changes (after the first H200 run: forward 2.08 ms at B = 16384 and 33.7 ms at 262144, mixer
+/// 3.89 ms at 262144, all slower than PyTorch): the 4-stage weight pipeline, the 8 x 4 warp layout and the wide
+/// mixer blocks above. Expected: forward ~1.6-1.9x faster at B >= 16384 (shared-memory wavefronts per FMA down
+/// ~40 %, K-tile latency hidden), mixer ~2x at 262144. Results are bit-identical to before: every output keeps
+/// its k order; only which thread computes it changes.
 ///
 /// Costs at the default shapes, N = 3 (FLOPs ~ 2 x 342k weights per agent row = 684 kFLOP/row):
 ///   B = 64: 192 rows, 0.13 GFLOP, 64 blocks of 4 rows -> 88 MB of L2 weight reads (about 14 us of one SM's
@@ -49,13 +63,16 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxRows = 64;          // agent rows per forward block (>= kQMixMaxAgents: one episode always fits)
-constexpr int kMixMaxRows = 32;       // episodes per mixer block
+constexpr int kMixMaxRows = 32;       // episodes per mixer block while B < kMixWideRows x SMs
+constexpr int kMixWideRows = 64;      // episodes per mixer block from there on (TM = 4 at the default shapes)
 constexpr int kKT = 16;               // weight rows per staged K-tile
+constexpr int kStages = 4;            // staged K-tiles in flight or in use (accumulate's cp.async pipeline)
 constexpr int kMaxColGroups = 32;     // 4-column groups per GEMM pass (128 columns)
 constexpr int kLanesPerRow = 8;       // LayerNorm / mixer combine
 constexpr std::size_t kDefaultSmem = 48 * 1024;
 static_assert(kMaxRows >= kQMixMaxAgents, "one episode must fit a block");
-static_assert(kThreads % 32 == 0 && kThreads / kLanesPerRow >= kMixMaxRows, "the mixer combine is one sweep");
+static_assert(kThreads % 32 == 0 && kMixWideRows >= kMixMaxRows, "a wide mixer block holds more episodes");
+static_assert(kStages >= 2 && kStages <= 8, "cp_wait_pipeline's immediate");
 
 __host__ __device__ constexpr int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
@@ -143,10 +160,10 @@ __device__ __forceinline__ void cp_commit() {
 #endif
 }
 
-// Waits until at most one committed group of this thread is pending.
-__device__ __forceinline__ void cp_wait_one() {
+// Waits until at most kStages - 2 committed groups of this thread are pending (the tiles still in flight).
+__device__ __forceinline__ void cp_wait_pipeline() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
 #endif
 }
 
@@ -219,25 +236,33 @@ __device__ __forceinline__ void fma_step(const float* __restrict__ x, const floa
 }
 
 /// acc[g][m][j] += sum_k X[k rs + r0 + m] wt[k, g, col0 + c + j] over k < v.K, the weights staged through
-/// `tiles` (two buffers of `tile` floats). Every thread of the block must call it (it holds barriers); only
-/// active slots compute. Leaves the tile buffers free (ends with a barrier).
+/// `tiles` (kStages buffers of `tile` floats: tile t lives in buffer t % kStages and is copied kStages - 1
+/// iterations ahead, so the L2 latency of a copy is hidden behind kStages - 1 tiles of FMAs). Every thread of the
+/// block must call it (it holds barriers); only active slots compute. Leaves the tile buffers free (ends with a
+/// barrier, and every copy it committed has landed: the groups after tile T - 1 are empty).
 template <int TM, int G>
 __device__ __forceinline__ void accumulate(float* tiles, int tile, const WeightView& v, int col0, int cw,
                                            const float* X, int rs, const Slot& s, float (&acc)[G][TM][4]) {
   const int T = (v.K + kKT - 1) / kKT;
   const int gate_stride = kKT * cw;
-  stage<G>(tiles, v, 0, col0, cw);
-  cp_commit();
+  // the buffers are free here (the previous call, or the kernel's start): tiles 0 .. kStages - 2 go out now
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) {
+    if (t < T) stage<G>(tiles + t * tile, v, t * kKT, col0, cw);
+    cp_commit();  // possibly empty: group t is tile t
+  }
   for (int t = 0; t < T; ++t) {
-    // the other buffer was last read in iteration t - 1 (or an earlier call), before its closing barrier
-    if (t + 1 < T) stage<G>(tiles + ((t + 1) & 1) * tile, v, (t + 1) * kKT, col0, cw);
-    cp_commit();  // possibly empty: keeps "all but the newest group" = tile t
-    cp_wait_one();
+    cp_wait_pipeline();  // kStages - 1 + t groups committed, at most kStages - 2 pending: tile t has landed
+    // every thread's copies of tile t are visible, and every thread is done with tile t - 1 (iteration t - 1)
     __syncthreads();
+    // tile t + kStages - 1 reuses the buffer of tile t - 1, which no thread reads any more
+    const int ahead = t + kStages - 1;
+    if (ahead < T) stage<G>(tiles + ahead % kStages * tile, v, ahead * kKT, col0, cw);
+    cp_commit();  // possibly empty: group t + kStages - 1 is tile t + kStages - 1
     if (s.active) {
       const int k0 = t * kKT, kn = min(kKT, v.K - k0);
       const float* x = X + static_cast<std::size_t>(k0) * rs + s.r0;
-      const float* w = tiles + (t & 1) * tile + s.c;
+      const float* w = tiles + t % kStages * tile + s.c;
       if (kn == kKT) {
 #pragma unroll
         for (int kk = 0; kk < kKT; ++kk) fma_step<TM, G>(x + kk * rs, w + kk * cw, gate_stride, acc);
@@ -245,13 +270,22 @@ __device__ __forceinline__ void accumulate(float* tiles, int tile, const WeightV
         for (int kk = 0; kk < kn; ++kk) fma_step<TM, G>(x + kk * rs, w + kk * cw, gate_stride, acc);
       }
     }
-    __syncthreads();
   }
+  __syncthreads();  // the buffers of the last tiles are free for the next call
 }
 
+/// Thread -> (row group, column group) of a pass with rg x cg slots (rg cg <= kThreads). With 4-row tiles and
+/// rg % 8 == 0, cg % 4 == 0, a warp takes 8 row groups x 4 column groups: per k it reads 32 consecutive floats of
+/// x and 16 of each gate's weights (one shared-memory wavefront each) instead of 2 row groups x 16 column groups
+/// (256 bytes of weights, two wavefronts per gate); shared-memory bandwidth is what bounds the big GEMMs. Which
+/// thread owns an output changes nothing else: each output's k order is the same.
 template <int TM>
 __device__ __forceinline__ Slot slot_of(int rg, int cg) {
   const int item = threadIdx.x;
+  if (TM == 4 && rg % 8 == 0 && cg % 4 == 0) {  // then rg cg is a multiple of 32: the active warps are full
+    const int lane = item & 31, warp = item >> 5, wr = rg / 8;
+    return {(warp % wr * 8 + (lane & 7)) * TM, (warp / wr * 4 + (lane >> 3)) * 4, item < rg * cg};
+  }
   return {item / cg * TM, item % cg * 4, item < rg * cg};
 }
 
@@ -459,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, 1) qmix_forward_kernel(const Forward
   const int N = static_cast<int>(a.N), H = p.H, R = p.R, rs = p.rs;
   auto* nbr = reinterpret_cast<unsigned long long*>(smem);
   float* tiles = reinterpret_cast<float*>(nbr + R);  // R * 8 bytes: a multiple of 32
-  float* U = tiles + 2 * p.tile;
+  float* U = tiles + kStages * p.tile;
   float* buf0 = U + static_cast<std::size_t>(p.uw) * rs;
   float* buf1 = buf0 + static_cast<std::size_t>(p.hw) * rs;
   const std::int64_t groups = (a.B + p.group - 1) / p.group;
@@ -539,7 +573,7 @@ __global__ void __launch_bounds__(kThreads, 1) qmix_mix_kernel(const MixParams p
   const QMixMixArgs& a = p.a;
   const int R = p.R, rs = p.rs, n = p.n_agents, M = p.M, Hh = p.Hh;
   float* tiles = reinterpret_cast<float*>(smem);
-  float* A = tiles + 2 * p.tile;  // the state; then W1 (n M), W2 (M), B2 (1) and, with b1_hidden, B1 (M)
+  float* A = tiles + kStages * p.tile;  // the state; then W1 (n M), W2 (M), B2 (1) and, with b1_hidden, B1 (M)
   float* Y = A + static_cast<std::size_t>(p.aw) * rs;  // hidden w1 | w2 | b2 (Hh each) | b1 (Hh or final M)
   float* Qt = Y + static_cast<std::size_t>(p.ldy) * rs;
   auto at = [rs](float* base, int feature) { return base + static_cast<std::size_t>(feature) * rs; };
@@ -563,21 +597,24 @@ __global__ void __launch_bounds__(kThreads, 1) qmix_mix_kernel(const MixParams p
     const float* B1 = p.b1_hidden ? at(A, n * M + M + 1) : at(Y, 3 * Hh);
     const float* W2 = at(A, n * M);
     const float* B2 = at(A, n * M + M);
-    const int r = static_cast<int>(threadIdx.x) / kLanesPerRow, sub = static_cast<int>(threadIdx.x) % kLanesPerRow;
-    float part = 0.0f;
-    if (r < rows) {  // rows <= kMixMaxRows <= kThreads / kLanesPerRow: one sweep
-      for (int m = sub; m < M; m += kLanesPerRow) {
-        float pre = B1[static_cast<std::size_t>(m) * rs + r];
-        for (int ag = 0; ag < n; ++ag) {
-          pre = fmaf(Qt[static_cast<std::size_t>(ag) * rs + r], fabsf(A[static_cast<std::size_t>(ag * M + m) * rs + r]),
-                     pre);
+    const int sub = static_cast<int>(threadIdx.x) % kLanesPerRow;
+    for (int base = 0; base < R; base += kThreads / kLanesPerRow) {  // uniform trip count: shuffles are safe
+      const int r = base + static_cast<int>(threadIdx.x) / kLanesPerRow;
+      float part = 0.0f;
+      if (r < rows) {
+        for (int m = sub; m < M; m += kLanesPerRow) {
+          float pre = B1[static_cast<std::size_t>(m) * rs + r];
+          for (int ag = 0; ag < n; ++ag) {
+            pre = fmaf(Qt[static_cast<std::size_t>(ag) * rs + r],
+                       fabsf(A[static_cast<std::size_t>(ag * M + m) * rs + r]), pre);
+          }
+          const float hid = pre > 0.0f ? pre : expm1f(pre);
+          part = fmaf(hid, fabsf(W2[static_cast<std::size_t>(m) * rs + r]), part);
         }
-        const float hid = pre > 0.0f ? pre : expm1f(pre);
-        part = fmaf(hid, fabsf(W2[static_cast<std::size_t>(m) * rs + r]), part);
       }
+      part = row_sum(part);
+      if (sub == 0 && r < rows) p.q_tot[b0 + r] = part + B2[r];
     }
-    part = row_sum(part);
-    if (sub == 0 && r < rows) p.q_tot[b0 + r] = part + B2[r];
     __syncthreads();  // the next group reuses the buffers
   }
   detail::finish(err);
@@ -640,7 +677,7 @@ std::size_t forward_tiling(ForwardParams* p, int group, int N) {
   const int tm = rows_per_thread(p->R, p->H);
   p->tile = tile_floats(p->R / tm, 3);
   return static_cast<std::size_t>(p->R) * sizeof(unsigned long long) +
-         sizeof(float) * (2 * static_cast<std::size_t>(p->tile) +
+         sizeof(float) * (kStages * static_cast<std::size_t>(p->tile) +
                           static_cast<std::size_t>(p->rs) * (p->uw + 2 * static_cast<std::size_t>(p->hw)));
 }
 
@@ -650,7 +687,7 @@ std::size_t mix_tiling(MixParams* p, int group) {
   p->rs = row_stride(p->R);
   const int tm = rows_per_thread(p->R, p->Hh);
   p->tile = tile_floats(p->R / tm, 1);
-  return sizeof(float) * (2 * static_cast<std::size_t>(p->tile) +
+  return sizeof(float) * (kStages * static_cast<std::size_t>(p->tile) +
                           static_cast<std::size_t>(p->rs) * (p->aw + p->ldy + static_cast<std::size_t>(p->n_agents)));
 }
 
@@ -732,7 +769,11 @@ Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* 
   DeviceLimits dev;
   TOPOROUTE_RETURN_IF_ERROR(device_limits(&dev));
   const int limit = dev.smem;
-  int group = group_for(a.B, 1, dev.sms, kMixMaxRows);
+  // Below kMixWideRows episodes per SM the blocks stay small (a block per SM, two resident per SM); from there on
+  // every block is wide: 64 episodes take 4-row tiles (TM = 4 at the default shapes), so each weight K-tile's
+  // L2 round trip and barrier serve twice the episodes and a pass covers all 64 columns of a hypernetwork layer.
+  const int max_rows = a.B >= static_cast<std::int64_t>(kMixWideRows) * dev.sms ? kMixWideRows : kMixMaxRows;
+  int group = group_for(a.B, 1, dev.sms, max_rows);
   std::size_t bytes = mix_tiling(&p, group);
   while (bytes > static_cast<std::size_t>(limit) && group > 1) bytes = mix_tiling(&p, --group);
   if (bytes > static_cast<std::size_t>(limit)) return too_big("the CUDA qmix mixer", bytes, limit);
