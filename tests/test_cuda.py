@@ -279,10 +279,24 @@ def test_qmix_forward_large_batches(config: QMixConfig, B: int, N: int, backend:
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("B", [5000, 70_001])
+@pytest.mark.parametrize(
+    ("config", "B"),
+    [
+        pytest.param(QMixConfig(), 5000, id="default-B5000"),
+        pytest.param(QMixConfig(), 70_001, id="default-B70001"),  # the wide mixer blocks (B >= 64 per SM)
+        pytest.param(QMixConfig(b1_hidden=True), 70_001, id="b1-hidden-B70001"),
+        pytest.param(
+            QMixConfig(
+                obs_dim=7, hidden=40, n_actions=5, head_hidden=20, n_agents=5, mix_hidden=24, hyper_hidden=40
+            ),
+            40_000,
+            id="odd-B40000",
+        ),
+    ],
+)
 @pytest.mark.parametrize("backend", DEVICE_ARRAYS)
-def test_qmix_mix_large_batches(B: int, backend: Backend) -> None:
-    p = QMixParams.random(QMixConfig(), seed=B)
+def test_qmix_mix_large_batches(config: QMixConfig, B: int, backend: Backend) -> None:
+    p = QMixParams.random(config, seed=B)
     q_taken, state = inp.qmix_mix_inputs(np.random.default_rng(B), p.config, B)
     got = backend.fetch(ops.qmix_mix(p, backend.put(q_taken), backend.put(state)))
     assert_matches("qmix_mix", got, REFERENCE.qmix_mix(p, q_taken, state), f"B={B}")
