@@ -295,7 +295,8 @@ class Backend:
             return x
         mod = _framework(self.arrays)
         if self.arrays == "torch":
-            return mod.from_numpy(np.ascontiguousarray(x)).cuda()
+            # ascontiguousarray would make a 0-d array 1-d
+            return mod.from_numpy(x if x.flags.c_contiguous else np.ascontiguousarray(x)).cuda()
         return mod.asarray(x)
 
     def view(self, base: np.ndarray, view: View) -> Any:
@@ -428,7 +429,7 @@ class Backend:
     def conductor_density(self, nodes: Any, edges: Any, steps: Any, n_max: Any) -> Any:
         if not self.host:  # on the device the op takes four int64 arrays of one shape (no broadcasting there)
             arrays = np.broadcast_arrays(*(np.asarray(x) for x in (nodes, edges, steps, n_max)))
-            nodes, edges, steps, n_max = (np.ascontiguousarray(x, dtype=np.int64) for x in arrays)
+            nodes, edges, steps, n_max = (np.array(x, dtype=np.int64) for x in arrays)  # keeps 0-d arrays 0-d
         return self._ops(ops.conductor_density, nodes, edges, steps, n_max)
 
     def qmix_forward(self, params: Any, obs: Any, adj: Any, hidden: Any = None, *, active: Any = None) -> Any:
