@@ -3,27 +3,15 @@
 #include <cstdint>
 #include <string>
 
+#include "bandit_args.hpp"
 #include "common.hpp"
 #include "toporoute/bandit.hpp"
 
 namespace toporoute::bindings {
 
-namespace {
-
-constexpr std::uint64_t kU32 = std::uint64_t{1} << 32;
-
-py::tuple bandit_select(const py::handle& adj, const py::handle& alpha, const py::handle& beta,
-                        const py::handle& weights, const py::handle& active, std::int64_t k, std::uint64_t seed,
-                        std::uint64_t step, int mode, std::uint64_t graph_offset) {
-  BanditSelectArgs a;
-  Dims dims;
-  dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
-  dims.view(alpha, "alpha", "BN", a.alpha, a.al_sb, a.al_sn);
-  dims.view(beta, "beta", "BN", a.beta, a.be_sb, a.be_sn);
-  dims.optional_view(weights, "weights", "BNN", a.weights, a.w_sb, a.w_sr, a.w_sc);
-  dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
-  a.B = dims['B'];
-  a.N = dims['N'];
+void set_bandit_scalars(BanditSelectArgs& a, std::int64_t k, std::uint64_t seed, std::uint64_t step, int mode,
+                        std::uint64_t graph_offset) {
+  constexpr std::uint64_t kU32 = std::uint64_t{1} << 32;
   if (k < 1) raise_error("OutOfRangeError", "k", "k must be >= 1; got " + std::to_string(k));
   if (step >= kU32) raise_error("OutOfRangeError", "step", "step must be in [0, 2**32); got " + std::to_string(step));
   if (graph_offset + static_cast<std::uint64_t>(a.B) > kU32) {
@@ -39,6 +27,23 @@ py::tuple bandit_select(const py::handle& adj, const py::handle& alpha, const py
   a.step = static_cast<std::uint32_t>(step);
   a.graph_offset = static_cast<std::uint32_t>(graph_offset);
   a.mode = static_cast<BanditMode>(mode);
+}
+
+namespace {
+
+py::tuple bandit_select(const py::handle& adj, const py::handle& alpha, const py::handle& beta,
+                        const py::handle& weights, const py::handle& active, std::int64_t k, std::uint64_t seed,
+                        std::uint64_t step, int mode, std::uint64_t graph_offset) {
+  BanditSelectArgs a;
+  Dims dims;
+  dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
+  dims.view(alpha, "alpha", "BN", a.alpha, a.al_sb, a.al_sn);
+  dims.view(beta, "beta", "BN", a.beta, a.be_sb, a.be_sn);
+  dims.optional_view(weights, "weights", "BNN", a.weights, a.w_sb, a.w_sr, a.w_sc);
+  dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
+  a.B = dims['B'];
+  a.N = dims['N'];
+  set_bandit_scalars(a, k, seed, step, mode, graph_offset);
 
   BanditSelectOut out;
   NewOutputs o("bandit_select");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "bandit_args.hpp"
 #include "common.hpp"
 #include "cuda_bindings.hpp"
 #include "cuda_common.hpp"
@@ -178,28 +179,6 @@ py::object conductor_density_cuda_dlpack(const py::object& nodes_obj, const py::
 }
 
 // ------------------------------------------------------------------------------------------- bandit_select
-
-constexpr std::uint64_t kU32 = std::uint64_t{1} << 32;
-
-// The scalars of bandit_select, checked as the CPU binding checks them.
-void set_bandit_scalars(BanditSelectArgs& a, std::int64_t k, std::uint64_t seed, std::uint64_t step, int mode,
-                        std::uint64_t graph_offset) {
-  if (k < 1) raise_error("OutOfRangeError", "k", "k must be >= 1; got " + std::to_string(k));
-  if (step >= kU32) raise_error("OutOfRangeError", "step", "step must be in [0, 2**32); got " + std::to_string(step));
-  if (graph_offset + static_cast<std::uint64_t>(a.B) > kU32) {
-    raise_error("OutOfRangeError", "graph_offset",
-                "graph_offset + B must be <= 2**32; got " + std::to_string(graph_offset) + " + " + std::to_string(a.B));
-  }
-  if (mode != 0 && mode != 1) {
-    raise_error("InvalidArgumentError", "mode", "mode must be 0 (thompson) or 1 (mean); got " + std::to_string(mode));
-  }
-  if (a.N >= (std::int64_t{1} << 31)) raise_error("ShapeError", "adj", "adj must have N < 2**31 nodes");
-  a.k = k;
-  a.seed = seed;
-  a.step = static_cast<std::uint32_t>(step);
-  a.graph_offset = static_cast<std::uint32_t>(graph_offset);
-  a.mode = static_cast<BanditMode>(mode);
-}
 
 py::tuple bandit_select_cuda_host(const py::handle& adj, const py::handle& alpha, const py::handle& beta,
                                   const py::handle& weights, const py::handle& active, std::int64_t k,
