@@ -67,7 +67,8 @@ class _Capsule:
 
 
 class Framework:
-    """Device arrays of one framework on one device: export to the core, the current stream, wrap results."""
+    """Device arrays of one framework on one device: export to the core, the current stream, wrap results (the core
+    allocates the outputs)."""
 
     name = ""
 
@@ -82,9 +83,6 @@ class Framework:
         raise NotImplementedError
 
     def wrap(self, capsule: Any) -> Any:
-        raise NotImplementedError
-
-    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
         raise NotImplementedError
 
 
@@ -121,9 +119,6 @@ class _Torch(Framework):
             return self._from(capsule)
         return self.torch.from_dlpack(_Capsule(capsule, self.device))
 
-    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
-        return self.torch.empty(shape, dtype=getattr(self.torch, dtype), device=self.dev)
-
 
 class _Cupy(Framework):
     name = "cupy"
@@ -140,10 +135,6 @@ class _Cupy(Framework):
 
     def wrap(self, capsule: Any) -> Any:
         return self.xp.from_dlpack(_Capsule(capsule, self.device))
-
-    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
-        with self.xp.cuda.Device(self.device):
-            return self.xp.empty(shape, dtype=dtype)
 
 
 # One adapter per (framework, device), made on first use; adapters hold no state that changes.
