@@ -146,24 +146,35 @@ fd = os.open(rel, os.O_RDONLY, dir_fd=top)
 data = os.read(fd, 4096)
 """
 
-# a second thread flips the cwd between two folders while the main one opens a relative path: a check made
-# against the cwd of the moment is not what the kernel resolves against a moment later
-_CWD_RACE = """
-import threading
-root = os.getcwd()
-A, B, REL = {a}, {b}, {rel}
-stop, failed = [], []
+
+def _cwd_flipper(a: str, b: str) -> str:
+    """Program lines that start a second thread flipping the cwd between the folders ``a`` and ``b`` (Python
+    expressions) until ``stop`` gets an item; its ``OSError``, if any, lands in ``failed``. The program imports
+    ``threading`` and ends the thread itself (appends to ``stop``, joins ``flipper``)."""
+    return f"""stop, failed = [], []
 def flip():
     try:
         while not stop:
-            os.chdir(A)
-            os.chdir(B)
+            os.chdir({a})
+            os.chdir({b})
     except OSError as exc:
         failed.append(exc)
 sys.setswitchinterval(1e-6)
 flipper = threading.Thread(target=flip)
 flipper.start()
-data = error = None
+"""
+
+
+# a second thread flips the cwd between two folders while the main one opens a relative path: a check made
+# against the cwd of the moment is not what the kernel resolves against a moment later
+_CWD_RACE = (
+    """
+import threading
+root = os.getcwd()
+A, B, REL = {a}, {b}, {rel}
+"""
+    + _cwd_flipper("A", "B")
+    + """data = error = None
 try:
     for _ in range(3000):
         try:
@@ -179,6 +190,7 @@ finally:
 if data is None:
     raise failed[0] if failed else error
 """
+)
 
 READS = {
     "open": "data = open(SECRET).read()",
@@ -619,22 +631,14 @@ def test_numpy_works(mode: str) -> None:
 
 # --- the other escapes stay contained in every mode -------------------------------------------------------------
 
-_CWD_RACE_APPEND = """
+_CWD_RACE_APPEND = (
+    """
 import threading
 root = os.getcwd()
 open('victim.txt', 'w').close()
-stop, failed = [], []
-def flip():
-    try:
-        while not stop:
-            os.chdir(root)
-            os.chdir(DIR)
-    except OSError as exc:
-        failed.append(exc)
-sys.setswitchinterval(1e-6)
-flipper = threading.Thread(target=flip)
-flipper.start()
-try:
+"""
+    + _cwd_flipper("root", "DIR")
+    + """try:
     for _ in range(3000):
         try:
             fd = os.open('victim.txt', os.O_WRONLY | os.O_APPEND)
@@ -648,6 +652,7 @@ finally:
 if failed:
     raise failed[0]
 """
+)
 
 WRITES = {
     "new-file": "open(os.path.join(DIR, 'new.txt'), 'w').write('escaped')",
