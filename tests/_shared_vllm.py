@@ -213,3 +213,16 @@ def cli_runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
         return status
 
     return run
+
+
+def run_on_one_humaneval_task(
+    toporoute_cli: Callable[..., int], out: Path, methods: Sequence[str], *options: str
+) -> None:
+    """``toporoute run METHODS --tasks humaneval --limit 1 OPTIONS --out OUT --report --no-progress`` through
+    ``toporoute_cli`` (the :data:`FIXTURE`'s runner): the end-to-end tests' command. Its status must be 0, or 1
+    for an episode error, which the test finds in the episode's record with its traceback."""
+    status = toporoute_cli(
+        "run", *methods, "--tasks", "humaneval", "--limit", "1", *options,
+        "--out", str(out), "--report", "--no-progress",
+    )  # fmt: skip
+    assert status in (0, 1), status

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _shared_vllm import NEEDS_VLLM
+from _shared_vllm import NEEDS_VLLM, run_on_one_humaneval_task
 
 from toporoute import ops
 from toporoute.methods.conductor import EXEC_REWARD, turn_rewards
@@ -24,12 +24,7 @@ pytestmark = NEEDS_VLLM
 
 
 def test_run_conductor_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
-    cmd = [
-        "run", "conductor", "--tasks", "humaneval", "--limit", "1",
-        "--max-tokens", "48", "--out", str(tmp_path), "--report", "--no-progress",
-    ]  # fmt: skip
-    status = toporoute_cli(*cmd)
-    assert status in (0, 1), status
+    run_on_one_humaneval_task(toporoute_cli, tmp_path, ["conductor"], "--max-tokens", "48")
     run = tmp_path / "conductor"
     valid_turns = 0
     for ep in ("HumanEval-0",):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _shared_vllm import NEEDS_VLLM
+from _shared_vllm import NEEDS_VLLM, run_on_one_humaneval_task
 
 pytestmark = NEEDS_VLLM
 
@@ -27,13 +27,10 @@ def _shape(graph: dict) -> tuple:
 
 
 def test_hiva_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
-    cmd = [
-        "run", "hiva", "--tasks", "humaneval", "--limit", "1", "--iterations", "2", "--max-tokens", "32",
-        "--no-tool-synthesis", "--tool-timeout", "10", "--max-agents", "5", "--out", str(tmp_path), "--report",
-        "--no-progress",
-    ]  # fmt: skip
-    status = toporoute_cli(*cmd)
-    assert status in (0, 1), status
+    run_on_one_humaneval_task(
+        toporoute_cli, tmp_path, ["hiva"],
+        "--iterations", "2", "--max-tokens", "32", "--no-tool-synthesis", "--tool-timeout", "10", "--max-agents", "5",
+    )  # fmt: skip
     run = tmp_path / "hiva"
     record = json.loads((run / "episodes" / "HumanEval-0.json").read_text())
     assert record["status"] == "ok", record["error"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _shared_vllm import NEEDS_VLLM
+from _shared_vllm import NEEDS_VLLM, run_on_one_humaneval_task
 
 pytestmark = NEEDS_VLLM
 
@@ -21,28 +21,10 @@ METHODS = ("cot", "self-consistency", "self-refine", "debate")
 
 def test_prompting_baselines_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     out = tmp_path / "run"
-    cmd = [
-        "run",
-        *METHODS,
-        "--tasks",
-        "humaneval",
-        "--limit",
-        "1",
-        "--samples",
-        "3",
-        "--refine-iterations",
-        "1",
-        "--debate-rounds",
-        "2",
-        "--max-tokens",
-        "96",
-        "--out",
-        str(out),
-        "--report",
-        "--no-progress",
-    ]
-    status = toporoute_cli(*cmd)
-    assert status in (0, 1), status  # 1: an episode error, checked below with its traceback
+    run_on_one_humaneval_task(
+        toporoute_cli, out, METHODS,
+        "--samples", "3", "--refine-iterations", "1", "--debate-rounds", "2", "--max-tokens", "96",
+    )  # fmt: skip
     traces = {}
     for name in METHODS:
         record = json.loads((out / name / "episodes" / "HumanEval-0.json").read_text())

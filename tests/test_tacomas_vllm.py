@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from _shared_vllm import NEEDS_VLLM
+from _shared_vllm import NEEDS_VLLM, run_on_one_humaneval_task
 
 from toporoute.types.team_codes import TEAM_REASONS
 
@@ -27,13 +27,11 @@ PARSE_REASONS = {"unknown_role_name", "unparsed", "over_row_limit"}
 
 
 def test_tacomas_on_humaneval_with_vllm(tmp_path: Path, toporoute_cli) -> None:
-    cmd = [
-        "run", "tacomas", "--tasks", "humaneval", "--limit", "1", "--rounds", "2", "--k", "2", "--tau", "1.0",
-        "--coach-every", "1", "--scorer", "tests", "--max-tokens", "32", "--reprompts", "0", "--out", str(tmp_path),
-        "--report", "--no-progress",
-    ]  # fmt: skip
-    status = toporoute_cli(*cmd)
-    assert status in (0, 1), status
+    run_on_one_humaneval_task(
+        toporoute_cli, tmp_path, ["tacomas"],
+        "--rounds", "2", "--k", "2", "--tau", "1.0", "--coach-every", "1", "--scorer", "tests", "--max-tokens", "32",
+        "--reprompts", "0",
+    )  # fmt: skip
     run = tmp_path / "tacomas"
     assert json.loads((run / "run.json").read_text())["params"]["scorer"] == "tests"
     episode = json.loads((run / "episodes" / "HumanEval-0.json").read_text())
