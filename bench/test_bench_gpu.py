@@ -37,6 +37,7 @@ from toporoute.backends import reference
 from toporoute.benchmark import measure
 from toporoute.benchmark.cases import OPS, Context, DeviceCase, OpCase, Unsupported
 from toporoute.benchmark.device import Device, open_device, route_bytes, torch_route
+from toporoute.benchmark.runner import result_fields
 
 from ._scale import mode, pick
 
@@ -152,23 +153,11 @@ def ratio(slow: float, fast: float) -> str:
 # -- checks ----------------------------------------------------------------------------------------------------
 
 
-def _fields(result: Any) -> list[tuple[str, Any]]:
-    if hasattr(result, "__dlpack__"):  # one array (numpy, a PyTorch tensor, CuPy), not a result's fields
-        return [("result", result)]
-    if isinstance(result, tuple) and hasattr(result, "_fields"):
-        return list(zip(result._fields, result))
-    if isinstance(result, tuple):
-        return [(str(i), v) for i, v in enumerate(result)]
-    if hasattr(result, "__dict__"):
-        return list(vars(result).items())
-    return [("result", result)]
-
-
 def mismatch(device: Device, got: Any, want: Any, rtol: float = 1e-4) -> str:
     """'' when the first ``CHECK`` rows of each field of ``got`` (device arrays) match ``want`` (the reference
     on the inputs' first ``CHECK`` rows): integers and booleans exactly, floats within ``rtol`` and 1e-5;
     else the first field that differs and how."""
-    got_fields, want_fields = _fields(got), _fields(want)
+    got_fields, want_fields = result_fields(got), result_fields(want)
     if len(got_fields) != len(want_fields):
         return f"{len(got_fields)} result fields against the reference's {len(want_fields)}"
     for (name, g), (_, w) in zip(got_fields, want_fields):

@@ -34,6 +34,7 @@ __all__ = [
     "check_ops",
     "parse_sizes",
     "resolve_backends",
+    "result_fields",
     "run_bench",
 ]
 
@@ -160,29 +161,31 @@ def resolve_backends(choice: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return names, notes
 
 
-def _fields(result: Any) -> list[tuple[str, Any]]:
+def result_fields(result: Any) -> list[tuple[str, Any]]:
+    """An op result as ``(name, value)`` pairs: a named tuple's or a dataclass's fields, a plain tuple's items
+    by index, or the whole result (one array, numpy or a device array, or a scalar) as ``"result"``."""
     if isinstance(result, np.ndarray) or hasattr(result, "__dlpack__"):  # an array (device arrays too)
-        return [("", result)]
+        return [("result", result)]
     if isinstance(result, tuple) and hasattr(result, "_fields"):
         return list(zip(result._fields, result))
     if isinstance(result, tuple):
         return [(str(i), v) for i, v in enumerate(result)]
     if hasattr(result, "__dict__"):
         return list(vars(result).items())
-    return [("", result)]
+    return [("result", result)]
 
 
 def _differs(got: Any, want: Any, host: Callable[[Any], np.ndarray] = np.asarray) -> str:
     """The first field where ``got`` differs from ``want`` (floats within rtol 1e-4, atol 1e-5), else "";
     ``host`` brings a field of ``got`` to a numpy array (e.g. from the device)."""
-    got_fields, want_fields = _fields(got), _fields(want)
+    got_fields, want_fields = result_fields(got), result_fields(want)
     if len(got_fields) != len(want_fields):
         return f"{len(got_fields)} result fields vs {len(want_fields)}"
     for (name, g), (_, w) in zip(got_fields, want_fields):
         if isinstance(w, np.ndarray):
             g = host(g)
             if g.shape != w.shape:
-                return f"{name or 'result'} shape {g.shape} vs {w.shape}"
+                return f"{name} shape {g.shape} vs {w.shape}"
             same = (
                 np.allclose(g, w, rtol=1e-4, atol=1e-5, equal_nan=True)
                 if w.dtype.kind == "f"
@@ -191,7 +194,7 @@ def _differs(got: Any, want: Any, host: Callable[[Any], np.ndarray] = np.asarray
         else:
             same = g == w
         if not same:
-            return name or "result"
+            return name
     return ""
 
 
