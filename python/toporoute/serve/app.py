@@ -13,6 +13,7 @@ import hmac
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -51,6 +52,7 @@ __all__ = ["create_app"]
 log = logging.getLogger("toporoute.serve")
 
 _M = TypeVar("_M", bound=BaseModel)
+_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500)
@@ -161,14 +163,24 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         cache hits and misses."""
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post(
-        "/v1/route",
-        response_model=None,
-        openapi_extra=_body(RouteRequest, "route", "toposort"),
-        responses={200: {"model": RouteResponse}},
-        dependencies=[Depends(authorize)],
-        tags=["ops"],
-    )
+    def op_endpoint(
+        path: str, body: type[BaseModel], reply: type[BaseModel], *ops: str, unavailable: bool = False
+    ) -> Callable[[_Endpoint], _Endpoint]:
+        """``POST path`` behind the token, tagged "ops": an endpoint that parses ``body`` itself (see
+        :func:`_body`) and answers ``reply`` (or a documented 503 ``ErrorResponse`` where ``unavailable``)."""
+        responses: dict[int | str, dict[str, Any]] = {200: {"model": reply}}
+        if unavailable:
+            responses[503] = {"model": ErrorResponse}
+        return app.post(
+            path,
+            response_model=None,
+            openapi_extra=_body(body, *ops),
+            responses=responses,
+            dependencies=[Depends(authorize)],
+            tags=["ops"],
+        )
+
+    @op_endpoint("/v1/route", RouteRequest, RouteResponse, "route", "toposort")
     async def route(request: Request) -> JSONResponse:
         """Routes episodes of descriptor texts (needs, offers) or of embeddings (q, k): edges, inboxes,
         in-degrees, the topological order and levels of each episode's graph (optionally the scores). Text
@@ -176,53 +188,27 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         req = await _parse(RouteRequest, request)
         return JSONResponse(await service.route(req))
 
-    @app.post(
-        "/v1/embed",
-        response_model=None,
-        openapi_extra=_body(EmbedRequest),
-        responses={200: {"model": EmbedResponse}},
-        dependencies=[Depends(authorize)],
-        tags=["ops"],
-    )
+    @op_endpoint("/v1/embed", EmbedRequest, EmbedResponse)
     async def embed(request: Request) -> JSONResponse:
         """Texts to unit vectors (the Router's encoder and its cache)."""
         req = await _parse(EmbedRequest, request)
         return JSONResponse(await service.embed(req))
 
-    @app.post(
-        "/v1/toposort",
-        response_model=None,
-        openapi_extra=_body(ToposortRequest, "toposort"),
-        responses={200: {"model": ToposortResponse}},
-        dependencies=[Depends(authorize)],
-        tags=["ops"],
-    )
+    @op_endpoint("/v1/toposort", ToposortRequest, ToposortResponse, "toposort")
     async def toposort(request: Request) -> JSONResponse:
         """Topological order with cycle breaking (``ops.toposort``) of one graph or a batch."""
         req = await _parse(ToposortRequest, request)
         return JSONResponse(await _run(service.toposort, req, request))
 
-    @app.post(
-        "/v1/conductor/check",
-        response_model=None,
-        openapi_extra=_body(ConductorRequest, "conductor_check", "conductor_density"),
-        responses={200: {"model": ConductorResponse}},
-        dependencies=[Depends(authorize)],
-        tags=["ops"],
+    @op_endpoint(
+        "/v1/conductor/check", ConductorRequest, ConductorResponse, "conductor_check", "conductor_density"
     )
     async def conductor_check(request: Request) -> JSONResponse:
         """Checks AgentConductor YAML plans: class, message, layers, edges and the density reward."""
         req = await _parse(ConductorRequest, request)
         return JSONResponse(await _run(service.conductor_check, req, request))
 
-    @app.post(
-        "/v1/qmix/act",
-        response_model=None,
-        openapi_extra=_body(QMixRequest, "qmix_forward"),
-        responses={200: {"model": QMixResponse}, 503: {"model": ErrorResponse}},
-        dependencies=[Depends(authorize)],
-        tags=["ops"],
-    )
+    @op_endpoint("/v1/qmix/act", QMixRequest, QMixResponse, "qmix_forward", unavailable=True)
     async def qmix_act(request: Request) -> JSONResponse:
         """One Agent Q-Mix round with the checkpoint loaded at start: Q-values, greedy actions, next hidden
         state (the client keeps the hidden state between rounds). 503 without a checkpoint."""
