@@ -661,6 +661,22 @@ async def _train(args: argparse.Namespace) -> int:
         lock.release()
 
 
+# the options of ``toporoute train`` that are TrainConfig fields of the same name
+_TRAIN_OPTIONS = (
+    "episodes",
+    "batch_size",
+    "lr",
+    "gamma",
+    "target_update",
+    "target_tau",
+    "target_interval",
+    "w_acc",
+    "w_tok",
+    "legacy_reward_broadcast",
+    "concurrency",
+)
+
+
 async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     from .methods.qmix import Features, QMixSettings
     from .methods.qmix.train import TrainConfig, Trainer
@@ -677,19 +693,7 @@ async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
         **read_qmix_loop_options(args),
     )
     train = TrainConfig(
-        episodes=args.episodes,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        gamma=args.gamma,
-        target_update=args.target_update,
-        target_tau=args.target_tau,
-        target_interval=args.target_interval,
-        w_acc=args.w_acc,
-        w_tok=args.w_tok,
-        legacy_reward_broadcast=args.legacy_reward_broadcast,
-        dropout=network.dropout,
-        concurrency=args.concurrency,
-        seed=args.seed,
+        **{name: getattr(args, name) for name in _TRAIN_OPTIONS}, dropout=network.dropout, seed=args.seed
     )
     print(f"{len(tasks)} training task(s) from {args.tasks}; {args.episodes} episodes", file=sys.stderr)
     engine = await _engine(args)
