@@ -724,23 +724,28 @@ async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     return 0
 
 
+# the options of ``toporoute serve`` that are ServeConfig fields of the same name
+_SERVE_OPTIONS = (
+    "host",
+    "port",
+    "workers",
+    "backend",
+    "qmix_checkpoint",
+    "allow_remote",
+    "max_body_bytes",
+    "max_episodes",
+    "max_agents",
+    "max_text_chars",
+    "encoder_cache_size",
+)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from .serve.config import ServeConfig
     from .serve.server import read_token, serve
 
     config = ServeConfig(
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        backend=args.backend,
-        qmix_checkpoint=args.qmix_checkpoint,
-        token=read_token(args.token_file),
-        allow_remote=args.allow_remote,
-        max_body_bytes=args.max_body_bytes,
-        max_episodes=args.max_episodes,
-        max_agents=args.max_agents,
-        max_text_chars=args.max_text_chars,
-        encoder_cache_size=args.encoder_cache_size,
+        **{name: getattr(args, name) for name in _SERVE_OPTIONS}, token=read_token(args.token_file)
     )
     return serve(config, log_level=args.log_level, graceful_timeout=args.graceful_timeout)
 
