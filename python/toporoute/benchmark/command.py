@@ -47,7 +47,7 @@ def add_arguments(sub: Any) -> None:
         "exceeds 1 + max(10%, 3 x the larger relative IQR of the two runs).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    b.add_argument("ops", nargs="*", metavar="OP", help="ops to time (default: all; see below)")
+    b.add_argument("ops", nargs="*", default=[], metavar="OP", help="ops to time (default: all; see below)")
     b.add_argument(
         "--backend",
         default="all",
@@ -155,7 +155,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     parser: argparse.ArgumentParser = args.bench_parser
     if args.from_json is not None:
-        extra = _new_run_options(args)
+        extra = _new_run_options(args, parser)
         if extra:
             parser.error(f"--from shows a saved run; it takes no {', '.join(extra)}")
     try:
@@ -189,24 +189,27 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-_NEW_RUN_OPTIONS: tuple[tuple[str, str, Any], ...] = (
-    # (argparse dest, flag, default)
-    ("ops", "OP", []),
-    ("sizes", "--sizes", []),
-    ("backend", "--backend", "all"),
-    ("quick", "--quick", False),
-    ("repeats", "--repeats", None),
-    ("round_time", "--round-time", None),
-    ("max_time", "--max-time", None),
-    ("threads", "--threads", None),
-    ("no_alternatives", "--no-alternatives", False),
-    ("json", "--json", None),
+# the options only a new run takes (argparse dests, in the order a usage error names them); each one's flag and
+# default are its declaration's in add_arguments
+_NEW_RUN_OPTIONS = (
+    "ops",
+    "sizes",
+    "backend",
+    "quick",
+    "repeats",
+    "round_time",
+    "max_time",
+    "threads",
+    "no_alternatives",
+    "json",
 )
 
 
-def _new_run_options(args: argparse.Namespace) -> list[str]:
-    """The options given that only a new run takes."""
-    return [flag for dest, flag, default in _NEW_RUN_OPTIONS if getattr(args, dest) != default]
+def _new_run_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """The options given that only a new run takes, by flag (a positional by its metavar)."""
+    actions = {a.dest: a for a in parser._actions}
+    given = [actions[dest] for dest in _NEW_RUN_OPTIONS if getattr(args, dest) != actions[dest].default]
+    return [a.option_strings[0] if a.option_strings else str(a.metavar) for a in given]
 
 
 def _options(args: argparse.Namespace) -> tuple[BenchOptions, tuple[str, ...]]:
