@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 
+import numpy as np
 import pytest
 
-from toporoute import backends, ops
+from toporoute import backends, errors, ops
 from toporoute.types import results
 from toporoute.types.op_table import OPS
 
@@ -75,3 +77,72 @@ def test_toporoute_bench_times_every_op_of_the_table_in_its_order() -> None:
 
     assert [n for n in CASES if n in OPS] == list(OPS)
     assert [n for n in CASES if n not in OPS] == ["encoder", "router"]
+
+
+def _bad_inputs() -> list[tuple[str, Callable[[str | None], object]]]:
+    """(op, call) pairs: a call of the op on bad input, for each op whose CPU kernel checks its own inputs; the
+    op name ends in ``!`` where only the kernels find it (a value: the backends word those alike but for the
+    number's format)."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 4, 8), dtype=np.float32)
+    nan = q.copy()
+    nan[1, 2, 3] = np.nan
+    adj = rng.random((2, 5, 5)) < 0.4
+    w = rng.random((2, 5, 5), dtype=np.float32)
+    bad_w = w.copy()
+    bad_w[0, 1, 2] = -1.0
+    return [
+        ("route", lambda b: ops.route(q.astype(np.float64), q, backend=b)),
+        ("route", lambda b: ops.route(q, q[:, :3], backend=b)),
+        ("route", lambda b: ops.route(q, q, active=np.ones((2, 3), bool), backend=b)),
+        ("route", lambda b: ops.route(q, q, active=np.ones((2, 4), np.int8), backend=b)),
+        ("route", lambda b: ops.route(q, q, tau=1.5, backend=b)),
+        ("route", lambda b: ops.route(q, q, tau=float("nan"), backend=b)),
+        ("route", lambda b: ops.route(q, q, k_in=-1, backend=b)),
+        ("route!", lambda b: ops.route(q, nan, backend=b)),
+        ("toposort", lambda b: ops.toposort(adj.astype(np.int8), backend=b)),
+        ("toposort", lambda b: ops.toposort(adj[:, :4], backend=b)),
+        ("toposort", lambda b: ops.toposort(adj, weights=w[:, :4], backend=b)),
+        ("toposort", lambda b: ops.toposort(adj, weights=w.astype(np.float64), backend=b)),
+        ("toposort!", lambda b: ops.toposort(adj, weights=bad_w, backend=b)),
+        ("toposort", lambda b: ops.toposort(adj, active=np.ones((2, 4), bool), backend=b)),
+        ("graph_stats", lambda b: ops.graph_stats(adj.astype(np.float32), backend=b)),
+        ("graph_stats", lambda b: ops.graph_stats(adj, prev=adj[:1], backend=b)),
+        ("graph_stats", lambda b: ops.graph_stats(adj, active=np.ones((2, 5), np.float32), backend=b)),
+    ]
+
+
+@pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
+@pytest.mark.parametrize("backend", [None, "cpu"])
+def test_kernels_that_check_their_inputs_raise_the_validators_errors(backend: str | None) -> None:
+    """The ops whose CPU kernel checks its own inputs (``cpu.CHECKS_INPUTS``) skip the validator once a call has
+    resolved that kernel; bad input must still raise what the validator raises (the reference's error: class,
+    argument, message), and nothing the validator refuses may pass."""
+    from toporoute.backends import cpu
+
+    cases = _bad_inputs()
+    assert {op.rstrip("!") for op, _ in cases} == set(cpu.CHECKS_INPUTS)
+    good = np.zeros((1, 3, 3), bool)
+    ops.toposort(good, backend=backend), ops.graph_stats(good, backend=backend)  # the kernels are resolved
+    ops.route(np.ones((1, 2, 4), np.float32), np.ones((1, 2, 4), np.float32), backend=backend)
+    for op, call in cases:
+        with pytest.raises(errors.InvalidArgumentError) as want:
+            call("reference")
+        with pytest.raises(errors.InvalidArgumentError) as got:
+            call(backend)
+        assert (type(got.value), got.value.arg) == (type(want.value), want.value.arg), op
+        if not op.endswith("!"):
+            assert str(got.value) == str(want.value)
+        assert got.value.__context__ is None, op  # the kernel's refusal does not show as a second traceback
+
+
+def test_core_result_builds_the_dataclass_and_refuses_a_wrong_count() -> None:
+    core = pytest.importorskip("toporoute._core", reason="the compiled core is not built")
+    a, b = np.zeros(2), np.ones(3)
+    got = core.result(results.DagEdits, (a, b, a, b, a))
+    assert type(got) is results.DagEdits
+    assert all(f is x for f, x in zip(vars(got).values(), (a, b, a, b, a), strict=True))
+    with pytest.raises(TypeError, match="has 5 fields, the core returned 2 values"):
+        core.result(results.DagEdits, (a, b))
+    with pytest.raises(TypeError, match="takes a dataclass and a tuple"):
+        core.result(results.DagEdits, [a, b])

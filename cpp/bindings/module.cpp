@@ -10,6 +10,7 @@
 
 namespace toporoute::bindings {
 void bind_info(pybind11::module_& m);
+void bind_results(pybind11::module_& m);
 void bind_route(pybind11::module_& m);
 void bind_toposort(pybind11::module_& m);
 void bind_graph_stats(pybind11::module_& m);
@@ -26,9 +27,9 @@ PYBIND11_MODULE(_core, m) {
   namespace b = toporoute::bindings;
   m.doc() = "toporoute compiled core (private; use toporoute.ops)";
   b::register_error_translator();
-  for (const auto bind : {b::bind_info, b::bind_route, b::bind_toposort, b::bind_graph_stats, b::bind_pool,
-                          b::bind_qmix, b::bind_conductor, b::bind_bandit, b::bind_dag, b::bind_team_project,
-                          b::bind_team_schedule, b::bind_cuda, b::bind_cuda_pool,
+  for (const auto bind : {b::bind_info, b::bind_results, b::bind_route, b::bind_toposort, b::bind_graph_stats,
+                          b::bind_pool, b::bind_qmix, b::bind_conductor, b::bind_bandit, b::bind_dag,
+                          b::bind_team_project, b::bind_team_schedule, b::bind_cuda, b::bind_cuda_pool,
                           b::bind_cuda_stats}) {
     bind(m);
   }

@@ -5,7 +5,7 @@
 # BackendUnavailableError, DeviceError (CUDA runtime failures) and CoreError (any other failure in the core).
 # The private _raise_for_test(kind: str) -> NoReturn (tests of that error conversion) is left out on purpose:
 # the stub test covers public names only.
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,7 @@ _Bool: TypeAlias = npt.NDArray[np.bool_]
 _I32: TypeAlias = npt.NDArray[np.int32]
 _I64: TypeAlias = npt.NDArray[np.int64]
 _F64: TypeAlias = npt.NDArray[np.float64]
+_T = TypeVar("_T")
 
 class QMixWeights:
     def __init__(self, config: Any, agent: list[_F32], mixer: list[_F32] | None = None) -> None: ...
@@ -29,6 +30,7 @@ class QMixWeightsCuda:
     ) -> None: ...
 
 def build_info() -> dict[str, Any]: ...
+def result(cls: type[_T], values: tuple[Any, ...]) -> _T: ...
 def cuda_info() -> dict[str, Any]: ...
 def route(
     q: _F32, k: _F32, active: _Bool | None, tau: float, k_in: int, isa: str = ""

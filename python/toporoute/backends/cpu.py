@@ -4,6 +4,7 @@ the core re-checks dtypes and shapes, never copies its inputs, releases the GIL 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from ..types import results
 from ..types.op_table import OPS
-from ..types.results import BanditSelection, Density, QMixStep, maker, routes_of
+from ..types.results import Density, QMixStep, maker
 
 if TYPE_CHECKING:
     from ..types.qmix_params import QMixParams
@@ -24,7 +25,7 @@ except ImportError as exc:  # built without a C++ compiler, or a broken build
 else:
     _IMPORT_ERROR = ""
 
-__all__ = ["DEFERRED", "KERNELS", "available", "conductor_raw", "has_op", "qmix_weights"]
+__all__ = ["CHECKS_INPUTS", "DEFERRED", "KERNELS", "available", "conductor_raw", "has_op", "qmix_weights"]
 
 
 def available() -> tuple[bool, str]:
@@ -147,18 +148,23 @@ def _thin(
 
 
 def _result(returns: str) -> Callable[[Any], Any] | None:
-    """The constructor of the op table's result type ``returns`` from the core's tuple (None: the array itself)."""
-    return None if returns == "ndarray" else maker(getattr(results, returns))
+    """The constructor of the op table's result type ``returns`` from the core's tuple (None: the array itself):
+    ``_core.result`` bound to the class, a C call (a core built before it had: the Python ``maker``)."""
+    if returns == "ndarray":
+        return None
+    cls = getattr(results, returns)
+    make = getattr(_core, "result", None)
+    return functools.partial(make, cls) if make is not None else maker(cls)
 
 
 # The kernels that do more than call _core.<op> with the table's arguments and build the table's result type
 # from its tuple; every other op of the table gets that call (_thin), so an op whose binding follows the table
 # needs no line here.
 _SPECIAL: dict[str, Callable[..., Any]] = {
-    "route": _thin("route", routes_of, isa=True),
+    "route": _thin("route", _result("Routes"), isa=True),
     "route_indexed": _thin(
         "route_indexed",
-        routes_of,
+        _result("Routes"),
         call="_pool_route(table, q_rows, k_rows, active, tau, k_in, pool, isa)",
         isa=True,
     ),
@@ -173,7 +179,7 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "qmix_mix": _thin("qmix_mix", call="_core.qmix_mix(qmix_weights(params), q_taken, state, isa)", isa=True),
     "bandit_select": _thin(
         "bandit_select",
-        maker(BanditSelection),
+        _result("BanditSelection"),
         call="_core.bandit_select(adj, alpha, beta, weights, active, k, seed, step, _MODES[mode], graph_offset)",
     ),
 }
@@ -182,6 +188,13 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
 KERNELS: dict[str, Callable[..., Any]] = {
     name: _SPECIAL.get(name) or _thin(name, _result(spec.returns)) for name, spec in OPS.items()
 }
+
+# The ops whose bindings check every argument the op's validator checks, raising the same error class for the same
+# argument (tests/test_errors.py holds each to it): given numpy arrays and Python scalars, ops.<op> calls these
+# kernels without running the validator first, and runs it only to word an error (toporoute.ops._dispatch).
+CHECKS_INPUTS = frozenset({"route", "toposort", "graph_stats"})
+for _name in CHECKS_INPUTS:
+    KERNELS[_name].checks_inputs = True  # type: ignore[attr-defined]
 
 
 def __getattr__(name: str) -> Callable[..., Any]:

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..backends import kernel
-from ..types.op_table import OPS
+from ..errors import InvalidArgumentError
+from ..types.op_table import OPS, OpSpec
 from ..types.results import maker
 
 __all__ = ["Args", "Check", "dispatcher", "unbatch"]
@@ -47,19 +48,48 @@ def unbatch(result: Any) -> Any:
 _MAKERS: dict[type, Callable[[Any], Any]] = {}
 
 
+def _guard(spec: OpSpec) -> str:
+    """A Python expression over the op's arguments (by name) that holds when each has the exact type a kernel that
+    checks its own inputs takes as it is: numpy arrays (or None where optional), the lead one at its batched rank,
+    ``float`` and ``int`` scalars. Empty for an op with an argument of another kind: its calls always take the
+    validator first."""
+    terms = []
+    for a in spec.args:
+        kind = a.layout.split(" ", 1)[0]
+        if kind.startswith("("):
+            term = f"type({a.name}) is ND" + (
+                f" and {a.name}.ndim == {spec.rank}" if a.name == spec.lead else ""
+            )
+            terms.append(f"({a.name} is None or {term})" if a.layout.endswith(" or None") else term)
+        elif kind in ("float", "int"):
+            terms.append(f"type({a.name}) is {kind}")
+        else:
+            return ""
+    return " and ".join(terms) if spec.lead else ""
+
+
 def dispatcher(
     name: str, check: Check, returns: type[R], *, single: Callable[[Any], R] = unbatch
 ) -> Callable[[str | None, Args], R]:
     """The dispatch of op ``name``: ``run(backend, args)`` with ``args`` in the order of the op's
     :attr:`~toporoute.types.op_table.OpSpec.args`. ``returns`` types the result; ``single`` turns a batch of
-    one back into a single graph's result (default: :func:`unbatch`)."""
+    one back into a single graph's result (default: :func:`unbatch`).
+
+    Input is validated once. A kernel marked ``checks_inputs`` (the compiled core's, for the ops whose bindings
+    check every argument as the op's validator does: same error class, same argument) gets a batch of plain numpy
+    arrays and Python scalars (:func:`_guard`) straight; should it refuse them, the validator runs to raise its
+    own error (its wording), and where the validator finds nothing wrong (a value only the kernel reads, like a
+    NaN), the kernel's error is raised. Every other call takes the validator first."""
     spec = OPS[name]
     device = spec.index(spec.device) if spec.device else -1
     lead = spec.index(spec.lead) if spec.lead else -1
     rank = spec.rank
     batched = tuple(a.batch for a in spec.args)
+    # The kernel that checks its own inputs, by backend= value, once a guarded call has resolved it: backend
+    # choice and the core's ops are fixed for the life of the process, so this memo never changes an answer.
+    checked: dict[str | None, Callable[..., Any]] = {}
 
-    def run(backend: str | None, args: Args) -> R:
+    def slow(backend: str | None, args: Args) -> R:
         args = check(args)
         fn = kernel(name, backend, _HOST if device < 0 else args[device])
         if lead < 0 or len(args[lead].shape) == rank:
@@ -67,5 +97,37 @@ def dispatcher(
             return out
         return single(fn(*[a[None] if b and a is not None else a for a, b in zip(args, batched)]))
 
-    run.__name__ = run.__qualname__ = f"dispatch_{name}"
+    def first(backend: str | None, args: Args) -> R:
+        """A guarded call with no memo yet: the validator, then the kernel, which is remembered if it checks."""
+        args = check(args)
+        fn = kernel(name, backend, _HOST if device < 0 else args[device])
+        if getattr(fn, "checks_inputs", False):
+            checked[backend] = fn
+        out: R = fn(*args)
+        return out
+
+    guard = _guard(spec)
+    if not guard:
+        slow.__name__ = slow.__qualname__ = f"dispatch_{name}"
+        return slow
+    src = f"""def dispatch_{name}(backend, args):
+    {", ".join(a.name for a in spec.args)}, = args
+    if (backend is None or type(backend) is str) and {guard}:
+        fn = checked.get(backend)
+        if fn is None:
+            return first(backend, args)
+        try:
+            return fn(*args)
+        except InvalidArgumentError as exc:
+            error = exc
+        check(args)
+        raise error
+    return slow(backend, args)
+"""
+    scope: dict[str, Any] = {
+        "ND": np.ndarray, "InvalidArgumentError": InvalidArgumentError, "checked": checked, "check": check,
+        "first": first, "slow": slow,
+    }  # fmt: skip
+    exec(src, scope)  # noqa: S102 - a fixed template over the op table's argument names
+    run: Callable[[str | None, Args], R] = scope[f"dispatch_{name}"]
     return run
