@@ -186,6 +186,17 @@ def assert_slice_matches(device: Device, got: Any, want: Any, what: str) -> None
     assert not found, f"{what}: {found}"
 
 
+def against_cpu(
+    device: Device, run_cpu: Callable[[], Any], want: Any, what: str, t_cuda: float, record: dict[str, Any]
+) -> str:
+    """Times the CPU backend (``run_cpu`` on host inputs) once its result matches ``want`` (the reference on
+    the first ``CHECK`` rows), as the CUDA side's was checked: sets ``record["cpu_s"]`` and returns the
+    table line's part on it, with the ratio to the CUDA side's ``t_cuda`` seconds."""
+    assert_slice_matches(device, run_cpu(), want, what)
+    t_cpu = record["cpu_s"] = host_wall(run_cpu)
+    return f", cpu backend on numpy {us(t_cpu)}, ratio {ratio(t_cpu, t_cuda)}"
+
+
 def _head(x: Any, B: int) -> Any:
     """The first ``CHECK`` rows of an input that carries the batch axis (first axis of length ``B``)."""
     return x[:CHECK] if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == B else x
@@ -327,11 +338,7 @@ def test_kernel_vs_cpu(device: Device, table: Table, ctx: Context, op: str, B: i
     record: dict[str, Any] = {"op": op, "B": B, "cuda_s": t_cuda, "cpu_s": None}
     line = f"[gpu] {op} B={B}: cuda on device arrays {us(t_cuda)} per back-to-back call"
     if _CPU_OK and op in backends.kernels("cpu"):
-        on_cpu = case.call("cpu")
-        assert_slice_matches(device, on_cpu(), want, f"{op} B={B} cpu")
-        t_cpu = host_wall(on_cpu)
-        line += f", cpu backend on numpy {us(t_cpu)}, ratio {ratio(t_cpu, t_cuda)}"
-        record["cpu_s"] = t_cpu
+        line += against_cpu(device, case.call("cpu"), want, f"{op} B={B} cpu", t_cuda, record)
     else:
         line += f" (no ratio: the CPU backend is not available here or has no {op} kernel: {_CPU_WHY})"
     table.add(line, **record)
@@ -373,12 +380,9 @@ def test_toposort_throughput(device: Device, table: Table, B: int, weighted: boo
         def run_cpu() -> Any:
             return ops.toposort(adj_host, weights=weights_host, backend="cpu")
 
-        assert_slice_matches(device, run_cpu(), want, f"toposort B={B} cpu")
-        t_cpu = host_wall(run_cpu)
-        line += f", cpu backend on numpy {us(t_cpu)}, ratio {ratio(t_cpu, t_gpu)}"
+        line += against_cpu(device, run_cpu, want, f"toposort B={B} cpu", t_gpu, record)
         if B >= TOPOSORT_TARGET_B:
-            line += f" ({'meets' if t_cpu / t_gpu >= 10 else 'BELOW'} target >= 10×)"
-        record["cpu_s"] = t_cpu
+            line += f" ({'meets' if record['cpu_s'] / t_gpu >= 10 else 'BELOW'} target >= 10×)"
     else:
         line += f" (no ratio: the CPU backend is not available: {_CPU_WHY})"
     table.add(line, **record)
