@@ -17,7 +17,8 @@ graph). The public functions live by family: :mod:`._facade` (routing, pooling, 
 :mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA DAG
 evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.team` (the team edit projection ``team_project``) and
 :mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance); each holds the
-checks of its ops (:mod:`._validate` the shared ones). Where each backend's kernel is:
+checks of its ops (:mod:`._validate` the shared ones) and lists its ops in its ``__all__``, which this package
+re-exports whole (a new op in a family touches no line here). Where each backend's kernel is:
 ``backends/reference.py`` and ``backends/_reference_*.py`` (numpy, the semantics), ``backends/cpu.py`` (over
 ``toporoute._core``, built from ``cpp/``), ``backends/cuda.py`` (over the CUDA kernels in ``kernels/``);
 ``toporoute info`` lists which backend registers which op. The types they return and take live below ``ops``
@@ -51,12 +52,15 @@ from ..types.team_codes import (
     TEAM_REASONS,
     TEAM_REPLACE,
 )
-from . import _facade
-from ._bandit import bandit_select, bandit_update, synergy_update
-from ._facade import *  # the ops of _facade: its __all__ is added to ours below
-from .dag import dag_edit, dag_repair
-from .team import team_project
-from .team_schedule import team_schedule, team_scores, topology_distance
+from . import _bandit, _facade
+from . import dag as _dag
+from . import team as _team
+from . import team_schedule as _team_schedule
+from ._bandit import *  # the ops of each family module: their __all__ lists are added to ours below
+from ._facade import *
+from .dag import *
+from .team import *
+from .team_schedule import *
 
 __all__ = [
     "EDIT_ADD_PARALLEL",
@@ -79,15 +83,10 @@ __all__ = [
     "Context",
     "QMixParams",
     "TopologyBatch",
-    "bandit_select",
-    "bandit_update",
-    "dag_edit",
-    "dag_repair",
-    "synergy_update",
-    "team_project",
-    "team_schedule",
-    "team_scores",
-    "topology_distance",
 ]
 __all__ += _results.__all__
 __all__ += _facade.__all__
+__all__ += _bandit.__all__
+__all__ += _dag.__all__
+__all__ += _team.__all__
+__all__ += _team_schedule.__all__

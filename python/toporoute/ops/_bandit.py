@@ -13,7 +13,7 @@ from ..types.results import BanditSelection, BetaState, SynergyState
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
 
-__all__ = ["MODES", "bandit_select", "bandit_update", "synergy_update"]
+__all__ = ["bandit_select", "bandit_update", "synergy_update"]
 
 MODES = ("thompson", "mean")
 _U32 = 2**32

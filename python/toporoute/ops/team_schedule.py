@@ -19,7 +19,7 @@ from ..types.results import TeamSchedule, TeamScores
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
 
-__all__ = ["MAX_NODES", "team_schedule", "team_scores", "topology_distance"]
+__all__ = ["team_schedule", "team_scores", "topology_distance"]
 
 MAX_NODES = 64
 """Node capacity N of the graph ops here (one 64-bit word per adjacency row in the core)."""
