@@ -42,18 +42,15 @@ ROUND0_EDGES = [
     ("verifier", "reflector", False),
 ]
 ROUND0_WAVES = [["planner"], ["searcher", "verifier"], ["calculator"], ["reflector"]]
-# after round 1's slow step: calculator replaced by researcher#2 (inheriting its edges), planner -> reflector added,
-# planner -> verifier removed
+# after round 1's slow step: calculator replaced by researcher#2 (inheriting its edges), planner -> verifier
+# removed, planner -> reflector added
+_REPLACED = {"calculator": "researcher#2"}
 ROUND2_EDGES = [
-    ("planner", "searcher", False),
-    ("searcher", "verifier", True),
-    ("verifier", "searcher", True),
-    ("searcher", "researcher#2", False),
-    ("researcher#2", "reflector", False),
-    ("verifier", "reflector", False),
-    ("planner", "reflector", False),
-]
-ROUND2_WAVES = [["planner"], ["searcher", "verifier"], ["researcher#2"], ["reflector"]]
+    (_REPLACED.get(s, s), _REPLACED.get(d, d), lag)
+    for s, d, lag in ROUND0_EDGES
+    if (s, d) != ("planner", "verifier")
+] + [("planner", "reflector", False)]
+ROUND2_WAVES = [[_REPLACED.get(i, i) for i in wave] for wave in ROUND0_WAVES]
 SCORES = [
     {"planner": 0.5, "searcher": 0.7, "calculator": 0.1, "verifier": 0.3, "reflector": 0.6},
     {"planner": 0.5, "searcher": 0.8, "calculator": 0.15, "verifier": None, "reflector": 0.7},
