@@ -28,7 +28,7 @@ from ...llm.types import Request, Result, Tags
 from ...tasks import Task, extract_code
 from ...tasks.codetest import NO_TESTS, TestReport, run_hidden_tests, run_public_tests
 from ...trace.schema import CallUsage, Edge, EdgeUsage, Graph, Message, RoundRecord, Stats, Usage, clip
-from ...types.conductor_topology import ROLES, CheckOptions, Context, Node, TopologyCheck, TurnGraph
+from ...types.conductor_topology import CheckOptions, Context, Node, TopologyCheck, TurnGraph
 from ..episode import (
     Clock,
     Emit,
@@ -57,6 +57,8 @@ LEVELS_BY_LABEL = {
     "competition": "hard",
 }
 _CODE_ROLES = ("coder", "debugger")
+# the plan checker's own defaults, which the settings' pool, lenient, strict_tester and concise take
+_CHECK_DEFAULTS = CheckOptions()
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,8 @@ class ConductorSettings(SamplingSettings):
         What a turn whose program loads but could not be checked (``[NO VISIBLE TESTS]``: the prompt shows no
         example) leads to. True: the next turn, as after a failure, the orchestrator told that the program is
         unverified. False: the episode ends there. Either way it never counts as passed.
-    pool : tuple of str
-        Role names.
-    lenient, strict_tester, concise : see :class:`~toporoute.types.conductor_topology.CheckOptions`.
+    pool, lenient, strict_tester, concise : see :class:`~toporoute.types.conductor_topology.CheckOptions`
+        (and its defaults).
     retrieval_k : int
         Documents the searcher retrieves.
     view_chars : int
@@ -113,10 +114,10 @@ class ConductorSettings(SamplingSettings):
     grammar: str = "validator"
     feedback_tests: str = "public"
     repair_unverified: bool = True
-    pool: tuple[str, ...] = ROLES
-    lenient: bool = True
-    strict_tester: bool = False
-    concise: bool = False
+    pool: tuple[str, ...] = _CHECK_DEFAULTS.pool
+    lenient: bool = _CHECK_DEFAULTS.lenient
+    strict_tester: bool = _CHECK_DEFAULTS.strict_tester
+    concise: bool = _CHECK_DEFAULTS.concise
     retrieval_k: int = 3
     view_chars: int = 6000
     test_timeout_s: float = 5.0
