@@ -1,5 +1,8 @@
 # Type stub of the private compiled module toporoute._core (cpp/bindings/). Public API: toporoute.ops.
-# tests/test_core_stub.py checks that every function defined here exists in the module and vice versa.
+# It declares what typed code calls by name. An op of the op table (toporoute.types.op_table.OPS) whose binding
+# takes the table's arguments in order (then `isa` where there is a kernel per SIMD level) is declared there
+# instead, once, and called only through backends/cpu.py's generated kernels. tests/test_core_stub.py checks that
+# every function here exists in the module, and that every other function of the module is such a table op.
 # Errors: every function raises only toporoute.errors classes: the ValueError family for bad input,
 # OutOfMemoryError (a MemoryError) when scratch, staging or output memory cannot be allocated,
 # BackendUnavailableError, DeviceError (CUDA runtime failures) and CoreError (any other failure in the core).
@@ -32,9 +35,6 @@ class QMixWeightsCuda:
 def build_info() -> dict[str, Any]: ...
 def result(cls: type[_T], values: tuple[Any, ...]) -> _T: ...
 def cuda_info() -> dict[str, Any]: ...
-def route(
-    q: _F32, k: _F32, active: _Bool | None, tau: float, k_in: int, isa: str = ""
-) -> tuple[_F32, _Bool, _I32, _I32]: ...
 def route_indexed(
     table: _F32,
     q_rows: _I32 | _I64,
@@ -44,9 +44,6 @@ def route_indexed(
     k_in: int,
     isa: str = "",
 ) -> tuple[_F32, _Bool, _I32, _I32]: ...
-def mean_pool(
-    hidden: _F32, mask: _Bool | _I32 | _I64, out: _F32 | None, rows: _I32 | _I64 | None
-) -> _F32: ...
 def pool_route(
     hiddens: list[_F32],
     masks: list[_Bool | _I32 | _I64],
@@ -63,8 +60,6 @@ def qmix_forward(
     weights: QMixWeights, obs: _F32, adj: _Bool, hidden: _F32 | None, active: _Bool | None, isa: str = ""
 ) -> tuple[_F32, _F32]: ...
 def qmix_mix(weights: QMixWeights, q_taken: _F32, state: _F32, isa: str = "") -> _F32: ...
-def qmix_graph(actions: _I32 | _I64) -> tuple[_Bool, _I32]: ...
-def toposort(adj: _Bool, weights: _F32 | None, active: _Bool | None) -> tuple[_I32, _I32, _Bool, _Bool]: ...
 def bandit_select(
     adj: _Bool,
     alpha: _F32,
@@ -77,63 +72,6 @@ def bandit_select(
     mode: int,
     graph_offset: int,
 ) -> tuple[_Bool, _I32, _F32]: ...
-def bandit_update(
-    alpha: _F32,
-    beta: _F32,
-    selected: _Bool,
-    reward: _F32,
-    dt: _F32 | None,
-    km: _F32 | None,
-    gamma: float,
-    delta: float,
-    prior: float,
-) -> tuple[_F32, _F32]: ...
-def synergy_update(
-    c_syn: _F32, edge_alpha: _F32, edge_beta: _F32, routed: _F32, reward: _F32, lr: float
-) -> tuple[_F32, _F32, _F32]: ...
-def dag_edit(
-    adj: _Bool, alive: _Bool, edits: _I32, source: int, sink: int, max_out: int
-) -> tuple[_Bool, _Bool, _Bool, npt.NDArray[np.int8], _I32]: ...
-def dag_repair(
-    adj: _Bool,
-    alive: _Bool,
-    edge_alpha: _F32 | None,
-    edge_beta: _F32 | None,
-    source: int,
-    sink: int,
-    threshold: float,
-    min_obs: float,
-    prior: float,
-    max_out: int,
-) -> tuple[_Bool, _Bool, _Bool, _Bool, _Bool]: ...
-def team_project(
-    adj: _Bool,
-    alive: _Bool,
-    roles: _I32,
-    sink: _I32,
-    edits: _I32,
-    protected: _Bool | None,
-    critical: _Bool | None,
-    scores: _F32 | None,
-    generation: _I32 | None,
-    budget_pairs: int,
-    budget_edges: int,
-    max_removals: int,
-    max_pure_births: int,
-    max_pure_deaths: int,
-    n_min: int,
-    n_max: int,
-) -> tuple[_Bool, _Bool, _I32, _I32, _Bool, npt.NDArray[np.int8], _I32, _Bool, _Bool]: ...
-def team_schedule(adj: _Bool, alive: _Bool) -> tuple[_I32, _I32, _I32, _Bool, _Bool, _I32]: ...
-def team_scores(
-    history: _F32, present: _Bool, eta: float, window: int, death_threshold: float
-) -> tuple[_F32, _F32, _F32, _F32, _F32, _F32, _Bool, _F32]: ...
-def topology_distance(
-    adj_a: _Bool, alive_a: _Bool, adj_b: _Bool, alive_b: _Bool, gen_a: _I32 | None, gen_b: _I32 | None
-) -> _I32: ...
-def graph_stats(
-    adj: _Bool, active: _Bool | None, prev: _Bool | None
-) -> tuple[_I64, _F64, _I32, _I32, _F64, _F64 | None]: ...
 def conductor_density(
     nodes: _I64, edges: _I64, steps: _I64, n_max: _I64
 ) -> tuple[_F64, _F64, _F64, _F64, _F64]: ...
