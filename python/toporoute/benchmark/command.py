@@ -25,6 +25,14 @@ FORMATS = ("text", "markdown", "csv")
 __all__ = ["add_arguments", "run_command"]
 
 
+# the timing options (argparse dests): what each sets, and its defaults (a full run's, a --quick run's)
+_TIMING: dict[str, tuple[str, tuple[float, float]]] = {
+    "repeats": ("timed rounds per side", (5, 3)),
+    "round_time": ("least seconds per round", (0.02, 0.005)),
+    "max_time": ("seconds of timed rounds per side at most, and of warm-up calls", (1.0, 0.3)),
+}
+
+
 def add_arguments(sub: Any) -> None:
     """Adds the ``bench`` subcommand to ``sub`` (an argparse subparsers object)."""
     width = max(len(n) for n in OPS)
@@ -67,24 +75,13 @@ def add_arguments(sub: Any) -> None:
     b.add_argument(
         "--quick", action="store_true", help="small sizes, 3 short rounds: under 15 s (default off)"
     )
-    b.add_argument(
-        "--repeats",
-        type=int_at_least(1),
-        default=None,
-        help="timed rounds per side (default 5; 3 with --quick)",
-    )
-    b.add_argument(
-        "--round-time",
-        type=float_at_least(0.0, strict=True),
-        default=None,
-        help="least seconds per round (default 0.02; 0.005 with --quick)",
-    )
-    b.add_argument(
-        "--max-time",
-        type=float_at_least(0.0, strict=True),
-        default=None,
-        help="seconds of timed rounds per side at most, and of warm-up calls (default 1.0; 0.3 with --quick)",
-    )
+    for dest, (what, (full, quick)) in _TIMING.items():
+        b.add_argument(
+            "--" + dest.replace("_", "-"),
+            type=int_at_least(1) if isinstance(full, int) else float_at_least(0.0, strict=True),
+            default=None,
+            help=f"{what} (default {full}; {quick} with --quick)",
+        )
     b.add_argument(
         "--threads",
         type=int_at_least(1),
@@ -217,15 +214,15 @@ def _options(args: argparse.Namespace) -> tuple[BenchOptions, tuple[str, ...]]:
     ops = check_ops(args.ops)
     sizes = parse_sizes(args.sizes, ops)
     backends, notes = resolve_backends(args.backend)
-    quick = args.quick
+    timing = {dest: getattr(args, dest) or defaults[args.quick] for dest, (_, defaults) in _TIMING.items()}
     opts = BenchOptions(
         ops=ops,
         backends=backends,
         sizes=sizes,
-        quick=quick,
-        repeats=args.repeats or (3 if quick else 5),
-        round_time=args.round_time or (0.005 if quick else 0.02),
-        max_time=args.max_time or (0.3 if quick else 1.0),
+        quick=args.quick,
+        repeats=int(timing["repeats"]),
+        round_time=timing["round_time"],
+        max_time=timing["max_time"],
         threads=args.threads,
         alternatives=not args.no_alternatives,
     )
