@@ -13,27 +13,20 @@ def run_python(
     code: str, cwd: Path, *, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """``python -c code`` in ``cwd`` (``env``: the whole environment; default this process's)."""
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return _run([sys.executable, "-c", code], cwd, env, timeout)
 
 
 def run_toporoute(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m toporoute args`` in ``cwd``, unbuffered, with this process's environment."""
+    return _run([sys.executable, "-m", "toporoute", *args], cwd, {**os.environ, "PYTHONUNBUFFERED": "1"}, 300)
+
+
+def _run(
+    argv: list[str], cwd: Path, env: dict[str, str] | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` in ``cwd``, its output captured as text; a failure is returned, not raised."""
     return subprocess.run(
-        [sys.executable, "-m", "toporoute", *args],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        argv, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
