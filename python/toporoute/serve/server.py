@@ -85,33 +85,23 @@ def serve(config: ServeConfig, *, log_level: str = "info", graceful_timeout: flo
     import uvicorn
 
     timeout = None if graceful_timeout is None else max(1, round(graceful_timeout))
+    # the same listener and shutdown in both forms (worker processes or this one)
+    listen: dict[str, Any] = {
+        "host": config.host,
+        "port": config.port,
+        "log_level": log_level,
+        "timeout_graceful_shutdown": timeout,
+    }
     if config.workers > 1:
         os.environ[CONFIG_ENV] = _to_json(config)
         if config.token is not None:
             os.environ[TOKEN_ENV] = config.token
-        uvicorn.run(
-            "toporoute.serve.server:app_from_env",
-            factory=True,
-            host=config.host,
-            port=config.port,
-            workers=config.workers,
-            log_level=log_level,
-            timeout_graceful_shutdown=timeout,
-        )
+        uvicorn.run("toporoute.serve.server:app_from_env", factory=True, workers=config.workers, **listen)
         return 0
     from .app import create_app
 
     app = create_app(config)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.host,
-            port=config.port,
-            log_level=log_level,
-            timeout_graceful_shutdown=timeout,
-            lifespan="on",
-        )
-    )
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", **listen))
     terminated: list[int] = []
 
     def _note(sig: int, frame: FrameType | None) -> None:  # uvicorn re-raises the signal after its shutdown
