@@ -13,9 +13,12 @@ A :class:`Backend` is one way to run the ops, named by its pytest id:
   must come back on the device (checked when it is fetched).
 
 The grid reads the package: the ops are the op table's (:mod:`toporoute.types.op_table`, by name) and an op runs
-on the backends that register a kernel for it (:func:`toporoute.backends.kernels`); :class:`Backend` has a method
-for every op of the table (tests/test_parity.py fails naming an op it lacks). Its op methods take what
-:mod:`toporoute.ops` takes (a single graph without the batch axis too) and return numpy results.
+on the backends that register a kernel for it (:func:`toporoute.backends.kernels`). :class:`Backend` runs every op
+of the table: ``backend.<op>(...)`` calls ``toporoute.ops.<op>(..., backend=...)`` with the inputs put on the
+backend and the results fetched (its ``__getattr__``), so a new op needs no line here; only an op that needs more
+(another SIMD level called directly, an output written in place, a device-only input form) has a method of its
+own. tests/test_parity.py fails naming an op the grid cannot run. Its op methods take what :mod:`toporoute.ops`
+takes (a single graph without the batch axis too) and return numpy results.
 :func:`on_backends` parametrises a test over the backends of one op, :func:`on_backend_names` over the names of
 the host backends (for tests that call :mod:`toporoute.ops` themselves); a backend that cannot run here carries
 a skip mark that says why (CUDA ones carry the ``cuda`` marker, which tests/conftest.py turns into a skip, or into
@@ -355,6 +358,16 @@ class Backend:
 
     # ---- ops, with the signatures of toporoute.ops
 
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """``backend.<op>`` for an op of the table without a method below: ``toporoute.ops.<op>`` on this backend,
+        inputs put and results fetched (most ops need nothing more). An op whose public function is missing has
+        no such method (tests/test_parity.py names it)."""
+        if name not in OP_TABLE or not callable(getattr(ops, name, None)):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return functools.partial(self._ops, getattr(ops, name))
+
+    # the ops that need more than that: SIMD levels called directly, outputs written in place, device-only forms
+
     def route(self, q: Any, k: Any, *, tau: float = 0.3, k_in: int = 3, active: Any = None) -> Any:
         if self._direct:
             return self._cpu(
@@ -420,12 +433,6 @@ class Backend:
             return out
         return got
 
-    def toposort(self, adj: Any, *, weights: Any = None, active: Any = None) -> Any:
-        return self._ops(ops.toposort, adj, weights=weights, active=active)
-
-    def graph_stats(self, adj: Any, active: Any = None, *, prev: Any = None) -> Any:
-        return self._ops(ops.graph_stats, adj, active, prev=prev)
-
     def conductor_density(self, nodes: Any, edges: Any, steps: Any, n_max: Any) -> Any:
         if not self.host:  # on the device the op takes four int64 arrays of one shape (no broadcasting there)
             arrays = np.broadcast_arrays(*(np.asarray(x) for x in (nodes, edges, steps, n_max)))
@@ -444,42 +451,8 @@ class Backend:
             return self._cpu(functools.partial(cpu.qmix_mix, params), np.ndim(q_taken) == 1, batched)
         return self._ops(ops.qmix_mix, params, q_taken, state)
 
-    def qmix_graph(self, actions: Any) -> Any:
-        return self._ops(ops.qmix_graph, actions)
-
-    def bandit_select(self, adj: Any, alpha: Any, beta: Any, k: int, **kwargs: Any) -> Any:
-        return self._ops(ops.bandit_select, adj, alpha, beta, k, **kwargs)
-
-    def bandit_update(self, alpha: Any, beta: Any, selected: Any, reward: Any, **kwargs: Any) -> Any:
-        return self._ops(ops.bandit_update, alpha, beta, selected, reward, **kwargs)
-
-    def synergy_update(
-        self, c_syn: Any, edge_alpha: Any, edge_beta: Any, routed: Any, reward: Any, **kwargs: Any
-    ) -> Any:
-        return self._ops(ops.synergy_update, c_syn, edge_alpha, edge_beta, routed, reward, **kwargs)
-
     def conductor_check(self, texts: Any, context: Any = None, options: Any = None) -> TopologyBatch:
         return ops.conductor_check(texts, context=context, options=options, backend=self.name)
-
-    def dag_edit(self, adj: Any, alive: Any, edits: Any, **kwargs: Any) -> Any:
-        return self._ops(ops.dag_edit, adj, alive, edits, **kwargs)
-
-    def dag_repair(
-        self, adj: Any, alive: Any, edge_alpha: Any = None, edge_beta: Any = None, **kwargs: Any
-    ) -> Any:
-        return self._ops(ops.dag_repair, adj, alive, edge_alpha, edge_beta, **kwargs)
-
-    def team_project(self, adj: Any, alive: Any, roles: Any, sink: Any, edits: Any, **kwargs: Any) -> Any:
-        return self._ops(ops.team_project, adj, alive, roles, sink, edits, **kwargs)
-
-    def team_schedule(self, adj: Any, alive: Any) -> Any:
-        return self._ops(ops.team_schedule, adj, alive)
-
-    def team_scores(self, history: Any, present: Any, **kwargs: Any) -> Any:
-        return self._ops(ops.team_scores, history, present, **kwargs)
-
-    def topology_distance(self, adj_a: Any, alive_a: Any, adj_b: Any, alive_b: Any, **kwargs: Any) -> Any:
-        return self._ops(ops.topology_distance, adj_a, alive_a, adj_b, alive_b, **kwargs)
 
 
 REFERENCE = Backend("reference", "reference")
