@@ -57,8 +57,9 @@ LEVELS_BY_LABEL = {
     "competition": "hard",
 }
 _CODE_ROLES = ("coder", "debugger")
-# the plan checker's own defaults, which the settings' pool, lenient, strict_tester and concise take
+# the plan checker's and the reward's own defaults, which the settings' fields of the same names take
 _CHECK_DEFAULTS = CheckOptions()
+_REWARD_DEFAULTS = RewardConfig()
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ class ConductorSettings(SamplingSettings):
     view_chars : int
         Characters of tester logs kept in the view and the history (about 2k tokens at most).
     test_timeout_s, test_memory_mb : limits of the tester's sandbox runs.
-    density_mode, w_e, w_g, return_mode, gamma : see :class:`~toporoute.methods.conductor.reward.RewardConfig`.
+    density_mode, w_e, w_g, return_mode, gamma : see :class:`~toporoute.methods.conductor.reward.RewardConfig`
+        (and its defaults).
     """
 
     max_turns: int = 2
@@ -122,11 +124,11 @@ class ConductorSettings(SamplingSettings):
     view_chars: int = 6000
     test_timeout_s: float = 5.0
     test_memory_mb: int = 1024
-    density_mode: str = "paper"
-    w_e: float = 1.0
-    w_g: float = 1.0
-    return_mode: str = "sum"
-    gamma: float = 1.0
+    density_mode: str = _REWARD_DEFAULTS.density_mode
+    w_e: float = _REWARD_DEFAULTS.w_e
+    w_g: float = _REWARD_DEFAULTS.w_g
+    return_mode: str = _REWARD_DEFAULTS.return_mode
+    gamma: float = _REWARD_DEFAULTS.gamma
     check_options: CheckOptions = field(init=False, repr=False, compare=False)
     reward: RewardConfig = field(init=False, repr=False, compare=False)
 
