@@ -661,22 +661,6 @@ async def _train(args: argparse.Namespace) -> int:
         lock.release()
 
 
-# the options of ``toporoute train`` that are TrainConfig fields of the same name
-_TRAIN_OPTIONS = (
-    "episodes",
-    "batch_size",
-    "lr",
-    "gamma",
-    "target_update",
-    "target_tau",
-    "target_interval",
-    "w_acc",
-    "w_tok",
-    "legacy_reward_broadcast",
-    "concurrency",
-)
-
-
 async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     from .methods.qmix import Features, QMixSettings
     from .methods.qmix.train import TrainConfig, Trainer
@@ -693,7 +677,19 @@ async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
         **read_qmix_loop_options(args),
     )
     train = TrainConfig(
-        **{name: getattr(args, name) for name in _TRAIN_OPTIONS}, dropout=network.dropout, seed=args.seed
+        episodes=args.episodes,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        gamma=args.gamma,
+        target_update=args.target_update,
+        target_tau=args.target_tau,
+        target_interval=args.target_interval,
+        w_acc=args.w_acc,
+        w_tok=args.w_tok,
+        legacy_reward_broadcast=args.legacy_reward_broadcast,
+        dropout=network.dropout,
+        concurrency=args.concurrency,
+        seed=args.seed,
     )
     print(f"{len(tasks)} training task(s) from {args.tasks}; {args.episodes} episodes", file=sys.stderr)
     engine = await _engine(args)
@@ -724,28 +720,23 @@ async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     return 0
 
 
-# the options of ``toporoute serve`` that are ServeConfig fields of the same name
-_SERVE_OPTIONS = (
-    "host",
-    "port",
-    "workers",
-    "backend",
-    "qmix_checkpoint",
-    "allow_remote",
-    "max_body_bytes",
-    "max_episodes",
-    "max_agents",
-    "max_text_chars",
-    "encoder_cache_size",
-)
-
-
 def _serve(args: argparse.Namespace) -> int:
     from .serve.config import ServeConfig
     from .serve.server import read_token, serve
 
     config = ServeConfig(
-        **{name: getattr(args, name) for name in _SERVE_OPTIONS}, token=read_token(args.token_file)
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        backend=args.backend,
+        qmix_checkpoint=args.qmix_checkpoint,
+        token=read_token(args.token_file),
+        allow_remote=args.allow_remote,
+        max_body_bytes=args.max_body_bytes,
+        max_episodes=args.max_episodes,
+        max_agents=args.max_agents,
+        max_text_chars=args.max_text_chars,
+        encoder_cache_size=args.encoder_cache_size,
     )
     return serve(config, log_level=args.log_level, graceful_timeout=args.graceful_timeout)
 
