@@ -179,20 +179,6 @@ template HostView host_view<std::uint8_t>(const py::handle&, const char*, int, b
 template HostView host_view<std::int64_t>(const py::handle&, const char*, int, bool, const char*);
 template HostView host_view<std::int32_t>(const py::handle&, const char*, int, bool, const char*);
 
-IntView IntHostView::view() const {
-  IntView v;
-  if (!host.present()) return v;
-  v.data = host.data;
-  v.type = type;
-  if (host.strides.size() == 1) {
-    v.s1 = host.strides[0];
-  } else if (host.strides.size() == 2) {
-    v.s0 = host.strides[0];
-    v.s1 = host.strides[1];
-  }
-  return v;
-}
-
 IntHostView int_host_view(const py::handle& obj, const char* name, int ndim, bool allow_bool, const char* arg) {
   if (arg == nullptr) arg = name;
   py::array a = numpy_array(obj, name, arg);

@@ -80,12 +80,29 @@ HostView optional_host_view(const py::handle& obj, const char* name, int ndim, b
   return host_view<T>(obj, name, ndim, is_bool);
 }
 
+/// The core's view of an integer array of rank 1 or 2 and element type `type` (`a`: a HostView or a DLPack
+/// DeviceArray; absent: an absent view). A 1-D array puts its stride in s1.
+template <class View>
+IntView int_view(const View& a, IntType type) {
+  IntView v;
+  if (!a.present()) return v;
+  v.data = a.data;
+  v.type = type;
+  if (a.strides.size() == 1) {
+    v.s1 = a.strides[0];
+  } else if (a.strides.size() == 2) {
+    v.s0 = a.strides[0];
+    v.s1 = a.strides[1];
+  }
+  return v;
+}
+
 /// An integer array of dtype int32 or int64 (or bool when `allow_bool`), rank `ndim`, never copied.
 struct IntHostView {
   HostView host;
   IntType type = IntType::i64;
-  /// The core's view; a 1-D array puts its stride in s1.
-  IntView view() const;
+  /// The core's view (int_view).
+  IntView view() const { return int_view(host, type); }
 };
 IntHostView int_host_view(const py::handle& obj, const char* name, int ndim, bool allow_bool,
                           const char* arg = nullptr);
@@ -269,6 +286,13 @@ class Dims {
   std::int64_t sizes_[kMax] = {};
   int count_ = 0;
 };
+
+/// Sets the batch and node counts of a core argument struct (fields B and N) from the letters B and N.
+template <class Args>
+void set_graph_sizes(Args& a, const Dims& dims) {
+  a.B = dims['B'];
+  a.N = dims['N'];
+}
 
 /// Raises DTypeError unless the last axis of a rank-`ndim` view has unit stride (rows are read as vectors,
 /// never copied); empty arrays and rows of one element impose nothing.

@@ -122,14 +122,10 @@ py::object route_cuda_dlpack(const py::object& q_obj, const py::object& k_obj, c
   expect_same_device({{&q, "q"}, {&k, "k"}, {&active, "active"}});
   const int device = q.device;
   DeviceOutputs out("route", device, stream, out_obj);
-  out.add("scores", DType::f32, {args.B, args.N, args.N});
-  out.add("adjacency", DType::mask, {args.B, args.N, args.N});
-  out.add("inbox", DType::i32, {args.B, args.N, args.K});
-  out.add("in_degree", DType::i32, {args.B, args.N});
+  add_route_outputs(out, args);
   AsyncCall call(device, "route");
   out.allocate();
-  const RouteOut o{out.data<float>(0), out.data<std::uint8_t>(1), out.data<std::int32_t>(2),
-                   out.data<std::int32_t>(3)};
+  const RouteOut o = route_outputs(out);
   raise_status(cuda::launch_route_on(device, args, o, call.sink(), stream_handle(stream)));
   call.commit([N = args.N](unsigned long long code) { return route_error(code, N); });
   return out.result();

@@ -20,10 +20,18 @@ const char* dtype_name(DType t) {
   return kNames[static_cast<int>(t)];
 }
 
-std::size_t dtype_size(DType t) {
-  static constexpr std::size_t kSizes[] = {4, 1, 4, 8, 8, 8, 4};  // DType order
-  return kSizes[static_cast<int>(t)];
-}
+namespace {
+
+// What each DType is exported as (DType order); the bits give its element size too.
+constexpr dlpack::DLDataType kDlTypes[] = {
+    {dlpack::kDLFloat, 32, 1}, {dlpack::kDLBool, 8, 1}, {dlpack::kDLInt, 32, 1},  {dlpack::kDLUInt, 64, 1},
+    {dlpack::kDLInt, 64, 1},   {dlpack::kDLFloat, 64, 1}, {dlpack::kDLUInt, 32, 1}};
+
+dlpack::DLDataType dl_dtype(DType t) { return kDlTypes[static_cast<int>(t)]; }
+
+}  // namespace
+
+std::size_t dtype_size(DType t) { return kDlTypes[static_cast<int>(t)].bits / 8u; }
 
 namespace {
 
@@ -47,26 +55,6 @@ bool dtype_matches(const dlpack::DLDataType& dt, DType want) {
       return (dt.code == dlpack::kDLUInt || dt.code == dlpack::kDLInt) && dt.bits == 64;
   }
   return false;
-}
-
-dlpack::DLDataType dl_dtype(DType t) {
-  switch (t) {
-    case DType::f32:
-      return {dlpack::kDLFloat, 32, 1};
-    case DType::f64:
-      return {dlpack::kDLFloat, 64, 1};
-    case DType::mask:
-      return {dlpack::kDLBool, 8, 1};
-    case DType::i32:
-      return {dlpack::kDLInt, 32, 1};
-    case DType::u32:
-      return {dlpack::kDLUInt, 32, 1};
-    case DType::i64:
-      return {dlpack::kDLInt, 64, 1};
-    case DType::u64:
-      return {dlpack::kDLUInt, 64, 1};
-  }
-  return {dlpack::kDLFloat, 32, 1};
 }
 
 }  // namespace
@@ -390,6 +378,17 @@ py::object DeviceOutputs::result() {
     out[i] = py::reinterpret_steal<py::object>(cap);
   }
   return out;
+}
+
+void add_route_outputs(DeviceOutputs& out, const RouteArgs& a) {
+  out.add("scores", DType::f32, {a.B, a.N, a.N});
+  out.add("adjacency", DType::mask, {a.B, a.N, a.N});
+  out.add("inbox", DType::i32, {a.B, a.N, a.K});
+  out.add("in_degree", DType::i32, {a.B, a.N});
+}
+
+RouteOut route_outputs(const DeviceOutputs& out) {
+  return {out.data<float>(0), out.data<std::uint8_t>(1), out.data<std::int32_t>(2), out.data<std::int32_t>(3)};
 }
 
 #else  // built without CUDA

@@ -140,6 +140,12 @@ class DeviceOutputs {
   std::size_t bytes_ = 0;
 };
 
+/// Declares route's outputs in `out` (route and route_indexed): scores f32 (B,N,N), adjacency bool (B,N,N),
+/// inbox i32 (B,N,K), in_degree i32 (B,N).
+void add_route_outputs(DeviceOutputs& out, const RouteArgs& a);
+/// The core's view of the outputs add_route_outputs declared (after out.allocate()).
+RouteOut route_outputs(const DeviceOutputs& out);
+
 #endif  // TOPOROUTE_WITH_CUDA
 
 [[noreturn]] void cuda_unavailable();

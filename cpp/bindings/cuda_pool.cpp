@@ -11,6 +11,7 @@
 #include "common.hpp"
 #include "cuda_bindings.hpp"
 #include "cuda_common.hpp"
+#include "pool_args.hpp"
 
 #ifdef TOPOROUTE_WITH_CUDA
 #include "dlpack.hpp"
@@ -164,39 +165,17 @@ py::object mean_pool_cuda_host(const py::object& hidden, const py::object& mask,
                                const py::object& rows, int device) {
   const HostPoolInput p = host_pool_input(hidden, mask, rows, "", nullptr);
   const std::int64_t n = p.in.n, D = p.in.D;
+  const PoolDestination dst = mean_pool_destination(out, n, D, p.rows.host.present(), "mean_pool_cuda_host");
   cuda::PoolTarget t;
-  py::object result;
-  if (out.is_none()) {
-    if (p.rows.host.present()) {
-      raise_error("InvalidArgumentError", "rows", "rows needs out (the array whose rows it names); got out=None");
-    }
-    NewOutputs fresh("mean_pool_cuda_host");
-    fresh.add<float>({n, D}, &t.out);
-    result = fresh.allocate()[0];
-    t.M = n;
-    t.fresh = true;
-  } else {
-    const HostView ov = host_view<float>(out, "out", 2);
-    if (ov.shape[1] != D) {
-      raise_error("ShapeError", "out",
-                  "out must have shape (M, " + std::to_string(D) + ") (D of hidden); got " + shape_str(ov.shape));
-    }
-    if (!p.rows.host.present() && ov.shape[0] < n) {
-      raise_error("ShapeError", "out",
-                  "out must have at least " + std::to_string(n) + " rows (rows=None writes row i to out[i]); got " +
-                      shape_str(ov.shape));
-    }
-    require_writeable_c_contiguous(ov.array, "out");
-    t.out = static_cast<float*>(ov.data);
-    t.M = ov.shape[0];
-    result = out;
-  }
+  t.out = dst.data;
+  t.M = dst.M;
+  t.fresh = dst.fresh;
   t.D = D;
   t.sm = D;
   unsigned long long code = cuda::kNoError;
   run_core("mean_pool_cuda_host", [&] { return cuda::mean_pool_host(&p.in, 1, t, device, &code); });
   raise_pool_error(error_context(nullptr, {p.in}, t.M, 0, 0), code);
-  return result;
+  return dst.array;
 }
 
 /// The pool= lists of route_indexed: three lists of one length (numpy arrays or capsules).
@@ -287,20 +266,6 @@ DeviceArray int_device_array(const py::handle& obj, const char* name, int ndim, 
   return device_array(obj, name, ndim, want);
 }
 
-IntView device_int_view(const DeviceArray& a, IntType type) {
-  IntView v;
-  if (!a.present()) return v;
-  v.data = a.data;
-  v.type = type;
-  if (a.strides.size() == 1) {
-    v.s1 = a.strides[0];
-  } else {
-    v.s0 = a.strides[0];
-    v.s1 = a.strides[1];
-  }
-  return v;
-}
-
 void expect_device(const DeviceArray& a, const std::string& name, int device) {
   if (a.present() && a.device != device) {
     raise_error("InvalidArgumentError", name,
@@ -335,8 +300,8 @@ cuda::PoolInput device_pool_input(const py::handle& hidden, const py::handle& ma
   in.D = hd.shape[2];
   in.h_sn = hd.strides[0];
   in.h_sl = hd.strides[1];
-  in.mask = device_int_view(md, mt);
-  in.rows = device_int_view(rd, rt);
+  in.mask = int_view(md, mt);
+  in.rows = int_view(rd, rt);
   *shape = hd.shape;
   return in;
 }
@@ -406,8 +371,8 @@ py::object route_indexed_cuda_dlpack(const py::object& table_obj, const py::obje
   dims.check(qr.shape.data(), "BN", "q_rows");
   const DeviceArray kr = int_device_array(k_rows_obj, "k_rows", 2, false, &kt);
   dims.check(kr.shape.data(), "BN", "k_rows");
-  args.q_rows = device_int_view(qr, qt);
-  args.k_rows = device_int_view(kr, kt);
+  args.q_rows = int_view(qr, qt);
+  args.k_rows = int_view(kr, kt);
   const DeviceArray active = optional_device_array(active_obj, "active", 2, DType::mask);
   dims.fill(active, "active", "BN", args.active, args.a_sb, args.a_sn);
   set_route_sizes(args, dims, tau, k_in);
@@ -437,14 +402,10 @@ py::object route_indexed_cuda_dlpack(const py::object& table_obj, const py::obje
     t.sm = args.q_sn;
   }
   DeviceOutputs out("route_indexed", device, stream, out_obj);
-  out.add("scores", DType::f32, {args.B, args.N, args.N});
-  out.add("adjacency", DType::mask, {args.B, args.N, args.N});
-  out.add("inbox", DType::i32, {args.B, args.N, args.K});
-  out.add("in_degree", DType::i32, {args.B, args.N});
+  add_route_outputs(out, args);
   AsyncCall call(device, "route_indexed");
   out.allocate();
-  const RouteOut o{out.data<float>(0), out.data<std::uint8_t>(1), out.data<std::int32_t>(2),
-                   out.data<std::int32_t>(3)};
+  const RouteOut o = route_outputs(out);
   raise_status(cuda::launch_route_indexed_on(device, args, pool.data(), static_cast<std::int64_t>(count), t, o,
                                              call.sink(), stream_handle(stream)));
   call.commit([c = error_context("pool", pool, args.M, args.B, args.N)](unsigned long long code) {

@@ -4,10 +4,42 @@
 #include <vector>
 
 #include "common.hpp"
+#include "pool_args.hpp"
 #include "toporoute/pool.hpp"
 #include "toporoute/route.hpp"
 
 namespace toporoute::bindings {
+
+PoolDestination mean_pool_destination(const py::handle& out, std::int64_t n, std::int64_t D, bool has_rows,
+                                      const char* op) {
+  PoolDestination dst;
+  if (out.is_none()) {
+    if (has_rows) {
+      raise_error("InvalidArgumentError", "rows", "rows needs out (the array whose rows it names); got out=None");
+    }
+    NewOutputs fresh(op);
+    fresh.add<float>({n, D}, &dst.data);
+    dst.array = fresh.allocate()[0];
+    dst.M = n;
+    dst.fresh = true;
+    return dst;
+  }
+  const HostView ov = host_view<float>(out, "out", 2);
+  if (ov.shape[1] != D) {
+    raise_error("ShapeError", "out",
+                "out must have shape (M, " + std::to_string(D) + ") (D of hidden); got " + shape_str(ov.shape));
+  }
+  if (!has_rows && ov.shape[0] < n) {
+    raise_error("ShapeError", "out",
+                "out must have at least " + std::to_string(n) + " rows (rows=None writes row i to out[i]); got " +
+                    shape_str(ov.shape));
+  }
+  require_writeable_c_contiguous(ov.array, "out");
+  dst.array = ov.array;
+  dst.data = static_cast<float*>(ov.data);
+  dst.M = ov.shape[0];
+  return dst;
+}
 
 namespace {
 
@@ -47,36 +79,14 @@ PoolInput pool_input(const py::handle& hidden, const py::handle& mask, const py:
 py::array mean_pool(const py::handle& hidden, const py::handle& mask, const py::handle& out, const py::handle& rows) {
   const PoolInput in = pool_input(hidden, mask, rows, "", nullptr);
   const std::int64_t n = in.args.n, D = in.args.D;
-  py::array result;
+  const PoolDestination dst = mean_pool_destination(out, n, D, in.rows.host.present(), "mean_pool");
   PoolOut o;
-  if (out.is_none()) {
-    if (in.rows.host.present()) {
-      raise_error("InvalidArgumentError", "rows", "rows needs out (the array whose rows it names); got out=None");
-    }
-    NewOutputs fresh("mean_pool");
-    fresh.add<float>({n, D}, &o.out);
-    result = fresh.allocate()[0];
-    o.M = n;
-    o.fresh = true;
-  } else {
-    const HostView ov = host_view<float>(out, "out", 2);
-    if (ov.shape[1] != D) {
-      raise_error("ShapeError", "out",
-                  "out must have shape (M, " + std::to_string(D) + ") (D of hidden); got " + shape_str(ov.shape));
-    }
-    if (!in.rows.host.present() && ov.shape[0] < n) {
-      raise_error("ShapeError", "out",
-                  "out must have at least " + std::to_string(n) + " rows (rows=None writes row i to out[i]); got " +
-                      shape_str(ov.shape));
-    }
-    require_writeable_c_contiguous(ov.array, "out");
-    o.out = static_cast<float*>(ov.data);
-    o.M = ov.shape[0];
-    result = py::reinterpret_borrow<py::array>(ov.array);
-  }
+  o.out = dst.data;
+  o.M = dst.M;
+  o.fresh = dst.fresh;
   o.D = D;
   run_core("mean_pool", [&] { return toporoute::mean_pool(&in.args, 1, o); });
-  return result;
+  return py::reinterpret_borrow<py::array>(dst.array);
 }
 
 py::tuple pool_route(const py::handle& hiddens, const py::handle& masks, const py::handle& rows,
