@@ -29,30 +29,37 @@ void set_bandit_scalars(BanditSelectArgs& a, std::int64_t k, std::uint64_t seed,
   a.mode = static_cast<BanditMode>(mode);
 }
 
+BanditSelectInputs bandit_select_inputs(const py::handle& adj, const py::handle& alpha, const py::handle& beta,
+                                        const py::handle& weights, const py::handle& active) {
+  BanditSelectInputs in;
+  BanditSelectArgs& a = in.args;
+  Dims dims;
+  in.adj = dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
+  in.alpha = dims.view(alpha, "alpha", "BN", a.alpha, a.al_sb, a.al_sn);
+  in.beta = dims.view(beta, "beta", "BN", a.beta, a.be_sb, a.be_sn);
+  in.weights = dims.optional_view(weights, "weights", "BNN", a.weights, a.w_sb, a.w_sr, a.w_sc);
+  in.active = dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
+  set_graph_sizes(a, dims);
+  return in;
+}
+
+void add_bandit_select_outputs(NewOutputs& out, const BanditSelectArgs& a, BanditSelectOut& o) {
+  out.add<bool>({a.B, a.N, a.N}, &o.chosen);
+  out.add<std::int32_t>({a.B, a.N, a.k}, &o.choices);
+  out.add<float>({a.B, a.N}, &o.theta);
+}
+
 namespace {
 
 py::tuple bandit_select(const py::handle& adj, const py::handle& alpha, const py::handle& beta,
                         const py::handle& weights, const py::handle& active, std::int64_t k, std::uint64_t seed,
                         std::uint64_t step, int mode, std::uint64_t graph_offset) {
-  BanditSelectArgs a;
-  Dims dims;
-  dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
-  dims.view(alpha, "alpha", "BN", a.alpha, a.al_sb, a.al_sn);
-  dims.view(beta, "beta", "BN", a.beta, a.be_sb, a.be_sn);
-  dims.optional_view(weights, "weights", "BNN", a.weights, a.w_sb, a.w_sr, a.w_sc);
-  dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
-  a.B = dims['B'];
-  a.N = dims['N'];
-  set_bandit_scalars(a, k, seed, step, mode, graph_offset);
-
-  BanditSelectOut out;
-  NewOutputs o("bandit_select");
-  o.add<bool>({a.B, a.N, a.N}, &out.chosen);
-  o.add<std::int32_t>({a.B, a.N, k}, &out.choices);
-  o.add<float>({a.B, a.N}, &out.theta);
-  py::tuple arrays = o.allocate();
-  run_core("bandit_select", [&] { return toporoute::bandit_select(a, out); });
-  return arrays;
+  BanditSelectInputs in = bandit_select_inputs(adj, alpha, beta, weights, active);
+  set_bandit_scalars(in.args, k, seed, step, mode, graph_offset);
+  BanditSelectOut o;
+  NewOutputs out("bandit_select");
+  add_bandit_select_outputs(out, in.args, o);
+  return out.run([&] { return toporoute::bandit_select(in.args, o); });
 }
 
 py::tuple bandit_update(const py::handle& alpha, const py::handle& beta, const py::handle& selected,

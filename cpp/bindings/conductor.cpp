@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "density_args.hpp"
 #include "toporoute/conductor.hpp"
 
 namespace toporoute::bindings {
@@ -175,6 +176,17 @@ py::dict conductor_check(const py::handle& texts, const py::handle& pool, const 
 
 py::tuple conductor_density(const py::handle& nodes, const py::handle& edges, const py::handle& steps,
                             const py::handle& n_max) {
+  const DensityArgs a = density_inputs(nodes, edges, steps, n_max);
+  DensityOut o;
+  NewOutputs out("conductor_density");
+  add_density_outputs(out, a.n, o);
+  return out.run([&] { return toporoute::conductor_density(a, o); });
+}
+
+}  // namespace
+
+DensityArgs density_inputs(const py::handle& nodes, const py::handle& edges, const py::handle& steps,
+                           const py::handle& n_max) {
   DensityArgs a;
   a.n = -1;
   bool one_layout = true;  // checked once every dtype is
@@ -188,13 +200,12 @@ py::tuple conductor_density(const py::handle& nodes, const py::handle& edges, co
   if (!one_layout) {
     raise_error("ShapeError", "nodes", "nodes, edges, steps and n_max must be contiguous 1-D arrays of one length");
   }
-  DensityOut o;
-  NewOutputs out("conductor_density");
-  for (double** data : {&o.s_node, &o.s_edge, &o.s_depth, &o.s_complex, &o.reward}) out.add<double>({a.n}, data);
-  return out.run([&] { return toporoute::conductor_density(a, o); });
+  return a;
 }
 
-}  // namespace
+void add_density_outputs(NewOutputs& out, std::int64_t n, DensityOut& o) {
+  for (double** data : {&o.s_node, &o.s_edge, &o.s_depth, &o.s_complex, &o.reward}) out.add<double>({n}, data);
+}
 
 void bind_conductor(py::module_& m) {
   m.def("conductor_check", &conductor_check, py::arg("texts"), py::arg("pool"), py::arg("ctx_index"),

@@ -10,6 +10,8 @@
 #include "common.hpp"
 #include "cuda_bindings.hpp"
 #include "cuda_common.hpp"
+#include "density_args.hpp"
+#include "graph_stats_args.hpp"
 
 #ifdef TOPOROUTE_WITH_CUDA
 #include "launch_stats.hpp"
@@ -59,20 +61,10 @@ py::tuple graph_stats_cuda_host(const py::handle& adj, const py::handle& active,
   require_c_contiguous(adj_v, "adj");
   require_c_contiguous(prev_v, "prev");
   require_c_contiguous(act_v, "active");
-  a.B = dims['B'];
-  a.N = dims['N'];
+  set_graph_sizes(a, dims);
   GraphStatsOut o;
   NewOutputs out("graph_stats_cuda_host");
-  out.add<std::int64_t>({a.B}, &o.edges);
-  out.add<double>({a.B}, &o.density);
-  out.add<std::int32_t>({a.B, a.N}, &o.in_degree);
-  out.add<std::int32_t>({a.B, a.N}, &o.out_degree);
-  out.add<double>({a.B}, &o.reciprocity);
-  if (a.prev != nullptr) {
-    out.add<double>({a.B}, &o.jaccard);
-  } else {
-    out.add_none();
-  }
+  add_graph_stats_outputs(out, a, a.prev != nullptr, o);
   return out.run([&] { return cuda::graph_stats_host(a, o, device); });
 }
 
@@ -112,23 +104,10 @@ constexpr const char* kDensityNames[4] = {"nodes", "edges", "steps", "n_max"};
 
 py::tuple conductor_density_cuda_host(const py::handle& nodes, const py::handle& edges, const py::handle& steps,
                                       const py::handle& n_max, int device) {
-  DensityArgs a;
-  a.n = -1;
-  bool one_layout = true;
-  const py::handle* objs[4] = {&nodes, &edges, &steps, &n_max};
-  const std::int64_t** data[4] = {&a.nodes, &a.edges, &a.steps, &a.n_max};
-  for (int i = 0; i < 4; ++i) {
-    const HostView v = host_view<std::int64_t>(*objs[i], kDensityNames[i], 1);
-    if (a.n < 0) a.n = v.shape[0];
-    one_layout = one_layout && v.shape[0] == a.n && !(a.n > 1 && v.strides[0] != 1);
-    *data[i] = static_cast<const std::int64_t*>(v.data);
-  }
-  if (!one_layout) {
-    raise_error("ShapeError", "nodes", "nodes, edges, steps and n_max must be contiguous 1-D arrays of one length");
-  }
+  const DensityArgs a = density_inputs(nodes, edges, steps, n_max);
   DensityOut o;
   NewOutputs out("conductor_density_cuda_host");
-  for (double** dst : {&o.s_node, &o.s_edge, &o.s_depth, &o.s_complex, &o.reward}) out.add<double>({a.n}, dst);
+  add_density_outputs(out, a.n, o);
   return out.run([&] { return cuda::conductor_density_host(a, o, device); });
 }
 
@@ -184,27 +163,17 @@ py::tuple bandit_select_cuda_host(const py::handle& adj, const py::handle& alpha
                                   const py::handle& weights, const py::handle& active, std::int64_t k,
                                   std::uint64_t seed, std::uint64_t step, int mode, std::uint64_t graph_offset,
                                   int device) {
-  BanditSelectArgs a;
-  Dims dims;
-  const auto adj_v = dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
-  const auto alpha_v = dims.view(alpha, "alpha", "BN", a.alpha, a.al_sb, a.al_sn);
-  const auto beta_v = dims.view(beta, "beta", "BN", a.beta, a.be_sb, a.be_sn);
-  const auto weights_v = dims.optional_view(weights, "weights", "BNN", a.weights, a.w_sb, a.w_sr, a.w_sc);
-  const auto active_v = dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
-  require_c_contiguous(adj_v, "adj");
-  require_c_contiguous(alpha_v, "alpha");
-  require_c_contiguous(beta_v, "beta");
-  require_c_contiguous(weights_v, "weights");
-  require_c_contiguous(active_v, "active");
-  a.B = dims['B'];
-  a.N = dims['N'];
-  set_bandit_scalars(a, k, seed, step, mode, graph_offset);
+  BanditSelectInputs in = bandit_select_inputs(adj, alpha, beta, weights, active);
+  require_c_contiguous(in.adj, "adj");
+  require_c_contiguous(in.alpha, "alpha");
+  require_c_contiguous(in.beta, "beta");
+  require_c_contiguous(in.weights, "weights");
+  require_c_contiguous(in.active, "active");
+  set_bandit_scalars(in.args, k, seed, step, mode, graph_offset);
   BanditSelectOut o;
   NewOutputs out("bandit_select_cuda_host");
-  out.add<bool>({a.B, a.N, a.N}, &o.chosen);
-  out.add<std::int32_t>({a.B, a.N, k}, &o.choices);
-  out.add<float>({a.B, a.N}, &o.theta);
-  return out.run([&] { return cuda::bandit_select_host(a, o, device); });
+  add_bandit_select_outputs(out, in.args, o);
+  return out.run([&] { return cuda::bandit_select_host(in.args, o, device); });
 }
 
 // The device report (fault * B + b) * P + where (launch_stats.hpp), worded like the CPU's messages (the value

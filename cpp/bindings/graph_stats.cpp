@@ -1,8 +1,21 @@
 // graph_stats: edge counts, density, degrees, reciprocity and Jaccard distance per graph.
-#include "common.hpp"
-#include "toporoute/graph_stats.hpp"
+#include "graph_stats_args.hpp"
 
 namespace toporoute::bindings {
+
+void add_graph_stats_outputs(NewOutputs& out, const GraphStatsArgs& a, bool has_prev, GraphStatsOut& o) {
+  const std::int64_t B = a.B, N = a.N;
+  out.add<std::int64_t>({B}, &o.edges);
+  out.add<double>({B}, &o.density);
+  out.add<std::int32_t>({B, N}, &o.in_degree);
+  out.add<std::int32_t>({B, N}, &o.out_degree);
+  out.add<double>({B}, &o.reciprocity);
+  if (has_prev) {
+    out.add<double>({B}, &o.jaccard);
+  } else {
+    out.add_none();
+  }
+}
 
 namespace {
 
@@ -12,20 +25,10 @@ py::tuple graph_stats(const py::handle& adj, const py::handle& active, const py:
   dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
   const bool has_prev = dims.optional_view(prev, "prev", "BNN", a.prev, a.p_sb, a.p_sr, a.p_sc).present();
   dims.optional_view(active, "active", "BN", a.active, a.a_sb, a.a_sn);
-  a.B = dims['B'];
-  a.N = dims['N'];
+  set_graph_sizes(a, dims);
   GraphStatsOut o;
   NewOutputs out("graph_stats");
-  out.add<std::int64_t>({a.B}, &o.edges);
-  out.add<double>({a.B}, &o.density);
-  out.add<std::int32_t>({a.B, a.N}, &o.in_degree);
-  out.add<std::int32_t>({a.B, a.N}, &o.out_degree);
-  out.add<double>({a.B}, &o.reciprocity);
-  if (has_prev) {
-    out.add<double>({a.B}, &o.jaccard);
-  } else {
-    out.add_none();
-  }
+  add_graph_stats_outputs(out, a, has_prev, o);
   return out.run([&] { return toporoute::graph_stats(a, o); });
 }
 
