@@ -27,7 +27,7 @@ namespace {
 
 using detail::ChunkedTransfer;
 using detail::DeviceScope;
-using detail::c_contiguous;
+using detail::require_c_contiguous;
 using detail::invalid;
 using detail::status_from_cuda;
 
@@ -228,11 +228,9 @@ bool ErrorLog::finished(std::size_t slot, unsigned long long seq, unsigned long 
 Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
   const std::int64_t B = args.B, N = args.N, D = args.D, K = args.K;
   if (B < 0 || N < 0 || D < 0 || K < 0) return invalid("q", "route: B, N, D and K must be >= 0");
-  if (!c_contiguous({{B, args.q_sb}, {N, args.q_sn}, {D, 1}})) return invalid("q", "q must be C-contiguous");
-  if (!c_contiguous({{B, args.k_sb}, {N, args.k_sn}, {D, 1}})) return invalid("k", "k must be C-contiguous");
-  if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
-    return invalid("active", "active must be C-contiguous");
-  }
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("q", {{B, args.q_sb}, {N, args.q_sn}, {D, 1}}));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("k", {{B, args.k_sb}, {N, args.k_sn}, {D, 1}}));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("active", {{B, args.a_sb}, {N, args.a_sn}}, args.active != nullptr));
   if (B == 0 || N == 0) return launch_route(args, out, ErrorSink{}, nullptr);  // validates, launches nothing
 
   DeviceScope scope;
@@ -276,15 +274,10 @@ Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
 Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int device) {
   const std::int64_t B = args.B, N = args.N;
   if (B < 0 || N < 0) return invalid("adj", "toposort: B and N must be >= 0");
-  if (!c_contiguous({{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}})) {
-    return invalid("adj", "adj must be C-contiguous");
-  }
-  if (args.weights != nullptr && !c_contiguous({{B, args.w_sb}, {N, args.w_sr}, {N, args.w_sc}})) {
-    return invalid("weights", "weights must be C-contiguous");
-  }
-  if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
-    return invalid("active", "active must be C-contiguous");
-  }
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("adj", {{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}}));
+  TOPOROUTE_RETURN_IF_ERROR(
+      require_c_contiguous("weights", {{B, args.w_sb}, {N, args.w_sr}, {N, args.w_sc}}, args.weights != nullptr));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("active", {{B, args.a_sb}, {N, args.a_sn}}, args.active != nullptr));
   TOPOROUTE_RETURN_IF_ERROR(check_toposort_weights(args));
   if (B == 0) return Status::success();
 
@@ -490,14 +483,11 @@ Status qmix_forward_host(const QMixDeviceWeights& w, const QMixForwardArgs& a, c
   const QMixConfig& c = w.config();
   const std::int64_t B = a.B, N = a.N, H = c.hidden, A = c.n_actions;
   if (B < 0 || N < 0) return invalid("obs", "qmix: B and N must be >= 0");
-  if (!c_contiguous({{B, a.obs_sb}, {N, a.obs_sn}, {c.obs_dim, a.obs_sd}})) return invalid("obs", "obs must be C-contiguous");
-  if (!c_contiguous({{B, a.adj_sb}, {N, a.adj_sr}, {N, a.adj_sc}})) return invalid("adj", "adj must be C-contiguous");
-  if (a.hidden != nullptr && !c_contiguous({{B, a.hid_sb}, {N, a.hid_sn}, {H, a.hid_sd}})) {
-    return invalid("hidden", "hidden must be C-contiguous");
-  }
-  if (a.active != nullptr && !c_contiguous({{B, a.act_sb}, {N, a.act_sn}})) {
-    return invalid("active", "active must be C-contiguous");
-  }
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("obs", {{B, a.obs_sb}, {N, a.obs_sn}, {c.obs_dim, a.obs_sd}}));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("adj", {{B, a.adj_sb}, {N, a.adj_sr}, {N, a.adj_sc}}));
+  TOPOROUTE_RETURN_IF_ERROR(
+      require_c_contiguous("hidden", {{B, a.hid_sb}, {N, a.hid_sn}, {H, a.hid_sd}}, a.hidden != nullptr));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("active", {{B, a.act_sb}, {N, a.act_sn}}, a.active != nullptr));
   if (N > kQMixMaxAgents || B == 0 || N == 0) return launch_qmix_forward(w, a, out, ErrorSink{}, nullptr);
 
   DeviceScope scope;
@@ -557,8 +547,8 @@ Status qmix_mix_host(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_
   const QMixConfig& c = w.config();
   const std::int64_t B = a.B;
   if (B < 0) return invalid("q_taken", "qmix_mix: B must be >= 0");
-  if (!c_contiguous({{B, a.q_sb}, {c.n_agents, a.q_sa}})) return invalid("q_taken", "q_taken must be C-contiguous");
-  if (!c_contiguous({{B, a.s_sb}, {c.state_dim, a.s_sd}})) return invalid("state", "state must be C-contiguous");
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("q_taken", {{B, a.q_sb}, {c.n_agents, a.q_sa}}));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("state", {{B, a.s_sb}, {c.state_dim, a.s_sd}}));
   if (!w.has_mixer() || B == 0) return launch_qmix_mix(w, a, q_tot, ErrorSink{}, nullptr);
 
   DeviceScope scope;

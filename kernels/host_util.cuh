@@ -114,6 +114,13 @@ inline bool c_contiguous(std::initializer_list<std::pair<std::int64_t, std::int6
   return true;
 }
 
+// invalid_argument "<name> must be C-contiguous" unless the array with these (extent, element stride) axes is
+// C-contiguous (c_contiguous); an optional array that is not `present` passes.
+inline Status require_c_contiguous(const char* name, std::initializer_list<std::pair<std::int64_t, std::int64_t>> axes,
+                                   bool present = true) {
+  if (!present || c_contiguous(axes)) return Status::success();
+  return invalid(name, std::string(name) + " must be C-contiguous");
+}
 
 // A batch of B episodes streamed between C-contiguous host arrays and one device buffer, `chunk` episodes per
 // trip (about kChunkBytes of rows, at least one episode), the one copy loop behind every host-memory entry

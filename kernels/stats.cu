@@ -191,6 +191,20 @@ __device__ __forceinline__ unsigned long long bandit_code(const BanditSelectArgs
           static_cast<unsigned long long>(b)) * P + static_cast<unsigned long long>(where);
 }
 
+// Reports a Beta shape (alpha: fault 0, beta: fault 2) that is not finite (fault) or not > 0 (fault + 1).
+__device__ __forceinline__ bool shape_ok(const BanditSelectArgs& a, float v, int fault, std::int64_t b,
+                                         std::int64_t n, const ErrorSink& err) {
+  if (!isfinite(v)) {
+    detail::report(err, bandit_code(a, fault, b, n));
+    return false;
+  }
+  if (!(v > 0.0f)) {
+    detail::report(err, bandit_code(a, fault + 1, b, n));
+    return false;
+  }
+  return true;
+}
+
 // theta of node (b, n), one thread each: 0 when inactive; the checks of alpha and beta at active nodes (a node
 // with bad shapes is not drawn: its rejection loop would never end). Reports only (err.host is null here).
 __global__ void bandit_theta_kernel(const BanditSelectArgs a, float* theta, const ErrorSink err) {
@@ -202,22 +216,9 @@ __global__ void bandit_theta_kernel(const BanditSelectArgs a, float* theta, cons
     if (bandit_active(a, b, n)) {
       const float al = a.alpha[b * a.al_sb + n * a.al_sn];
       const float be = a.beta[b * a.be_sb + n * a.be_sn];
-      bool ok = true;
-      if (!isfinite(al)) {
-        detail::report(err, bandit_code(a, 0, b, n));
-        ok = false;
-      } else if (!(al > 0.0f)) {
-        detail::report(err, bandit_code(a, 1, b, n));
-        ok = false;
-      }
-      if (!isfinite(be)) {
-        detail::report(err, bandit_code(a, 2, b, n));
-        ok = false;
-      } else if (!(be > 0.0f)) {
-        detail::report(err, bandit_code(a, 3, b, n));
-        ok = false;
-      }
-      if (ok) {
+      const bool al_ok = shape_ok(a, al, 0, b, n, err);
+      const bool be_ok = shape_ok(a, be, 2, b, n, err);
+      if (al_ok && be_ok) {
         const double x64 = al, y64 = be;
         if (a.mode == BanditMode::thompson) {
           t = draw::beta_draw(x64, y64, a.seed, static_cast<std::uint32_t>(n),
@@ -355,18 +356,13 @@ Status launch_graph_stats_on(int device, const GraphStatsArgs& a, const GraphSta
 }
 
 Status graph_stats_host(const GraphStatsArgs& args, const GraphStatsOut& out, int device) {
-  using detail::c_contiguous;
+  using detail::require_c_contiguous;
   const std::int64_t B = args.B, N = args.N;
   if (B < 0 || N < 0) return invalid("adj", "graph_stats: B and N must be >= 0");
-  if (!c_contiguous({{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}})) {
-    return invalid("adj", "adj must be C-contiguous");
-  }
-  if (args.prev != nullptr && !c_contiguous({{B, args.p_sb}, {N, args.p_sr}, {N, args.p_sc}})) {
-    return invalid("prev", "prev must be C-contiguous");
-  }
-  if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
-    return invalid("active", "active must be C-contiguous");
-  }
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("adj", {{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}}));
+  TOPOROUTE_RETURN_IF_ERROR(
+      require_c_contiguous("prev", {{B, args.p_sb}, {N, args.p_sr}, {N, args.p_sc}}, args.prev != nullptr));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("active", {{B, args.a_sb}, {N, args.a_sn}}, args.active != nullptr));
   if (B == 0) return Status::success();
 
   detail::DeviceScope scope;
@@ -492,20 +488,15 @@ Status launch_bandit_select_on(int device, const BanditSelectArgs& a, const Band
 }
 
 Status bandit_select_host(const BanditSelectArgs& args, const BanditSelectOut& out, int device) {
-  using detail::c_contiguous;
+  using detail::require_c_contiguous;
   const std::int64_t B = args.B, N = args.N;
   if (B < 0 || N < 0 || args.k < 1) return invalid("k", "bandit_select: negative dimensions or k < 1");
-  if (!c_contiguous({{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}})) {
-    return invalid("adj", "adj must be C-contiguous");
-  }
-  if (!c_contiguous({{B, args.al_sb}, {N, args.al_sn}})) return invalid("alpha", "alpha must be C-contiguous");
-  if (!c_contiguous({{B, args.be_sb}, {N, args.be_sn}})) return invalid("beta", "beta must be C-contiguous");
-  if (args.weights != nullptr && !c_contiguous({{B, args.w_sb}, {N, args.w_sr}, {N, args.w_sc}})) {
-    return invalid("weights", "weights must be C-contiguous");
-  }
-  if (args.active != nullptr && !c_contiguous({{B, args.a_sb}, {N, args.a_sn}})) {
-    return invalid("active", "active must be C-contiguous");
-  }
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("adj", {{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}}));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("alpha", {{B, args.al_sb}, {N, args.al_sn}}));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("beta", {{B, args.be_sb}, {N, args.be_sn}}));
+  TOPOROUTE_RETURN_IF_ERROR(
+      require_c_contiguous("weights", {{B, args.w_sb}, {N, args.w_sr}, {N, args.w_sc}}, args.weights != nullptr));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("active", {{B, args.a_sb}, {N, args.a_sn}}, args.active != nullptr));
   if (B == 0 || N == 0) return Status::success();
 
   detail::DeviceScope scope;

@@ -35,41 +35,17 @@ TOPOROUTE_HD double mul(double a, double b) {
 }
 
 // The transcendental functions: CUDA's on the device, the C library's on the host.
-TOPOROUTE_HD double log_(double x) {
 #if defined(__CUDA_ARCH__)
-  return ::log(x);
+#define TOPOROUTE_DRAW_MATH(f) ::f
 #else
-  return std::log(x);
+#define TOPOROUTE_DRAW_MATH(f) std::f
 #endif
-}
-TOPOROUTE_HD double cos_(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::cos(x);
-#else
-  return std::cos(x);
-#endif
-}
-TOPOROUTE_HD double exp_(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::exp(x);
-#else
-  return std::exp(x);
-#endif
-}
-TOPOROUTE_HD double pow_(double x, double y) {
-#if defined(__CUDA_ARCH__)
-  return ::pow(x, y);
-#else
-  return std::pow(x, y);
-#endif
-}
-TOPOROUTE_HD double sqrt_(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::sqrt(x);
-#else
-  return std::sqrt(x);
-#endif
-}
+TOPOROUTE_HD double log_(double x) { return TOPOROUTE_DRAW_MATH(log)(x); }
+TOPOROUTE_HD double cos_(double x) { return TOPOROUTE_DRAW_MATH(cos)(x); }
+TOPOROUTE_HD double exp_(double x) { return TOPOROUTE_DRAW_MATH(exp)(x); }
+TOPOROUTE_HD double pow_(double x, double y) { return TOPOROUTE_DRAW_MATH(pow)(x, y); }
+TOPOROUTE_HD double sqrt_(double x) { return TOPOROUTE_DRAW_MATH(sqrt)(x); }
+#undef TOPOROUTE_DRAW_MATH
 
 /// Philox4x32-10 of the counter `ctr` under the key (seed mod 2^32, seed >> 32), in place.
 TOPOROUTE_HD void philox(std::uint32_t ctr[4], std::uint64_t seed) {
