@@ -36,25 +36,12 @@ std::size_t dtype_size(DType t) { return kDlTypes[static_cast<int>(t)].bits / 8u
 namespace {
 
 bool dtype_matches(const dlpack::DLDataType& dt, DType want) {
-  if (dt.lanes != 1) return false;
-  switch (want) {
-    case DType::f32:
-      return dt.code == dlpack::kDLFloat && dt.bits == 32;
-    case DType::f64:
-      return dt.code == dlpack::kDLFloat && dt.bits == 64;
-    case DType::mask:
-      return (dt.code == dlpack::kDLBool || dt.code == dlpack::kDLUInt) && dt.bits == 8;
-    case DType::i32:
-      return dt.code == dlpack::kDLInt && dt.bits == 32;
-    case DType::u32:
-      return dt.code == dlpack::kDLUInt && dt.bits == 32;
-    case DType::i64:
-      return dt.code == dlpack::kDLInt && dt.bits == 64;
-    case DType::u64:
-      // int64 holding -1 has the same bits; frameworks without uint64 kernels hand over int64
-      return (dt.code == dlpack::kDLUInt || dt.code == dlpack::kDLInt) && dt.bits == 64;
-  }
-  return false;
+  const dlpack::DLDataType& exported = kDlTypes[static_cast<int>(want)];
+  if (dt.lanes != 1 || dt.bits != exported.bits) return false;
+  if (dt.code == exported.code) return true;
+  // bool also as uint8; uint64 also as int64 (the same bits for -1: frameworks without uint64 kernels hand over
+  // int64)
+  return (want == DType::mask && dt.code == dlpack::kDLUInt) || (want == DType::u64 && dt.code == dlpack::kDLInt);
 }
 
 }  // namespace

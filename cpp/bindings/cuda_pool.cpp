@@ -150,14 +150,7 @@ HostPoolInput host_pool_input(const py::handle& hidden, const py::handle& mask, 
     expect_shape(p.rows.host, r.c_str(), {n}, arg);
     require_c_contiguous(p.rows.host, r.c_str());
   }
-  p.in.hidden = static_cast<const float*>(p.hidden.data);
-  p.in.n = n;
-  p.in.L = L;
-  p.in.D = p.hidden.shape[2];
-  p.in.h_sn = p.hidden.strides[0];
-  p.in.h_sl = p.hidden.strides[1];
-  p.in.mask = p.mask.view();
-  p.in.rows = p.rows.view();
+  set_pool_views(p.in, p.hidden, p.mask, p.rows);
   return p;
 }
 

@@ -65,14 +65,7 @@ PoolInput pool_input(const py::handle& hidden, const py::handle& mask, const py:
     in.rows = int_host_view(rows, r.c_str(), 1, false, arg);
     expect_shape(in.rows.host, r.c_str(), {n}, arg);
   }
-  in.args.hidden = static_cast<const float*>(in.hidden.data);
-  in.args.n = n;
-  in.args.L = L;
-  in.args.D = in.hidden.shape[2];
-  in.args.h_sn = in.hidden.strides[0];
-  in.args.h_sl = in.hidden.strides[1];
-  in.args.mask = in.mask.view();
-  in.args.rows = in.rows.view();
+  set_pool_views(in.args, in.hidden, in.mask, in.rows);
   return in;
 }
 
