@@ -272,12 +272,9 @@ Status route_host(const RouteArgs& args, const RouteOut& out, int device) {
 }
 
 Status toposort_host(const ToposortArgs& args, const ToposortOut& out, int device) {
-  const std::int64_t B = args.B, N = args.N;
-  if (B < 0 || N < 0) return invalid("adj", "toposort: B and N must be >= 0");
-  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("adj", {{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}}));
   TOPOROUTE_RETURN_IF_ERROR(
-      require_c_contiguous("weights", {{B, args.w_sb}, {N, args.w_sr}, {N, args.w_sc}}, args.weights != nullptr));
-  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("active", {{B, args.a_sb}, {N, args.a_sn}}, args.active != nullptr));
+      detail::check_graph_layout(args, "toposort", "weights", args.weights, args.w_sb, args.w_sr, args.w_sc));
+  const std::int64_t B = args.B, N = args.N;
   TOPOROUTE_RETURN_IF_ERROR(check_toposort_weights(args));
   if (B == 0) return Status::success();
 

@@ -122,6 +122,19 @@ inline Status require_c_contiguous(const char* name, std::initializer_list<std::
   return invalid(name, std::string(name) + " must be C-contiguous");
 }
 
+// The host entries' layout checks of a batch of graphs (toposort, graph_stats: fields B, N, adj, active and their
+// strides), in order: B, N >= 0 (named `op`), adj (B,N,N), the op's optional (B,N,N) array `extra` and active
+// (B,N) C-contiguous.
+template <class Args>
+Status check_graph_layout(const Args& a, const char* op, const char* extra_name, const void* extra, std::int64_t e_sb,
+                          std::int64_t e_sr, std::int64_t e_sc) {
+  const std::int64_t B = a.B, N = a.N;
+  if (B < 0 || N < 0) return invalid("adj", std::string(op) + ": B and N must be >= 0");
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("adj", {{B, a.adj_sb}, {N, a.adj_sr}, {N, a.adj_sc}}));
+  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous(extra_name, {{B, e_sb}, {N, e_sr}, {N, e_sc}}, extra != nullptr));
+  return require_c_contiguous("active", {{B, a.a_sb}, {N, a.a_sn}}, a.active != nullptr);
+}
+
 // A batch of B episodes streamed between C-contiguous host arrays and one device buffer, `chunk` episodes per
 // trip (about kChunkBytes of rows, at least one episode), the one copy loop behind every host-memory entry
 // point. Each array is a run of fixed-size per-episode rows: inputs are copied in before each chunk's launch,

@@ -69,6 +69,9 @@ std::vector<int> compiled_architectures();
 /// The kernel reports (b * 2 + which) * N + n for every non-finite row (which: 0 = q, 1 = k) to `err`, so its
 /// final word names the reference's row. Asynchronous on `stream`.
 Status launch_route(const RouteArgs& args, const RouteOut& out, const ErrorSink& err, void* stream);
+/// The route kernel's limits on N (agents per episode) and D: unsupported naming `n_arg` / `d_arg` when exceeded
+/// (launch_route and route_indexed check them before anything is enqueued).
+Status check_route_limits(std::int64_t N, std::int64_t D, const char* n_arg, const char* d_arg);
 
 /// toposort() on device memory, asynchronous on `stream`. With weights, the kernel reports
 /// ((which * B + b) * N + src) * N + dst for every weight that is non-finite (which 0) or negative (which 1).

@@ -42,9 +42,6 @@ constexpr int kMaxThreads = 1024;
 constexpr unsigned kNoOwner = 0xffffffffu;
 constexpr int kScatterWarps = 8;
 constexpr int kGatherWarps = 8;
-// launch_route's limits (route.cu): checked before anything is enqueued, so a refused call writes nothing
-constexpr std::int64_t kRouteMaxN = 2048;
-constexpr std::int64_t kRouteMaxD = INT32_MAX - 64;
 // bounds the gathered (q, k) rows of one chunk of episodes
 constexpr std::size_t kGatherBytes = std::size_t{256} << 20;
 
@@ -557,15 +554,8 @@ Status launch_route_indexed(int device, const RouteArgs& a, const PoolInput* poo
   }
   const std::int64_t want_k = a.k_in > 0 ? a.k_in : std::max<std::int64_t>(a.N - 1, 0);
   if (a.K != want_k) return detail::invalid("k_in", "route_indexed: inbox width K must be " + std::to_string(want_k));
-  if (a.N > kRouteMaxN) {
-    return Status::error(StatusCode::unsupported, "q_rows",
-                         "the CUDA route kernel supports at most " + std::to_string(kRouteMaxN) +
-                             " agents per episode; got N = " + std::to_string(a.N) + " (use backend='cpu')");
-  }
-  if (a.D > kRouteMaxD) {
-    return Status::error(StatusCode::unsupported, "table",
-                         "the CUDA route kernel supports D < 2^31; got D = " + std::to_string(a.D));
-  }
+  // launch_route's limits, checked before anything is enqueued so a refused call writes nothing
+  TOPOROUTE_RETURN_IF_ERROR(check_route_limits(a.N, a.D, "q_rows", "table"));
   PoolPlan plan;
   if (count > 0) {
     if (pool_out.out != a.q || pool_out.M != a.M || pool_out.D != a.D || pool_out.fresh) {

@@ -662,6 +662,23 @@ unsigned grid_for(std::int64_t groups) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(groups, detail::kMaxGrid)));
 }
 
+/// Launches K4 (4 rows per thread, when `four`) or K1 over `groups` blocks with `bytes` of dynamic shared memory
+/// (allowed first) on `stream`, marks the call launched and returns the launch status named `name`.
+template <auto K4, auto K1, class Params>
+Status launch_rows(bool four, const Params& p, std::int64_t groups, std::size_t bytes, const DeviceLimits& dev,
+                   const ErrorSink& err, void* stream, const char* name) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (four) {
+    TOPOROUTE_RETURN_IF_ERROR(allow_smem<K4>(bytes, dev.device, dev.smem));
+    K4<<<grid_for(groups), kThreads, bytes, s>>>(p, err);
+  } else {
+    TOPOROUTE_RETURN_IF_ERROR(allow_smem<K1>(bytes, dev.device, dev.smem));
+    K1<<<grid_for(groups), kThreads, bytes, s>>>(p, err);
+  }
+  if (err.launched != nullptr) *err.launched = true;
+  return detail::launch_status(name);
+}
+
 /// Episodes per block: enough blocks for every SM, at most max_rows rows, never below one episode.
 int group_for(std::int64_t B, std::int64_t N, int sms, int max_rows) {
   const std::int64_t cap = std::max<std::int64_t>(1, max_rows / N);
@@ -730,16 +747,9 @@ Status launch_qmix_forward(const QMixDeviceWeights& w, const QMixForwardArgs& a,
   while (bytes > static_cast<std::size_t>(limit) && group > 1) bytes = forward_tiling(&p, --group, N);
   if (bytes > static_cast<std::size_t>(limit)) return too_big("the CUDA qmix forward", bytes, limit);
   const std::int64_t groups = (a.B + p.group - 1) / p.group;
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (rows_per_thread(p.R, p.H) == 4) {
-    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_forward_kernel<4>>(bytes, dev.device, limit));
-    qmix_forward_kernel<4><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
-  } else {
-    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_forward_kernel<1>>(bytes, dev.device, limit));
-    qmix_forward_kernel<1><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
-  }
-  if (err.launched != nullptr) *err.launched = true;
-  return detail::launch_status("qmix_forward_kernel");
+  const bool four = rows_per_thread(p.R, p.H) == 4;
+  return launch_rows<qmix_forward_kernel<4>, qmix_forward_kernel<1>>(four, p, groups, bytes, dev, err, stream,
+                                                                     "qmix_forward_kernel");
 }
 
 Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* q_tot, const ErrorSink& err,
@@ -778,16 +788,9 @@ Status launch_qmix_mix(const QMixDeviceWeights& w, const QMixMixArgs& a, float* 
   while (bytes > static_cast<std::size_t>(limit) && group > 1) bytes = mix_tiling(&p, --group);
   if (bytes > static_cast<std::size_t>(limit)) return too_big("the CUDA qmix mixer", bytes, limit);
   const std::int64_t groups = (a.B + p.group - 1) / p.group;
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (rows_per_thread(p.R, p.Hh) == 4) {
-    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_mix_kernel<4>>(bytes, dev.device, limit));
-    qmix_mix_kernel<4><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
-  } else {
-    TOPOROUTE_RETURN_IF_ERROR(allow_smem<qmix_mix_kernel<1>>(bytes, dev.device, limit));
-    qmix_mix_kernel<1><<<grid_for(groups), kThreads, bytes, s>>>(p, err);
-  }
-  if (err.launched != nullptr) *err.launched = true;
-  return detail::launch_status("qmix_mix_kernel");
+  const bool four = rows_per_thread(p.R, p.Hh) == 4;
+  return launch_rows<qmix_mix_kernel<4>, qmix_mix_kernel<1>>(four, p, groups, bytes, dev, err, stream,
+                                                             "qmix_mix_kernel");
 }
 
 }  // namespace toporoute::cuda

@@ -272,6 +272,19 @@ bool stride_ok(std::int64_t extent, std::int64_t stride) { return extent <= 1 ||
 
 }  // namespace
 
+Status check_route_limits(std::int64_t N, std::int64_t D, const char* n_arg, const char* d_arg) {
+  if (N > kMaxN) {
+    return Status::error(StatusCode::unsupported, n_arg,
+                         "the CUDA route kernel supports at most " + std::to_string(kMaxN) +
+                             " agents per episode; got N = " + std::to_string(N) + " (use backend='cpu')");
+  }
+  if (D > kMaxD) {
+    return Status::error(StatusCode::unsupported, d_arg,
+                         "the CUDA route kernel supports D < 2^31; got D = " + std::to_string(D));
+  }
+  return Status::success();
+}
+
 Status launch_route(const RouteArgs& a, const RouteOut& o, const ErrorSink& err, void* stream) {
   if (a.B < 0 || a.N < 0 || a.D < 0) {
     return Status::error(StatusCode::invalid_argument, "q", "route: B, N and D must be >= 0");
@@ -282,15 +295,7 @@ Status launch_route(const RouteArgs& a, const RouteOut& o, const ErrorSink& err,
                          "route: inbox width K must be " + std::to_string(want_k) + " for k_in = " +
                              std::to_string(a.k_in) + "; got " + std::to_string(a.K));
   }
-  if (a.N > kMaxN) {
-    return Status::error(StatusCode::unsupported, "q",
-                         "the CUDA route kernel supports at most " + std::to_string(kMaxN) +
-                             " agents per episode; got N = " + std::to_string(a.N) + " (use backend='cpu')");
-  }
-  if (a.D > kMaxD) {
-    return Status::error(StatusCode::unsupported, "q",
-                         "the CUDA route kernel supports D < 2^31; got D = " + std::to_string(a.D));
-  }
+  TOPOROUTE_RETURN_IF_ERROR(check_route_limits(a.N, a.D, "q", "q"));
   if (a.B == 0 || a.N == 0) return Status::success();
   if ((a.D > 0 && (a.q == nullptr || a.k == nullptr)) || o.scores == nullptr || o.adjacency == nullptr ||
       o.in_degree == nullptr || (a.K > 0 && o.inbox == nullptr) || err.word == nullptr) {

@@ -356,13 +356,9 @@ Status launch_graph_stats_on(int device, const GraphStatsArgs& a, const GraphSta
 }
 
 Status graph_stats_host(const GraphStatsArgs& args, const GraphStatsOut& out, int device) {
-  using detail::require_c_contiguous;
-  const std::int64_t B = args.B, N = args.N;
-  if (B < 0 || N < 0) return invalid("adj", "graph_stats: B and N must be >= 0");
-  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("adj", {{B, args.adj_sb}, {N, args.adj_sr}, {N, args.adj_sc}}));
   TOPOROUTE_RETURN_IF_ERROR(
-      require_c_contiguous("prev", {{B, args.p_sb}, {N, args.p_sr}, {N, args.p_sc}}, args.prev != nullptr));
-  TOPOROUTE_RETURN_IF_ERROR(require_c_contiguous("active", {{B, args.a_sb}, {N, args.a_sn}}, args.active != nullptr));
+      detail::check_graph_layout(args, "graph_stats", "prev", args.prev, args.p_sb, args.p_sr, args.p_sc));
+  const std::int64_t B = args.B, N = args.N;
   if (B == 0) return Status::success();
 
   detail::DeviceScope scope;
