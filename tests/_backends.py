@@ -132,6 +132,8 @@ TOLERANCES: dict[str, Tol] = {
     "synergy_update.c_syn": _BITWISE,
     "synergy_update.edge_alpha": _BITWISE,
     "synergy_update.edge_beta": _BITWISE,
+    "bandit_weights.weights": _BITWISE,
+    "bandit_weights.psi": _BITWISE,
 }
 
 

@@ -1,7 +1,8 @@
-"""The HiVA bandit ops (ops.bandit_select, ops.bandit_update, ops.synergy_update): the generator against its
-published known-answer vectors, the Beta draws against their distribution, the selection and update semantics
-on hand-computed cases, parity of the compiled core with the reference (exactly equal selections and theta),
-independence of a graph's draws from its batch, chunking and thread count, and the input errors."""
+"""The HiVA bandit ops (ops.bandit_select, ops.bandit_weights, ops.bandit_update, ops.synergy_update): the
+generator against its published known-answer vectors, the Beta draws against their distribution, the selection,
+weight and update semantics on hand-computed cases, parity of the compiled core with the reference (exactly equal
+selections, theta, weights and psi), independence of a graph's draws from its batch, chunking and thread count,
+and the input errors."""
 
 from __future__ import annotations
 
@@ -215,6 +216,72 @@ def test_synergy_update_by_hand(backend: Backend) -> None:
     assert c[0, 1] == 1.0
 
 
+def _weights(backend: Backend, **kw: Any) -> Any:
+    """``bandit_weights`` of a 5-node graph (sink 1, node 4 dead): ``0 -> 1, 2, 3``, ``2 -> 3``, ``3 -> 1, 4``,
+    uniform synergy and beliefs, node 2 like the task and node 3 half like it; ``kw`` changes any argument."""
+    adj = np.zeros((5, 5), bool)
+    adj[0, [1, 2, 3]] = adj[2, 3] = adj[3, [1, 4]] = True
+    similarity = np.zeros((5, 2))
+    similarity[2] = (1.0, 1.0)
+    similarity[3] = (0.0, 1.0)
+    args = {
+        "adj": adj, "alive": np.array([1, 1, 1, 1, 0], bool), "alpha": np.ones(5, np.float32),
+        "beta": np.ones(5, np.float32), "c_syn": np.ones((5, 5), np.float32), "similarity": similarity,
+        "selected": np.array([1, 0, 0, 0, 0], bool), **kw,
+    }  # fmt: skip
+    return _weights_call(backend, args)
+
+
+@on_backends("bandit_weights", cuda=False)
+def test_bandit_weights_by_hand(backend: Backend) -> None:
+    # omega = (1, 0): psi = 0.5 (1 - jaccard) + 0.25 (1 - cosine) = [0.75, 0.75, 0, 0.5, 0 (dead)]; synergy 1
+    # everywhere: zeta = 1, w = exp(-log(2) psi) = 2**-psi into the non-sink nodes, 1 into the sink
+    got = _weights(backend, omega1=1.0, omega3=0.0, threshold=0.4)
+    np.testing.assert_array_equal(got.psi, [0.75, 0.75, 0.0, 0.5, 0.0])
+    half = np.float32(math.exp(-math.log(2.0) * 0.5))
+    want = np.zeros((5, 5), np.float32)
+    want[0, 1] = want[0, 2] = want[3, 1] = 1.0  # 0 -> 3 is beyond the threshold (0.5 > 0.4); 3 -> 4 is dead
+    want[2, 3] = half  # every successor of 2 is beyond it: the nearest is kept
+    np.testing.assert_array_equal(got.weights, want)
+    assert got.weights.dtype == np.float32 and got.psi.dtype == np.float64
+    # no threshold in reach: 0 -> 3 keeps its weight
+    np.testing.assert_array_equal(
+        _weights(backend, omega1=1.0, omega3=0.0, threshold=0.5).weights[0, 3], half
+    )
+    # omega3: Psi3 = 1 - alpha / (alpha + beta) = 1 - 3/4 for node 2
+    got = _weights(backend, alpha=np.array([1, 1, 3, 1, 1], np.float32), omega1=0.0, omega3=1.0)
+    np.testing.assert_array_equal(got.psi, [0.5, 0.5, 0.25, 0.5, 0.0])
+
+
+@on_backends("bandit_weights", cuda=False)
+def test_bandit_weights_synergy_by_hand(backend: Backend) -> None:
+    # omega = 0 (psi = 0, w = zeta**eta); S = {0}: zeta[d] = (c[0, d] + c[d, 0]) / 2 / top, top = 3 the largest
+    # synergy among the live nodes 0, 2, 3 (the sink left out, its 5 ignored)
+    c = np.ones((5, 5), np.float32)
+    c[0, 2], c[1, 2] = 3.0, 5.0
+    got = _weights(backend, c_syn=c, omega1=0.0, omega3=0.0, eta=2.0)
+    assert got.weights[0, 2] == np.float32(((3.0 + 1.0) / 2 / 3) ** 2)
+    assert got.weights[0, 3] == got.weights[2, 3] == np.float32((2.0 / 2 / 3) ** 2)
+    assert got.weights[0, 1] == 1.0
+    # a single live node but the sink: top = c0; a dead selected node still counts in the group
+    adj = np.zeros((5, 5), bool)
+    adj[1, 2] = True  # the sink routing on (never by HiVA, but defined)
+    c = np.ones((5, 5), np.float32)
+    c[0, 2] = c[2, 0] = 3.0
+    got = _weights(
+        backend, adj=adj, alive=np.array([0, 1, 1, 0, 0], bool), c_syn=c, selected=np.array([1, 0, 1, 0, 0], bool),
+        omega1=0.0, omega3=0.0, c0=2.0,
+    )  # fmt: skip
+    assert got.weights[1, 2] == np.float32((3.0 + 3.0) / 2 / 2.0)
+    # nothing selected: zeta = 1 for every node; eta = 0 gives 1 even for a zero synergy
+    got = _weights(
+        backend, selected=np.zeros(5, bool), omega1=0.0, omega3=0.0, c_syn=np.zeros((5, 5), np.float32)
+    )
+    assert got.weights[0, 2] == got.weights[0, 3] == 1.0
+    got = _weights(backend, omega1=0.0, omega3=0.0, c_syn=np.zeros((5, 5), np.float32), eta=0.0)
+    assert got.weights[0, 2] == got.weights[0, 3] == 1.0
+
+
 # ----------------------------------------------------------------------------------------------------- parity
 
 
@@ -315,6 +382,147 @@ def test_synergy_update_parity(backend: Backend) -> None:
             want = REFERENCE.synergy_update(c, ea, eb, routed, reward, lr=lr)
             got = backend.synergy_update(c, ea, eb, routed, reward, lr=lr)
             assert_matches("synergy_update", got, want, f"B={B} N={N} lr={lr}")
+
+
+def _weights_inputs(
+    rng: np.random.Generator, B: int, N: int, *, sink: int, p_selected: float
+) -> dict[str, Any]:
+    """Random batches for bandit_weights with its edge cases: graph 0 has only the sink alive, graph 1 one live
+    node besides it, graph 2 nothing selected, graph 3 every node far from the task (psi >= omega1: every
+    candidate beyond a lower threshold); synergies repeat (ties for the maximum) and some are negative (zeta <= 0)."""
+    adj = rng.random((B, N, N)) < 0.4
+    alive = rng.random((B, N)) < 0.8
+    alive[:, sink] = True
+    alpha = np.exp(rng.uniform(np.log(0.05), np.log(60.0), (B, N))).astype(np.float32)
+    beta = np.exp(rng.uniform(np.log(0.05), np.log(60.0), (B, N))).astype(np.float32)
+    c_syn = rng.choice(np.array([-0.5, 0.0, 1.0, 2.0], np.float32), (B, N, N))
+    free = rng.random((B, N, N)) < 0.5
+    c_syn[free] = rng.uniform(-1.0, 4.0, int(free.sum()))
+    similarity = np.stack([rng.random((B, N)), rng.uniform(-1.0, 1.0, (B, N))], axis=-1)
+    similarity[rng.random((B, N)) < 0.2] = 0.0  # nodes without one
+    similarity[..., 0][rng.random((B, N)) < 0.1] = 1.0
+    selected = rng.random((B, N)) < p_selected
+    edge = [b for b in range(4) if b < B]
+    if 0 in edge:
+        alive[0] = False
+        alive[0, sink] = True
+    if 1 in edge and N > 1:
+        alive[1] = False
+        alive[1, [sink, (sink + 1) % N]] = True
+    if 2 in edge:
+        selected[2] = False
+    if 3 in edge:
+        similarity[3] = (0.0, -1.0)
+    return {"adj": adj, "alive": alive, "alpha": alpha, "beta": beta, "c_syn": c_syn.astype(np.float32),
+            "similarity": similarity, "selected": selected, "sink": sink}  # fmt: skip
+
+
+def _weights_cases() -> list[tuple[str, dict[str, Any]]]:
+    rng = np.random.default_rng(19)
+    cases = []
+    # N from one node to 70 (groups S + {d} up to ~65 nodes: every branch of the pairwise sums); B = 64, N = 24
+    # takes the core's OpenMP path
+    for B, N, p_sel in [
+        (1, 1, 0.5),
+        (2, 2, 0.5),
+        (5, 5, 0.3),
+        (20, 17, 0.2),
+        (64, 24, 0.3),
+        (6, 40, 0.7),
+        (3, 70, 0.9),
+    ]:
+        for sink in sorted({0, 1 % N, N - 1}):
+            arrays = _weights_inputs(rng, B, N, sink=sink, p_selected=p_sel)
+            for lam, eta, omega1, omega3, threshold, c0 in [
+                (1.0, 1.0, 0.25, 0.25, 0.75, 1.0),
+                (0.0, 0.0, 1.0, 0.0, 0.3, 0.5),
+                (3.5, 2.5, 0.7, 1.3, 0.0, 1.0),
+                (1.0, 0.5, 0.25, 0.25, -1.0, 2.0),
+                (1.0, 1.0, 0.0, 0.0, 2.0, 1.0),
+            ]:
+                kw = {**arrays, "lam": lam, "eta": eta, "omega1": omega1, "omega3": omega3,
+                      "threshold": threshold, "c0": c0}  # fmt: skip
+                cases.append((f"B={B} N={N} sink={sink} lam={lam} eta={eta} threshold={threshold}", kw))
+    return cases
+
+
+def _weights_call(backend: Backend, kw: dict[str, Any]) -> Any:
+    return _call_positional(backend.bandit_weights, _WEIGHT_ARRAYS, kw)
+
+
+_WEIGHT_ARRAYS = ("adj", "alive", "alpha", "beta", "c_syn", "similarity", "selected")
+
+
+def _call_positional(fn: Callable[..., Any], positional: tuple[str, ...], kw: dict[str, Any]) -> Any:
+    rest = {k: v for k, v in kw.items() if k not in positional}
+    return fn(*(kw[name] for name in positional), **rest)
+
+
+@needs_core
+@on_backends("bandit_weights", reference=False, cuda=False)
+def test_bandit_weights_parity(backend: Backend) -> None:
+    for ctx, kw in _weights_cases():
+        want = _weights_call(REFERENCE, kw)
+        assert_matches("bandit_weights", _weights_call(backend, kw), want, ctx)
+
+
+@on_backends("bandit_weights", cuda=False)
+def test_bandit_weights_edge_cases(backend: Backend) -> None:
+    kw = _weights_inputs(np.random.default_rng(20), 4, 9, sink=1, p_selected=0.4)
+    got = _weights_call(backend, {**kw, "threshold": 0.2})
+    live_edges = kw["adj"] & kw["alive"][:, :, None] & kw["alive"][:, None, :] & ~np.eye(9, dtype=bool)
+    assert not got.weights[~live_edges].any() and not got.psi[~kw["alive"]].any()
+    # graph 0: only the sink is alive; graph 1: one live node, its edge into the sink weighs 1
+    assert not got.weights[0].any()
+    assert got.weights[1, 2, 1] == (1.0 if live_edges[1, 2, 1] else 0.0)
+    # graph 3: every node is beyond the threshold (psi >= 0.25 with omega 0.25, 0.25, Jaccard 0 and cosine -1):
+    # a source keeps its nearest successor, unless the sink is one of them (then the sink alone)
+    for s in range(9):
+        succ = [d for d in np.flatnonzero(live_edges[3, s]) if d != 1]
+        kept = [d for d in succ if got.weights[3, s, d] > 0]
+        if succ and not live_edges[3, s, 1]:
+            nearest = min(succ, key=lambda d: got.psi[3, d])
+            assert kept in ([nearest], []), (s, kept, nearest)
+        else:
+            assert kept == [], (s, kept)
+        assert got.weights[3, s, 1] == (1.0 if live_edges[3, s, 1] else 0.0)
+
+
+@on_backends("bandit_weights", cuda=False)
+def test_bandit_weights_single_graph_and_strided_inputs(backend: Backend) -> None:
+    kw = _weights_inputs(np.random.default_rng(21), 12, 14, sink=1, p_selected=0.3)
+    whole = _weights_call(backend, kw)
+    for b in (0, 5, 11):
+        one = _weights_call(backend, {k: v[b] if isinstance(v, np.ndarray) else v for k, v in kw.items()})
+        assert_matches(
+            "bandit_weights", one, type(whole)(whole.weights[b], whole.psi[b]), f"graph {b}", exact=True
+        )
+    # every other graph, nodes in reverse order: the result of the same graphs laid out contiguously
+    views = {"adj": np.s_[::2, ::-1, ::-1], "c_syn": np.s_[::2, ::-1, ::-1], "similarity": np.s_[::2, ::-1]}
+    sink = 14 - 1 - 1
+    strided = {
+        k: v[views.get(k, np.s_[::2, ::-1])] if isinstance(v, np.ndarray) else v for k, v in kw.items()
+    }
+    strided["sink"] = sink
+    contiguous = {k: np.ascontiguousarray(v) if isinstance(v, np.ndarray) else v for k, v in strided.items()}
+    assert_matches(
+        "bandit_weights", _weights_call(backend, strided), _weights_call(backend, contiguous), exact=True
+    )
+
+
+@on_backend_names("bandit_weights")
+def test_bandit_weights_of_dead_nodes_are_not_read(backend: str) -> None:
+    kw = _weights_inputs(np.random.default_rng(22), 3, 6, sink=1, p_selected=0.4)
+    alive = kw["alive"].copy()
+    alive[2, 4] = False
+    alpha, beta = kw["alpha"].copy(), kw["beta"].copy()
+    alpha[2, 4], beta[2, 4] = np.nan, 0.0
+    got = _call(
+        "bandit_weights", _WEIGHT_ARRAYS, backend, {**kw, "alive": alive, "alpha": alpha, "beta": beta}
+    )
+    want = _call("bandit_weights", _WEIGHT_ARRAYS, backend, {**kw, "alive": alive})
+    assert_matches("bandit_weights", got, want, exact=True)
+    assert got.psi[2, 4] == 0 and not got.weights[2, :, 4].any()
 
 
 # ------------------------------------------------------------------------------- batch, chunks and threads
@@ -564,6 +772,52 @@ SYNERGY_ERRORS = [
 ]
 
 
+def _weights_kw(backend: str, **changes: Any) -> Any:
+    kw = _weights_inputs(np.random.default_rng(23), 2, 4, sink=1, p_selected=0.5)
+    kw["alive"][:] = True
+    return _call("bandit_weights", _WEIGHT_ARRAYS, backend, {**kw, **changes})
+
+
+def _w_at(name: str, value: float, at: tuple[int, ...]) -> dict[str, Any]:
+    x = _weights_inputs(np.random.default_rng(23), 2, 4, sink=1, p_selected=0.5)[name].copy()
+    x[at] = value
+    return {name: x}
+
+
+WEIGHTS_ERRORS = [
+    ("adj", {"adj": np.zeros((2, 4, 4), np.int32)}, errors.DTypeError),
+    ("adj", {"adj": np.zeros((2, 4, 3), bool)}, errors.ShapeError),
+    ("adj", {"adj": np.zeros((2, 0, 0), bool), "alive": np.zeros((2, 0), bool)}, errors.ShapeError),
+    ("alive", {"alive": np.ones((2, 3), bool)}, errors.ShapeError),
+    ("alpha", {"alpha": np.ones((2, 4), np.float64)}, errors.DTypeError),
+    ("beta", {"beta": np.ones((2, 5), np.float32)}, errors.ShapeError),
+    ("c_syn", {"c_syn": np.ones((2, 4, 4), np.float64)}, errors.DTypeError),
+    ("c_syn", {"c_syn": np.ones((2, 4, 3), np.float32)}, errors.ShapeError),
+    ("similarity", {"similarity": np.zeros((2, 4, 2), np.float32)}, errors.DTypeError),
+    ("similarity", {"similarity": np.zeros((2, 4, 3))}, errors.ShapeError),
+    ("similarity", {"similarity": np.zeros((2, 4))}, errors.ShapeError),
+    ("selected", {"selected": np.ones((2, 4), np.int8)}, errors.DTypeError),
+    ("sink", {"sink": 4}, errors.OutOfRangeError),
+    ("sink", {"sink": -1}, errors.OutOfRangeError),
+    ("sink", {"sink": 1.0}, errors.InvalidArgumentError),
+    ("lam", {"lam": -0.1}, errors.OutOfRangeError),
+    ("eta", {"eta": math.inf}, errors.OutOfRangeError),
+    ("omega1", {"omega1": -1.0}, errors.OutOfRangeError),
+    ("omega3", {"omega3": "0.25"}, errors.InvalidArgumentError),
+    ("threshold", {"threshold": math.nan}, errors.OutOfRangeError),
+    ("threshold", {"threshold": None}, errors.InvalidArgumentError),
+    ("c0", {"c0": 0.0}, errors.OutOfRangeError),
+    ("alpha", _w_at("alpha", 0.0, (1, 2)), errors.OutOfRangeError),
+    ("beta", _w_at("beta", np.nan, (0, 3)), errors.NonFiniteError),
+    ("c_syn", _w_at("c_syn", np.inf, (1, 0, 2)), errors.NonFiniteError),
+    ("similarity", _w_at("similarity", np.nan, (1, 1, 1)), errors.NonFiniteError),
+    ("similarity", _w_at("similarity", 1.5, (0, 2, 0)), errors.OutOfRangeError),
+    ("similarity", _w_at("similarity", -1.01, (1, 3, 1)), errors.OutOfRangeError),
+    # the first fault kind in the reference's order wins: alpha's 0 in graph 1 over c_syn's NaN in graph 0
+    ("alpha", {**_w_at("alpha", 0.0, (1, 1)), **_w_at("c_syn", np.nan, (0, 0, 0))}, errors.OutOfRangeError),
+]
+
+
 def _argument_errors(call: Callable[..., Any], table: list[tuple[str, dict[str, Any], type]]) -> list[Any]:
     return [pytest.param(call, *row, id=f"{call.__name__[1:]}-{row[0]}-{i}") for i, row in enumerate(table)]
 
@@ -572,9 +826,10 @@ def _argument_errors(call: Callable[..., Any], table: list[tuple[str, dict[str, 
     ("call", "arg", "change", "cls"),
     _argument_errors(_select, SELECT_ERRORS)
     + _argument_errors(_update, UPDATE_ERRORS)
-    + _argument_errors(_synergy, SYNERGY_ERRORS),
+    + _argument_errors(_synergy, SYNERGY_ERRORS)
+    + _argument_errors(_weights_kw, WEIGHTS_ERRORS),
 )
-@on_backend_names("bandit_select", "bandit_update", "synergy_update")
+@on_backend_names("bandit_select", "bandit_update", "synergy_update", "bandit_weights")
 def test_argument_errors(
     backend: str, call: Callable[..., Any], arg: str, change: dict[str, Any], cls: type
 ) -> None:
@@ -614,7 +869,7 @@ def test_a_core_without_the_kernels_falls_back_to_the_reference(monkeypatch: pyt
 
 
 @pytest.mark.parametrize(("B", "N"), [(0, 3), (2, 0), (0, 0)])
-@on_backend_names("bandit_select", "bandit_update", "synergy_update")
+@on_backend_names("bandit_select", "bandit_update", "synergy_update", "bandit_weights")
 def test_empty_batches_and_graphs(backend: str, B: int, N: int) -> None:
     adj = np.zeros((B, N, N), bool)
     ones = np.ones((B, N), np.float32)
@@ -624,3 +879,9 @@ def test_empty_batches_and_graphs(backend: str, B: int, N: int) -> None:
     assert upd.alpha.shape == upd.beta.shape == (B, N)
     f = adj.astype(np.float32)
     assert ops.synergy_update(f, f, f, f, ones, backend=backend).c_syn.shape == (B, N, N)
+    if N:  # bandit_weights needs a sink
+        alive = np.ones((B, N), bool)
+        got = ops.bandit_weights(
+            adj, alive, ones, ones, f, np.zeros((B, N, 2)), alive, sink=0, backend=backend
+        )
+        assert (got.weights.shape, got.psi.shape) == ((B, N, N), (B, N))

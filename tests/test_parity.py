@@ -105,6 +105,9 @@ def test_backend_op_sets_match_the_package() -> None:
         "conductor_check": lambda: ops.conductor_check(["x"], backend="cuda"),
         "bandit_update": lambda: ops.bandit_update(h, h, alive, h, backend="cuda"),
         "synergy_update": lambda: ops.synergy_update(f, f, f, f, h, backend="cuda"),
+        "bandit_weights": lambda: ops.bandit_weights(
+            adj, alive, h, h, f, np.zeros((1, 2, 2)), alive, backend="cuda"
+        ),
         "dag_edit": lambda: ops.dag_edit(adj, alive, np.zeros((1, 1, 3), np.int32), backend="cuda"),
         "dag_repair": lambda: ops.dag_repair(adj, alive, backend="cuda"),
         "team_schedule": lambda: ops.team_schedule(adj, alive, backend="cuda"),

@@ -111,6 +111,29 @@ py::tuple synergy_update(const py::handle& c_syn, const py::handle& edge_alpha, 
   return arrays;
 }
 
+py::tuple bandit_weights(const py::handle& adj, const py::handle& alive, const py::handle& alpha,
+                         const py::handle& beta, const py::handle& c_syn, const py::handle& similarity,
+                         const py::handle& selected, std::int64_t sink, double lam, double eta, double omega1,
+                         double omega3, double threshold, double c0) {
+  BanditWeightsArgs a;
+  Dims dims;
+  dims.view(adj, "adj", "BNN", a.adj, a.adj_sb, a.adj_sr, a.adj_sc);
+  dims.view(alive, "alive", "BN", a.alive, a.al_sb, a.al_sn);
+  dims.view(alpha, "alpha", "BN", a.alpha, a.a_sb, a.a_sn);
+  dims.view(beta, "beta", "BN", a.beta, a.b_sb, a.b_sn);
+  dims.view(c_syn, "c_syn", "BNN", a.c_syn, a.c_s[0], a.c_s[1], a.c_s[2]);
+  dims.view(similarity, "similarity", "BN2", a.similarity, a.s_s[0], a.s_s[1], a.s_s[2]);
+  dims.view(selected, "selected", "BN", a.selected, a.se_sb, a.se_sn);
+  set_graph_sizes(a, dims);
+  a.scalars = {sink, lam, eta, omega1, omega3, threshold, c0};
+
+  BanditWeightsOut out;
+  NewOutputs o("bandit_weights");
+  o.add<float>({a.B, a.N, a.N}, &out.weights);
+  o.add<double>({a.B, a.N}, &out.psi);
+  return o.run([&] { return toporoute::bandit_weights(a, out); });
+}
+
 }  // namespace
 
 void bind_bandit(py::module_& m) {
@@ -127,6 +150,12 @@ void bind_bandit(py::module_& m) {
         py::arg("routed"), py::arg("reward"), py::arg("lr"),
         "synergy_update(c_syn: f32 (B,N,N), edge_alpha: f32 (B,N,N), edge_beta: f32 (B,N,N), routed: f32 (B,N,N), "
         "reward: f32 (B,N), lr: float) -> (c_syn, edge_alpha, edge_beta)");
+  m.def("bandit_weights", &bandit_weights, py::arg("adj"), py::arg("alive"), py::arg("alpha"), py::arg("beta"),
+        py::arg("c_syn"), py::arg("similarity"), py::arg("selected"), py::arg("sink"), py::arg("lam"), py::arg("eta"),
+        py::arg("omega1"), py::arg("omega3"), py::arg("threshold"), py::arg("c0"),
+        "bandit_weights(adj: bool (B,N,N), alive: bool (B,N), alpha: f32 (B,N), beta: f32 (B,N), c_syn: f32 (B,N,N), "
+        "similarity: f64 (B,N,2), selected: bool (B,N), sink: int, lam: float, eta: float, omega1: float, "
+        "omega3: float, threshold: float, c0: float) -> (weights, psi)");
 }
 
 }  // namespace toporoute::bindings

@@ -175,6 +175,7 @@ HostView host_view(const py::handle& obj, const char* name, int ndim, bool is_bo
 }
 
 template HostView host_view<float>(const py::handle&, const char*, int, bool, const char*);
+template HostView host_view<double>(const py::handle&, const char*, int, bool, const char*);
 template HostView host_view<std::uint8_t>(const py::handle&, const char*, int, bool, const char*);
 template HostView host_view<std::int64_t>(const py::handle&, const char*, int, bool, const char*);
 template HostView host_view<std::int32_t>(const py::handle&, const char*, int, bool, const char*);

@@ -316,6 +316,22 @@ void select_graph(const BanditSelectArgs& a, const BanditSelectOut& o, std::int6
   }
 }
 
+// run(b, slot) for every graph b < B: on the calling thread, or on `threads` OpenMP threads when `parallel`, each
+// with its own scratch slot.
+template <class Run>
+void for_each_graph(std::int64_t B, bool parallel, int threads, const detail::TeamScratch& scratch, const Run& run) {
+  if (!parallel) {
+    for (std::int64_t b = 0; b < B; ++b) run(b, scratch.slot(0));
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    unsigned char* slot = scratch.slot(detail::thread_index());
+#pragma omp for schedule(dynamic, 16)
+    for (std::int64_t b = 0; b < B; ++b) run(b, slot);
+  }
+}
+
 }  // namespace
 
 Status check_bandit_select(const BanditSelectArgs& a) {
@@ -354,16 +370,7 @@ Status bandit_select(const BanditSelectArgs& a, const BanditSelectOut& o) {
     }
     select_graph(a, o, b, reinterpret_cast<Candidate*>(slot));
   };
-  if (!parallel) {
-    for (std::int64_t b = 0; b < a.B; ++b) run(b, scratch.slot(0));
-  } else {
-#pragma omp parallel num_threads(threads)
-    {
-      unsigned char* slot = scratch.slot(detail::thread_index());
-#pragma omp for schedule(dynamic, 16)
-      for (std::int64_t b = 0; b < a.B; ++b) run(b, slot);
-    }
-  }
+  for_each_graph(a.B, parallel, threads, scratch, run);
   for (int f = 0; f < kFaults; ++f) {
     if (first[f].any()) return fault_status(a, f, first[f].get());
   }
@@ -541,6 +548,261 @@ Status synergy_update(const SynergyUpdateArgs& a, const SynergyUpdateOut& o) {
     for (std::int64_t b = 0; b < a.B; ++b) graph(b);
   }
   return bad.any() ? synergy_fault(a) : Status::success();
+}
+
+namespace {
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// The first alpha or beta of an alive node that is not finite, or (after a clean finite pass) not > 0.
+Status alive_positive_fault(const BanditWeightsArgs& a, const char* name, const float* x, std::int64_t sb,
+                            std::int64_t sn) {
+  for (const bool finite_pass : {true, false}) {
+    for (std::int64_t b = 0; b < a.B; ++b) {
+      for (std::int64_t n = 0; n < a.N; ++n) {
+        if (a.alive[b * a.al_sb + n * a.al_sn] == 0) continue;
+        const float v = x[b * sb + n * sn];
+        if (finite_pass ? std::isfinite(v) : v > 0.0f) continue;
+        const std::string at = " at graph " + std::to_string(b) + ", node " + std::to_string(n);
+        return finite_pass ? Status::error(StatusCode::non_finite, name,
+                                           std::string(name) + " must be finite; got " + format_value(v) + at)
+                           : Status::error(StatusCode::out_of_range, name,
+                                           std::string(name) + " must be > 0; got " + format_value(v) + at);
+      }
+    }
+  }
+  return Status::success();
+}
+
+// The first similarity that is not finite, then the first Jaccard outside [0, 1], then the first cosine outside
+// [-1, 1] (the reference's order).
+Status similarity_fault(const BanditWeightsArgs& a) {
+  auto sim = [&](std::int64_t b, std::int64_t n, std::int64_t k) {
+    return a.similarity[b * a.s_s[0] + n * a.s_s[1] + k * a.s_s[2]];
+  };
+  auto at = [](std::int64_t b, std::int64_t n) {
+    return " at graph " + std::to_string(b) + ", node " + std::to_string(n);
+  };
+  for (std::int64_t b = 0; b < a.B; ++b) {
+    for (std::int64_t n = 0; n < a.N; ++n) {
+      for (std::int64_t k = 0; k < 2; ++k) {
+        if (!std::isfinite(sim(b, n, k))) {
+          return Status::error(StatusCode::non_finite, "similarity",
+                               "similarity must be finite; got " + format_double(sim(b, n, k)) + at(b, n));
+        }
+      }
+    }
+  }
+  for (std::int64_t k = 0; k < 2; ++k) {
+    const double lo = k == 0 ? 0.0 : -1.0;
+    for (std::int64_t b = 0; b < a.B; ++b) {
+      for (std::int64_t n = 0; n < a.N; ++n) {
+        const double v = sim(b, n, k);
+        if (v >= lo && v <= 1.0) continue;
+        return Status::error(StatusCode::out_of_range, "similarity",
+                             std::string("similarity[..., ") + (k == 0 ? "0] (Jaccard) must be in [0, 1]"
+                                                                       : "1] (cosine) must be in [-1, 1]") +
+                                 "; got " + format_double(v) + at(b, n));
+      }
+    }
+  }
+  return Status::success();
+}
+
+// The first input error of bandit_weights in the reference's order (success when there is none).
+Status weights_fault(const BanditWeightsArgs& a) {
+  TOPOROUTE_RETURN_IF_ERROR(alive_positive_fault(a, "alpha", a.alpha, a.a_sb, a.a_sn));
+  TOPOROUTE_RETURN_IF_ERROR(alive_positive_fault(a, "beta", a.beta, a.b_sb, a.b_sn));
+  TOPOROUTE_RETURN_IF_ERROR(check_range({"c_syn", a.c_syn, a.c_s, 3, -kInf, kInf, false}, a.B, a.N));
+  return similarity_fault(a);
+}
+
+// numpy's pairwise summation of x[0], x[stride], ..., x[(n - 1) stride] (loops_utils.h.src, pairwise_sum), which
+// ndarray.sum() and np.trace() run in the reference: see backends/_reference_bandit.py, bandit_weights.
+double pairwise_sum(const double* x, std::int64_t n, std::int64_t stride) {
+  if (n < 8) {
+    double res = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) res += x[i * stride];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int j = 0; j < 8; ++j) r[j] = x[j * stride];
+    std::int64_t i = 8;
+    for (; i < n - n % 8; i += 8) {
+      for (int j = 0; j < 8; ++j) r[j] += x[(i + j) * stride];
+    }
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += x[i * stride];
+    return res;
+  }
+  std::int64_t half = n / 2;
+  half -= half % 8;
+  return pairwise_sum(x, half, stride) + pairwise_sum(x + half * stride, n - half, stride);
+}
+
+// Per-thread scratch of one graph: the synergies of a group S + {d} (N^2 float64), the selected nodes but the sink
+// (N), the group (N), each node's weight as a successor (N).
+std::uint64_t weights_scratch_bytes(std::int64_t N) {
+  const auto n = static_cast<std::uint64_t>(N);
+  std::uint64_t sub = 0;
+  if (__builtin_mul_overflow(n * n, sizeof(double), &sub)) return UINT64_MAX;
+  return sub + n * (2 * sizeof(std::int64_t) + sizeof(float));
+}
+
+// False when graph b holds a value the checks refuse (weights_fault then names the first one).
+bool weights_inputs_ok(const BanditWeightsArgs& a, std::int64_t b) {
+  bool ok = true;
+  for (std::int64_t n = 0; n < a.N; ++n) {
+    if (a.alive[b * a.al_sb + n * a.al_sn] != 0) {
+      ok &= within(a.alpha[b * a.a_sb + n * a.a_sn], kTiny, kMax);
+      ok &= within(a.beta[b * a.b_sb + n * a.b_sn], kTiny, kMax);
+    }
+    const double jac = a.similarity[b * a.s_s[0] + n * a.s_s[1]];
+    const double cos = a.similarity[b * a.s_s[0] + n * a.s_s[1] + a.s_s[2]];
+    ok &= jac >= 0.0 && jac <= 1.0 && cos >= -1.0 && cos <= 1.0;
+    for (std::int64_t j = 0; j < a.N; ++j) {
+      ok &= within(a.c_syn[b * a.c_s[0] + n * a.c_s[1] + j * a.c_s[2]], -kMax, kMax);
+    }
+  }
+  return ok;
+}
+
+void weights_graph(const BanditWeightsArgs& a, const BanditWeightsOut& o, std::int64_t b, unsigned char* slot) {
+  const BanditWeightsScalars& p = a.scalars;
+  const std::int64_t N = a.N, sink = p.sink;
+  auto alive = [&](std::int64_t n) { return a.alive[b * a.al_sb + n * a.al_sn] != 0; };
+  auto live = [&](std::int64_t n) { return n != sink && alive(n); };
+  auto* sub = reinterpret_cast<double*>(slot);
+  auto* base = reinterpret_cast<std::int64_t*>(sub + N * N);
+  std::int64_t* group = base + N;
+  auto* factor = reinterpret_cast<float*>(group + N);
+  double* psi = o.psi + b * N;
+  float* w = o.weights + b * N * N;
+  std::fill(w, w + N * N, 0.0f);
+
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (!alive(n)) {
+      psi[n] = 0.0;
+      continue;
+    }
+    const double jac = a.similarity[b * a.s_s[0] + n * a.s_s[1]];
+    const double cos = a.similarity[b * a.s_s[0] + n * a.s_s[1] + a.s_s[2]];
+    const double psi1 = 0.5 * (1.0 - jac) + 0.5 * (1.0 - cos) / 2.0;
+    const float al = a.alpha[b * a.a_sb + n * a.a_sn];
+    const float total = al + a.beta[b * a.b_sb + n * a.b_sn];  // in float32, as the reference adds the beliefs
+    const double psi3 = 1.0 - static_cast<double>(al) / static_cast<double>(total);
+    psi[n] = p.omega1 * psi1 + p.omega3 * psi3;
+  }
+
+  // the largest synergy among the live nodes (diagonal included), or c0 with fewer than two
+  std::int64_t n_live = 0;
+  float top32 = 0.0f;
+  bool seen = false;
+  for (std::int64_t i = 0; i < N; ++i) {
+    if (!live(i)) continue;
+    ++n_live;
+    for (std::int64_t j = 0; j < N; ++j) {
+      const float v = a.c_syn[b * a.c_s[0] + i * a.c_s[1] + j * a.c_s[2]];
+      if (live(j) && (!seen || v > top32)) {
+        top32 = v;
+        seen = true;
+      }
+    }
+  }
+  double top = n_live > 1 ? static_cast<double>(top32) : p.c0;
+  if (1e-12 > top) top = 1e-12;
+
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < N; ++i) {
+    if (i != sink && a.selected[b * a.se_sb + i * a.se_sn] != 0) base[m++] = i;
+  }
+  // a successor's weight depends on it alone: exp and pow once per node, not once per edge
+  const double ln2 = std::log(2.0);
+  for (std::int64_t d = 0; d < N; ++d) {
+    if (!live(d)) continue;
+    std::int64_t g = 0;
+    bool placed = false;
+    for (std::int64_t k = 0; k < m; ++k) {
+      if (!placed && d <= base[k]) {
+        if (d < base[k]) group[g++] = d;
+        placed = true;
+      }
+      group[g++] = base[k];
+    }
+    if (!placed) group[g++] = d;
+    double zeta = 1.0;
+    if (g >= 2) {  // the reference's c_syn[G, G] in float64, summed whole and along its diagonal
+      for (std::int64_t i = 0; i < g; ++i) {
+        const float* row = a.c_syn + b * a.c_s[0] + group[i] * a.c_s[1];
+        for (std::int64_t j = 0; j < g; ++j) sub[i * g + j] = static_cast<double>(row[group[j] * a.c_s[2]]);
+      }
+      const double sum = 0.0 + pairwise_sum(sub, g * g, 1);
+      const double trace = 0.0 + pairwise_sum(sub, g, g + 1);
+      zeta = (sum - trace) / static_cast<double>(g * (g - 1)) / top;
+    }
+    factor[d] = static_cast<float>(std::exp(-p.lam * (ln2 * psi[d])) * std::pow(zeta < 0.0 ? 0.0 : zeta, p.eta));
+  }
+
+  for (std::int64_t s = 0; s < N; ++s) {
+    if (!alive(s)) continue;
+    auto edge = [&](std::int64_t d) {
+      return d != s && a.adj[b * a.adj_sb + s * a.adj_sr + d * a.adj_sc] != 0 && alive(d);
+    };
+    auto far = [&](std::int64_t d) { return d != sink && psi[d] > p.threshold; };
+    std::int64_t n_succ = 0, n_far = 0, nearest = -1;
+    for (std::int64_t d = 0; d < N; ++d) {
+      if (!edge(d)) continue;
+      ++n_succ;
+      if (d == sink) {
+        w[s * N + d] = 1.0f;
+        continue;
+      }
+      w[s * N + d] = factor[d];
+      if (far(d)) {
+        ++n_far;
+        if (nearest < 0 || psi[d] < psi[nearest]) nearest = d;
+      }
+    }
+    if (n_far == 0) continue;
+    const std::int64_t keep = n_far == n_succ ? nearest : -1;  // the threshold always keeps the nearest candidate
+    for (std::int64_t d = 0; d < N; ++d) {
+      if (d != keep && edge(d) && far(d)) w[s * N + d] = 0.0f;
+    }
+  }
+}
+
+}  // namespace
+
+Status bandit_weights(const BanditWeightsArgs& a, const BanditWeightsOut& o) {
+  if (a.B < 0 || a.N < 0) {
+    return Status::error(StatusCode::invalid_argument, "adj", "bandit_weights: negative dimensions");
+  }
+  if (a.scalars.sink < 0 || a.scalars.sink >= a.N) {
+    return Status::error(StatusCode::out_of_range, "sink",
+                         "sink must be in [0, " + std::to_string(a.N) + ") (a node of adj); got " +
+                             std::to_string(a.scalars.sink));
+  }
+  // the zeta sums read up to N^2 synergies per node; most graphs select a few nodes
+  const std::int64_t work = a.B * a.N * a.N * 8;
+  const bool parallel = work >= detail::kParallelWork;
+  const int threads = parallel ? detail::team_size(a.B) : 1;
+  const detail::TeamScratch scratch(weights_scratch_bytes(a.N), threads);
+  if (!scratch.ok()) return scratch.failure("bandit_weights", "per-thread scratch");
+  detail::FirstError bad(a.B);
+  auto run = [&](std::int64_t b, unsigned char* slot) {
+    if (weights_inputs_ok(a, b)) {
+      weights_graph(a, o, b, slot);
+    } else {
+      bad.record(b);
+    }
+  };
+  for_each_graph(a.B, parallel, threads, scratch, run);
+  return bad.any() ? weights_fault(a) : Status::success();
 }
 
 }  // namespace toporoute

@@ -1,7 +1,8 @@
 #pragma once
 /// \file bandit.hpp
-/// HiVA bandit kernels: Thompson selection of each node's top-k successors, the nodes' Beta update (Eq. B1,
-/// decay toward the prior) and the edges' synergy update (Eq. B2). The semantics, the Philox4x32-10 counter
+/// HiVA bandit kernels: Thompson selection of each node's top-k successors, the edge weights it is given
+/// (knowledge distance and synergy), the nodes' Beta update (Eq. B1, decay toward the prior) and the edges'
+/// synergy update (Eq. B2). The semantics, the Philox4x32-10 counter
 /// layout and the exact draw sequence are those of python/toporoute/backends/_reference_bandit.py; every
 /// float64 step runs in the same order with the C library's log/cos/exp/pow, so results equal the reference's
 /// bit for bit. Inputs are strided views (element strides); outputs are new C-contiguous arrays. No exceptions:
@@ -55,6 +56,48 @@ Status bandit_select(const BanditSelectArgs& args, const BanditSelectOut& out);
 /// The first bad input of bandit_select() in its order (success when there is none): the same Status as
 /// bandit_select() for the same arguments. Serial, O(B N^2); the CUDA host path calls it once a kernel saw a fault.
 Status check_bandit_select(const BanditSelectArgs& args);
+
+/// The scalars of bandit_weights(), in the op's order: the sink, lambda, eta, omega1, omega3, the distance
+/// threshold and c0.
+struct BanditWeightsScalars {
+  std::int64_t sink = 1;
+  double lam = 1.0, eta = 1.0, omega1 = 0.25, omega3 = 0.25, threshold = 0.75, c0 = 1.0;
+};
+
+/// Inputs of bandit_weights(): adj (B,N,N) u8, alive (B,N) u8, alpha and beta (B,N) f32, c_syn (B,N,N) f32,
+/// similarity (B,N,2) f64 (Jaccard, cosine), selected (B,N) u8; strides in elements.
+struct BanditWeightsArgs {
+  const std::uint8_t* adj = nullptr;
+  const std::uint8_t* alive = nullptr;
+  const float* alpha = nullptr;
+  const float* beta = nullptr;
+  const float* c_syn = nullptr;
+  const double* similarity = nullptr;
+  const std::uint8_t* selected = nullptr;
+  std::int64_t B = 0, N = 0;
+  std::int64_t adj_sb = 0, adj_sr = 0, adj_sc = 0;
+  std::int64_t al_sb = 0, al_sn = 0;
+  std::int64_t a_sb = 0, a_sn = 0;
+  std::int64_t b_sb = 0, b_sn = 0;
+  std::int64_t c_s[3] = {};
+  std::int64_t s_s[3] = {};
+  std::int64_t se_sb = 0, se_sn = 0;
+  BanditWeightsScalars scalars;
+};
+
+/// Outputs of bandit_weights(), C-contiguous: weights (B,N,N) f32, psi (B,N) f64.
+struct BanditWeightsOut {
+  float* weights = nullptr;
+  double* psi = nullptr;
+};
+
+/// HiVA's edge weights, step for step as backends/_reference_bandit.py's bandit_weights: psi of every alive node
+/// (omega1 Psi1 + omega3 Psi3), zeta of every live node d (the mean synergy of S + {d} over the largest live
+/// synergy, numpy's pairwise sums), w[s, d] = exp(-lam log(2) psi[d]) * max(zeta[d], 0)^eta on the live edges
+/// (1 into the sink), then the distance threshold (a source keeps its nearest successor). Checks first (all
+/// graphs, in this order): sink in [0, N); alpha, beta finite and > 0 at alive nodes; c_syn finite; similarity
+/// finite, Jaccard in [0, 1], cosine in [-1, 1]. O(B N (N + |S|^2)); OpenMP over the graphs.
+Status bandit_weights(const BanditWeightsArgs& args, const BanditWeightsOut& out);
 
 /// Inputs of bandit_update(): alpha, beta, reward (B,N) f32, selected (B,N) u8, optional dt and km (B,N) f32.
 struct BanditUpdateArgs {

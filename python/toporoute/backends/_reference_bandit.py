@@ -1,5 +1,6 @@
-"""Reference (numpy) semantics of the HiVA bandit ops: Thompson selection of successors, the Beta update with
-decay toward the prior, and the edge synergy update. Imported by :mod:`.reference`; the compiled kernels
+"""Reference (numpy) semantics of the HiVA bandit ops: Thompson selection of successors, the edge weights it is
+given (knowledge distance and synergy), the Beta update with decay toward the prior, and the edge synergy update.
+Imported by :mod:`.reference`; the compiled kernels
 (``cpp/src/bandit.cpp``) follow every step below, in the same order, so that their results are equal bit for bit.
 
 Random draws of :func:`bandit_select`
@@ -60,9 +61,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import NonFiniteError, OutOfRangeError
-from ..types.results import BanditSelection, BetaState, SynergyState
+from ..types.results import BanditSelection, BetaState, EdgeWeights, SynergyState
 
-__all__ = ["bandit_select", "bandit_update", "beta_draws", "philox4x32", "synergy_update"]
+__all__ = ["bandit_select", "bandit_update", "bandit_weights", "beta_draws", "philox4x32", "synergy_update"]
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 _M0 = np.uint64(0xD2511F53)
@@ -122,6 +123,14 @@ def _c_exp(x: float) -> float:
     """``exp`` as C returns it: infinity on overflow (``math.exp`` raises)."""
     try:
         return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _c_pow(x: float, y: float) -> float:
+    """``pow`` as C returns it: infinity on overflow (``math.pow`` raises)."""
+    try:
+        return math.pow(x, y)
     except OverflowError:
         return math.inf
 
@@ -293,6 +302,118 @@ def bandit_select(
     bb, ss, rr = np.nonzero(keep)
     chosen[bb, ss, order[bb, ss, rr]] = True
     return BanditSelection(chosen, choices, theta)
+
+
+def _check_similarity(similarity: np.ndarray) -> None:
+    """Finite, then the Jaccard (``[..., 0]``) in [0, 1], then the cosine (``[..., 1]``) in [-1, 1]."""
+    bad = ~np.isfinite(similarity)
+    if bad.any():
+        b, n, k = _first_bad(bad)
+        raise NonFiniteError(
+            f"similarity must be finite; got {similarity[b, n, k]} at graph {b}, node {n}", arg="similarity"
+        )
+    for k, what, lo in ((0, "Jaccard", 0.0), (1, "cosine", -1.0)):
+        x = similarity[..., k]
+        bad = (x < lo) | (x > 1.0)
+        if bad.any():
+            b, n = _first_bad(bad)
+            raise OutOfRangeError(
+                f"similarity[..., {k}] ({what}) must be in [{lo:g}, 1]; got {x[b, n]} at graph {b}, node {n}",
+                arg="similarity",
+            )
+
+
+def bandit_weights(
+    adj: np.ndarray,
+    alive: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    c_syn: np.ndarray,
+    similarity: np.ndarray,
+    selected: np.ndarray,
+    sink: int,
+    lam: float,
+    eta: float,
+    omega1: float,
+    omega3: float,
+    threshold: float,
+    c0: float,
+) -> EdgeWeights:
+    """HiVA's edge weights (spec §3.1, no-KG fallback), each graph as ``HiVAGraph.weights`` computes them, in
+    float64 (``psi`` is returned as computed, the weights are rounded to float32 once)::
+
+        psi[n]  = omega1 * (0.5 * (1 - jac[n]) + 0.5 * (1 - cos[n]) / 2)
+                  + omega3 * (1 - alpha[n] / float32(alpha[n] + beta[n]))      alive n; 0 for the others
+        top     = float64(max of c_syn[i, j] over live i, j), live = alive and not the sink; c0 with fewer than
+                  two live nodes; then max(top, 1e-12)
+        zeta[d] = (sum(C) - trace(C)) / (g (g - 1)) / top, C = c_syn[G, G] in float64 with G the sorted group
+                  S + {d} of g >= 2 nodes, S the selected nodes other than the sink (alive or not); 1 when g = 1
+        w[s, d] = 1 into the sink, else exp(-lam * (log(2) * psi[d])) * pow(max(zeta[d], 0), eta)
+
+    for every live edge ``s -> d`` (``adj``, ``d != s``, both alive). Then the distance threshold: when every
+    successor of ``s`` has ``psi > threshold`` (so the sink is not one of them), all but the nearest (smallest
+    psi, ties to the lower index) get weight 0; otherwise those beyond it do.
+
+    The sums are numpy's: ``0.0 + pairwise(x)`` over the ``g * g`` entries of C in row-major order, and over
+    its diagonal, where ``pairwise`` of ``n`` values is their sum from 0.0 left to right for ``n < 8``; for
+    ``n <= 128`` eight running sums ``r[j]`` (of entries ``j, j + 8, ...`` up to the last multiple of 8),
+    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the remaining entries left to right; above,
+    ``pairwise`` of the first ``m = n // 2 - (n // 2) % 8`` entries plus ``pairwise`` of the rest. ``exp``,
+    ``log`` and ``pow`` are the C library's (``math``; infinity on overflow). Checks, in order: ``alpha``, then
+    ``beta`` finite and > 0 at alive nodes; ``c_syn`` finite; ``similarity`` finite, Jaccard in [0, 1], cosine
+    in [-1, 1].
+    """
+    _check_positive(alpha, "alpha", alive)
+    _check_positive(beta, "beta", alive)
+    _check_finite(c_syn, "c_syn")
+    _check_similarity(similarity)
+    B, N, _ = adj.shape
+    with np.errstate(all="ignore"):  # dead nodes' beliefs are not read
+        psi1 = 0.5 * (1.0 - similarity[..., 0]) + 0.5 * (1.0 - similarity[..., 1]) / 2.0
+        psi3 = 1.0 - alpha.astype(np.float64) / (alpha + beta).astype(np.float64)
+        psi = np.where(alive, omega1 * psi1 + omega3 * psi3, 0.0)
+    weights = np.zeros((B, N, N), np.float32)
+    for b in range(B):
+        _graph_weights(
+            adj[b], alive[b], c_syn[b], selected[b], psi[b], sink, lam, eta, threshold, c0, weights[b]
+        )
+    return EdgeWeights(weights, psi)
+
+
+def _graph_weights(
+    adj: np.ndarray,
+    alive: np.ndarray,
+    c_syn: np.ndarray,
+    selected: np.ndarray,
+    psi: np.ndarray,
+    sink: int,
+    lam: float,
+    eta: float,
+    threshold: float,
+    c0: float,
+    w: np.ndarray,
+) -> None:
+    """One graph of :func:`bandit_weights`, written into ``w`` (N, N) float32 zeros."""
+    nodes = [int(i) for i in np.flatnonzero(alive)]
+    live = [i for i in nodes if i != sink]
+    top = float(c_syn[np.ix_(live, live)].max()) if len(live) > 1 else c0
+    top = max(top, 1e-12)
+    base = {int(i) for i in np.flatnonzero(selected) if i != sink}
+    zeta = np.ones(len(alive))
+    for d in live:
+        group = sorted(base | {d})
+        if len(group) >= 2:
+            sub = c_syn[np.ix_(group, group)].astype(np.float64)
+            zeta[d] = (sub.sum() - np.trace(sub)) / (len(group) * (len(group) - 1)) / top
+    dist = math.log(2.0) * psi
+    for s in nodes:
+        succ = [int(d) for d in np.flatnonzero(adj[s] & alive) if d != s]
+        for d in succ:
+            w[s, d] = 1.0 if d == sink else _c_exp(-lam * dist[d]) * _c_pow(max(zeta[d], 0.0), eta)
+        far = [d for d in succ if d != sink and psi[d] > threshold]
+        if far and len(far) == len(succ):  # the threshold always keeps the nearest candidate
+            far.remove(min(far, key=lambda d: psi[d]))
+        w[s, far] = 0.0
 
 
 def bandit_update(

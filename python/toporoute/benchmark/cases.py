@@ -344,6 +344,16 @@ def _bandit_update(B: int, ctx: Context) -> OpCase:
     return _op_case("bandit_update", alpha, beta, selected, reward)
 
 
+def _bandit_weights(B: int, ctx: Context) -> OpCase:
+    adj, alpha, beta = inputs.bandit_inputs(B)
+    rng = np.random.default_rng(1)
+    alive = np.ones(alpha.shape, bool)
+    c_syn = rng.uniform(0.5, 2.0, adj.shape).astype(np.float32)
+    similarity = np.stack([rng.random(alpha.shape), rng.uniform(-1.0, 1.0, alpha.shape)], axis=-1)
+    selected = rng.random(alpha.shape) < 0.2
+    return _op_case("bandit_weights", adj, alive, alpha, beta, c_syn, similarity, selected)
+
+
 def _synergy_update(B: int, ctx: Context) -> OpCase:
     adj, _, _ = inputs.bandit_inputs(B)
     rng = np.random.default_rng(1)
@@ -494,6 +504,7 @@ _CASES: dict[str, OpSpec] = {
         OpSpec("bandit_select", "B DAGs of N=32 nodes, k=2, Thompson", _B, _BQ, _bandit_select),
         OpSpec("bandit_update", "B graphs of N=32 nodes", _B, _BQ, _bandit_update),
         OpSpec("synergy_update", "B graphs of N=32 nodes", _B, _BQ, _synergy_update),
+        OpSpec("bandit_weights", "B DAGs of N=32 nodes, about 6 of them selected", _B, _BQ, _bandit_weights),
         OpSpec("dag_edit", "B DAGs of N=32 slots, E=8 edits each", _B, _BQ, _dag_edit),
         OpSpec("dag_repair", "B DAGs of N=32 slots with edge Betas", _B, _BQ, _dag_repair),
         OpSpec("team_project", f"B {_TEAM}, P=8 meta edits each", _B, _BQ, _team_project),

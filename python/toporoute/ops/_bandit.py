@@ -1,6 +1,7 @@
-"""The HiVA bandit ops of :mod:`toporoute.ops`: Thompson selection of successors (:func:`bandit_select`), the
-nodes' Beta update (:func:`bandit_update`) and the edges' synergy update (:func:`synergy_update`). Validate
-once, add the batch axis, dispatch; the semantics are in ``backends/_reference_bandit.py``."""
+"""The HiVA bandit ops of :mod:`toporoute.ops`: Thompson selection of successors (:func:`bandit_select`), the edge
+weights it is given (:func:`bandit_weights`), the nodes' Beta update (:func:`bandit_update`) and the edges'
+synergy update (:func:`synergy_update`). Validate once, add the batch axis, dispatch; the semantics are in
+``backends/_reference_bandit.py``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import numbers
 from typing import Any
 
 from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
-from ..types.results import BanditSelection, BetaState, SynergyState
+from ..types.results import BanditSelection, BetaState, EdgeWeights, SynergyState
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
 
-__all__ = ["bandit_select", "bandit_update", "synergy_update"]
+__all__ = ["bandit_select", "bandit_update", "bandit_weights", "synergy_update"]
 
 MODES = ("thompson", "mean")
 _U32 = 2**32
@@ -41,6 +42,15 @@ def _real(value: Any, name: str, lo: float, hi: float, *, open_lo: bool = False)
     if not math.isfinite(v) or v < lo or v > hi or (open_lo and v == lo):
         raise OutOfRangeError(f"{name} must be finite and {want}; got {value!r}", arg=name)
     return v
+
+
+def _finite(value: Any, name: str) -> float:
+    """A finite real number (not bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"{name} must be a real number; got {value!r}", arg=name)
+    if not math.isfinite(float(value)):
+        raise OutOfRangeError(f"{name} must be finite; got {value!r}", arg=name)
+    return float(value)
 
 
 def _nodes(x: Any, name: str, batch: tuple[int, ...], dtype: str) -> None:
@@ -89,6 +99,29 @@ def _update_args(args: Args) -> Args:
     return alpha, beta, selected, reward, dt, km, gamma, delta, prior
 
 
+def _weights_args(args: Args) -> Args:
+    """The checks of ``bandit_weights`` on its arguments in the op table's order."""
+    adj, alive, alpha, beta, c_syn, similarity, selected, sink, lam, eta, omega1, omega3, threshold, c0 = args
+    shape = _v.graph(adj, alive)
+    if shape[-1] < 1:
+        raise ShapeError(f"adj must hold at least one node (the sink); got N = {shape[-1]}", arg="adj")
+    batch = shape[:-1]
+    _nodes(alpha, "alpha", batch, "float32")
+    _nodes(beta, "beta", batch, "float32")
+    cs = _v.array(c_syn, "c_syn", "float32", (2, 3), "(B, N, N) or (N, N)")
+    _v.same_shape(cs, "c_syn", shape, "the shape of adj")
+    ss = _v.typed_array(similarity, "similarity", ("float64",), (2, 3), "(B, N, 2) or (N, 2)")
+    _v.same_shape(ss, "similarity", (*batch, 2), "(B, N, 2)" if len(batch) == 2 else "(N, 2)")
+    _nodes(selected, "selected", batch, "bool")
+    sink = _integer(sink, "sink", 0, shape[-1], f"in [0, {shape[-1]}) (a node of adj)")
+    return (
+        adj, alive, alpha, beta, c_syn, similarity, selected, sink, _real(lam, "lam", 0.0, math.inf),
+        _real(eta, "eta", 0.0, math.inf), _real(omega1, "omega1", 0.0, math.inf),
+        _real(omega3, "omega3", 0.0, math.inf), _finite(threshold, "threshold"),
+        _real(c0, "c0", 0.0, math.inf, open_lo=True),
+    )  # fmt: skip
+
+
 def _synergy_args(args: Args) -> Args:
     """The checks of ``synergy_update`` on its arguments in the op table's order."""
     c_syn, edge_alpha, edge_beta, routed, reward, lr = args
@@ -105,6 +138,7 @@ def _synergy_args(args: Args) -> Args:
 _bandit_select = dispatcher("bandit_select", _select_args, BanditSelection)
 _bandit_update = dispatcher("bandit_update", _update_args, BetaState)
 _synergy_update = dispatcher("synergy_update", _synergy_args, SynergyState)
+_bandit_weights = dispatcher("bandit_weights", _weights_args, EdgeWeights)
 
 
 def bandit_select(
@@ -169,6 +203,83 @@ def bandit_select(
         offending graph and node are named).
     """
     return _bandit_select(backend, (adj, alpha, beta, k, weights, seed, step, mode, active, graph_offset))
+
+
+def bandit_weights(
+    adj: Any, alive: Any, alpha: Any, beta: Any, c_syn: Any, similarity: Any, selected: Any, *, sink: int = 1,
+    lam: float = 1.0, eta: float = 1.0, omega1: float = 0.25, omega3: float = 0.25, threshold: float = 0.75,
+    c0: float = 1.0, backend: str | None = None,
+) -> EdgeWeights:  # fmt: skip
+    """HiVA's edge weights, the ``weights`` of :func:`bandit_select` (spec §3.1, the no-KG fallback: d_I = 1,
+    Psi2 = Psi4 = 0)::
+
+        psi[n]   = omega1 Psi1 + omega3 Psi3,  Psi1 = 0.5 (1 - jaccard) + 0.5 (1 - cosine) / 2,
+                                               Psi3 = 1 - alpha / (alpha + beta)
+        w[s, d]  = exp(-lam log(2) psi[d]) * max(zeta(S + {d}), 0) ** eta        (1 into the sink)
+        zeta(G)  = sum of c_syn[u, w] over u != w in G / (|G| (|G| - 1)) / top   (1 for |G| = 1)
+
+    for each live edge ``s -> d`` (``adj``, ``d != s``, both alive). ``S`` is the set of selected nodes other
+    than the sink; ``top`` is the largest ``c_syn`` among the live nodes other than the sink (``c0`` with fewer
+    than two of them, at least 1e-12). The sink stays out of zeta and is never dropped. The distance threshold
+    drops (weight 0) every successor with ``psi > threshold``, except that a source whose successors are all
+    beyond it keeps the nearest (smallest psi, ties to the lower index). Computed in float64, the weights
+    rounded to float32 once; the exact steps (numpy's pairwise sums, the C library's ``exp`` and ``pow``) are
+    in ``backends/_reference_bandit.py``, which every backend follows bit for bit.
+
+    Parameters
+    ----------
+    adj : (B, N, N) or (N, N) bool
+        ``adj[b, src, dst]``: the graph's edges.
+    alive : (B, N) or (N,) bool
+        The nodes that exist (dead ones get no weights and psi 0).
+    alpha, beta : (B, N) or (N,) float32
+        The nodes' Beta beliefs; finite and > 0 at alive nodes (others are not read).
+    c_syn : (B, N, N) or (N, N) float32, finite
+        ``c_syn[b, u, w]``: the synergy of the pair.
+    similarity : (B, N, 2) or (N, 2) float64
+        ``(Jaccard in [0, 1], cosine in [-1, 1])`` of each node to the task; 0, 0 for a node without one.
+    selected : (B, N) or (N,) bool
+        The set S: the nodes selected so far in this pass.
+    sink : int in [0, N)
+        The aggregator.
+    lam, eta : float >= 0
+        lambda (knowledge distance) and eta (synergy exponent).
+    omega1, omega3 : float >= 0
+        The weights of Psi1 (semantic mismatch) and Psi3 (historical mismatch).
+    threshold : float
+        The distance threshold on psi (finite).
+    c0 : float > 0
+        The synergy scale with fewer than two live nodes other than the sink.
+    backend : {"reference", "cpu"}, optional
+
+    Returns
+    -------
+    EdgeWeights
+        ``weights (B, N, N) float32`` and ``psi (B, N) float64``; without the batch axis for a single graph.
+
+    Raises
+    ------
+    NonFiniteError, OutOfRangeError
+        ``alpha`` / ``beta`` not finite or <= 0 at an alive node, ``c_syn`` not finite, ``similarity`` not
+        finite or out of range (the first offending graph and node are named).
+    """
+    args = (
+        adj,
+        alive,
+        alpha,
+        beta,
+        c_syn,
+        similarity,
+        selected,
+        sink,
+        lam,
+        eta,
+        omega1,
+        omega3,
+        threshold,
+        c0,
+    )
+    return _bandit_weights(backend, args)
 
 
 def bandit_update(

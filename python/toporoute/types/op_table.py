@@ -164,6 +164,13 @@ OPS: dict[str, OpSpec] = {
             "c_syn", 3, "c_syn",
         ),
         OpSpec(
+            "bandit_weights", "EdgeWeights", "HiVA's edge weights: knowledge distance and synergy of each successor",
+            _args(f"{_GRAPH}; {_ALIVE}; *alpha: (B, N) float32; *beta: (B, N) float32; *c_syn: (B, N, N) float32;"
+                  " *similarity: (B, N, 2) float64; *selected: (B, N) bool; sink: int in [0, N); lam: float >= 0;"
+                  " eta: float >= 0; omega1: float >= 0; omega3: float >= 0; threshold: float; c0: float > 0"),
+            "adj", 3, "adj",
+        ),
+        OpSpec(
             "dag_edit", "DagEdits", "HiVA's DAG edits, each checked at once",
             _args(f"{_GRAPH}; {_ALIVE}; *edits: (B, E, 3) int32; source: int; sink: int; max_out: int >= 1"),
             "adj", 3, "adj",

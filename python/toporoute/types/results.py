@@ -14,6 +14,7 @@ __all__ = [
     "DagEdits",
     "DagRepair",
     "Density",
+    "EdgeWeights",
     "GraphStats",
     "Order",
     "QMixGraph",
@@ -176,6 +177,23 @@ class SynergyState:
     c_syn: Array
     edge_alpha: Array
     edge_beta: Array
+
+
+@dataclass(frozen=True)
+class EdgeWeights:
+    """Result of :func:`toporoute.ops.bandit_weights`.
+
+    Attributes
+    ----------
+    weights : (B, N, N) float32
+        ``weights[b, s, d]``: the factor ``exp(-lam Dist(d)) * zeta(S + {d})**eta`` of the live edge ``s -> d``
+        (1 into the sink; 0 for a candidate the distance threshold drops, and off the live edges).
+    psi : (B, N) float64
+        ``omega1 Psi1 + omega3 Psi3`` of each live node (0 for dead ones): the distance the threshold is taken on.
+    """
+
+    weights: Array
+    psi: Array
 
 
 @dataclass(frozen=True)
