@@ -4,8 +4,8 @@ The graph lives in fixed-capacity arrays over node slots (slot 0 the source ``v_
 ``v_a``): ``adj[src, dst]`` bool and ``alive`` bool, the node Beta beliefs ``alpha, beta``, the edge Beta
 ``edge_alpha, edge_beta`` and the synergy ``c_syn``, plus each live slot's :class:`AgentState` (name, role,
 prompt, tool). Every structural step is a core op on a batch of one graph: ``ops.toposort`` (levels),
-``ops.bandit_select`` (Thompson top-k), ``ops.dag_edit`` (checked edits), ``ops.dag_repair``,
-``ops.bandit_update`` and ``ops.synergy_update``.
+``ops.bandit_weights`` (distance and synergy of each edge), ``ops.bandit_select`` (Thompson top-k),
+``ops.dag_edit`` (checked edits), ``ops.dag_repair``, ``ops.bandit_update`` and ``ops.synergy_update``.
 """
 
 from __future__ import annotations
@@ -174,40 +174,31 @@ class HiVAGraph:
         """Edge weights ``exp(-λ·Dist(A_d, task)) · ζ(S ∪ {d})^η`` for every live edge (spec §3.1, the no-KG
         fallback: d_I = 1, Ψ1 = 0.5·(1 - Jaccard) + 0.5·(1 - cos)/2 from ``similarity[node] = (Jaccard,
         cosine)`` of the node to the task, Ψ2 = Ψ4 = 0, Ψ3 = 1 - α/(α+β)); the aggregator's weight is 1 and it
-        stays out of ζ. Returns ``(weights (N, N) float32, psi_sum (N,))``."""
+        stays out of ζ; candidates beyond the distance threshold are dropped, the nearest always kept
+        (``ops.bandit_weights`` on this graph). Returns ``(weights (N, N) float32, psi_sum (N,))``."""
         n = self.capacity
-        psi = np.zeros(n, np.float64)
-        for i in self.nodes():
-            jac, cos = similarity.get(i, (0.0, 0.0))
-            psi1 = 0.5 * (1.0 - jac) + 0.5 * (1.0 - cos) / 2.0
-            psi3 = 1.0 - float(self.alpha[i]) / float(self.alpha[i] + self.beta[i])
-            psi[i] = omega[0] * psi1 + omega[2] * psi3
-        dist = math.log(2.0) * psi
-        live = [i for i in self.nodes() if i != SINK]
-        top = float(self.c_syn[np.ix_(live, live)].max()) if len(live) > 1 else self.c0
-        top = max(top, 1e-12)
-        base = sorted(i for i in selected if i != SINK)
-        w = np.zeros((n, n), np.float32)
-        zeta = np.ones(n, np.float64)
-        for d in live:
-            group = sorted(set(base) | {d})
-            if len(group) >= 2:
-                sub = self.c_syn[np.ix_(group, group)].astype(np.float64)
-                pairs = len(group) * (len(group) - 1)
-                zeta[d] = (sub.sum() - np.trace(sub)) / pairs / top
-        for s in self.nodes():
-            succ = self.successors(s)
-            if not succ:
-                continue
-            for d in succ:
-                w[s, d] = 1.0 if d == SINK else math.exp(-lam * dist[d]) * max(zeta[d], 0.0) ** eta
-            # the distance threshold drops far candidates, always keeping the nearest
-            far = [d for d in succ if d != SINK and psi[d] > threshold]
-            if far and len(far) == len(succ):
-                far.remove(min(far, key=lambda d: psi[d]))
-            for d in far:
-                w[s, d] = 0.0
-        return w, psi
+        sel = np.zeros(n, bool)
+        sel[sorted(selected)] = True
+        sim = np.zeros((n, 2))
+        for i, pair in similarity.items():
+            sim[i] = pair
+        out = ops.bandit_weights(
+            self.adj,
+            self.alive,
+            self.alpha,
+            self.beta,
+            self.c_syn,
+            sim,
+            sel,
+            sink=SINK,
+            lam=lam,
+            eta=eta,
+            omega1=omega[0],
+            omega3=omega[2],
+            threshold=threshold,
+            c0=self.c0,
+        )
+        return out.weights, out.psi
 
     def select(
         self, sources: list[int], weights: np.ndarray, *, k: int, seed: int, step: int, mode: str
