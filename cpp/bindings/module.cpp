@@ -8,31 +8,29 @@
 #include "common.hpp"
 #include "cuda_bindings.hpp"
 
+// The binding families, in registration order: each cpp/bindings/<family>.cpp defines bind_<family>(m) (the
+// CUDA ones in cuda_bindings.hpp; without CUDA they register the entries that say so). One list, declared and
+// called from here.
+#define TOPOROUTE_BINDINGS(X)                                                                                  \
+  X(info) X(results) X(route) X(toposort) X(graph_stats) X(pool) X(qmix) X(conductor) X(bandit) X(dag)          \
+      X(team_project) X(team_schedule)
+#define TOPOROUTE_CUDA_BINDINGS(X) X(cuda) X(cuda_pool) X(cuda_stats)
+
 namespace toporoute::bindings {
-void bind_info(pybind11::module_& m);
-void bind_results(pybind11::module_& m);
-void bind_route(pybind11::module_& m);
-void bind_toposort(pybind11::module_& m);
-void bind_graph_stats(pybind11::module_& m);
-void bind_pool(pybind11::module_& m);
-void bind_qmix(pybind11::module_& m);
-void bind_conductor(pybind11::module_& m);
-void bind_bandit(pybind11::module_& m);
-void bind_dag(pybind11::module_& m);
-void bind_team_project(pybind11::module_& m);
-void bind_team_schedule(pybind11::module_& m);
+#define TOPOROUTE_DECLARE(family) void bind_##family(pybind11::module_& m);
+TOPOROUTE_BINDINGS(TOPOROUTE_DECLARE)
+#undef TOPOROUTE_DECLARE
 }  // namespace toporoute::bindings
 
 PYBIND11_MODULE(_core, m) {
   namespace b = toporoute::bindings;
   m.doc() = "toporoute compiled core (private; use toporoute.ops)";
   b::register_error_translator();
-  for (const auto bind : {b::bind_info, b::bind_results, b::bind_route, b::bind_toposort, b::bind_graph_stats,
-                          b::bind_pool, b::bind_qmix, b::bind_conductor, b::bind_bandit, b::bind_dag,
-                          b::bind_team_project, b::bind_team_schedule, b::bind_cuda, b::bind_cuda_pool,
-                          b::bind_cuda_stats}) {
+#define TOPOROUTE_REGISTER(family) b::bind_##family,
+  for (const auto bind : {TOPOROUTE_BINDINGS(TOPOROUTE_REGISTER) TOPOROUTE_CUDA_BINDINGS(TOPOROUTE_REGISTER)}) {
     bind(m);
   }
+#undef TOPOROUTE_REGISTER
   m.def("_raise_for_test", &b::raise_for_test, pybind11::arg("kind"),
         "_raise_for_test(kind): fails the way `kind` names, through the module's one error-conversion point (for "
         "tests of the error classes): a Status ('status_runtime', 'status_out_of_memory', 'status_device'), a C++ "
