@@ -206,10 +206,23 @@ def bandit_select(
 
 
 def bandit_weights(
-    adj: Any, alive: Any, alpha: Any, beta: Any, c_syn: Any, similarity: Any, selected: Any, *, sink: int = 1,
-    lam: float = 1.0, eta: float = 1.0, omega1: float = 0.25, omega3: float = 0.25, threshold: float = 0.75,
-    c0: float = 1.0, backend: str | None = None,
-) -> EdgeWeights:  # fmt: skip
+    adj: Any,
+    alive: Any,
+    alpha: Any,
+    beta: Any,
+    c_syn: Any,
+    similarity: Any,
+    selected: Any,
+    *,
+    sink: int = 1,
+    lam: float = 1.0,
+    eta: float = 1.0,
+    omega1: float = 0.25,
+    omega3: float = 0.25,
+    threshold: float = 0.75,
+    c0: float = 1.0,
+    backend: str | None = None,
+) -> EdgeWeights:
     """HiVA's edge weights, the ``weights`` of :func:`bandit_select` (spec §3.1, the no-KG fallback: d_I = 1,
     Psi2 = Psi4 = 0)::
 
