@@ -1,5 +1,6 @@
-"""What the real-model tests share within one pytest session: the embedded model converted once, and one
-in-process vLLM engine for the ``toporoute`` command runs and the engine tests.
+"""What the real-model tests share within one pytest session (one per pytest-xdist worker: the README's test
+command runs two): the embedded model converted once, and one in-process vLLM engine for the ``toporoute``
+command runs and the engine tests.
 
 Starting vLLM on CPU takes tens of seconds (its EngineCore and worker processes each import torch and vLLM),
 so the end-to-end tests (DyTopo, Agent Q-Mix training and acting, AgentConductor, HiVA, TacoMAS, the prompting
