@@ -190,11 +190,14 @@ KERNELS: dict[str, Callable[..., Any]] = {
 }
 
 # The ops whose bindings check every argument the op's validator checks, raising the same error class for the same
-# argument (tests/test_errors.py holds each to it): given numpy arrays and Python scalars, ops.<op> calls these
-# kernels without running the validator first, and runs it only to word an error (toporoute.ops._dispatch).
+# argument (tests/test_op_table.py holds each to it): given numpy arrays and Python scalars, ops.<op> calls the
+# binding without running the validator first, and runs it only to word an error (toporoute.ops._dispatch). Their
+# kernels carry ``direct``: (the binding, the result constructor), the kernel's call without its Python frame.
 CHECKS_INPUTS = frozenset({"route", "toposort", "graph_stats"})
 for _name in CHECKS_INPUTS:
-    KERNELS[_name].checks_inputs = True  # type: ignore[attr-defined]
+    _binding, _make = getattr(_core, _name, None), _result(OPS[_name].returns)
+    if _binding is not None and _make is not None:  # else: no core, or one built before the op (has_op)
+        KERNELS[_name].direct = (_binding, _make)  # type: ignore[attr-defined]
 
 
 def __getattr__(name: str) -> Callable[..., Any]:

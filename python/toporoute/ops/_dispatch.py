@@ -75,9 +75,10 @@ def dispatcher(
     :attr:`~toporoute.types.op_table.OpSpec.args`. ``returns`` types the result; ``single`` turns a batch of
     one back into a single graph's result (default: :func:`unbatch`).
 
-    Input is validated once. A kernel marked ``checks_inputs`` (the compiled core's, for the ops whose bindings
-    check every argument as the op's validator does: same error class, same argument) gets a batch of plain numpy
-    arrays and Python scalars (:func:`_guard`) straight; should it refuse them, the validator runs to raise its
+    Input is validated once. A kernel that carries ``direct`` (the compiled core's, for the ops whose bindings
+    check every argument as the op's validator does: same error class, same argument; ``direct`` is its binding
+    and result constructor, called without the kernel's Python frame) gets a batch of plain numpy arrays and
+    Python scalars (:func:`_guard`) straight; should it refuse them, the validator runs to raise its
     own error (its wording), and where the validator finds nothing wrong (a value only the kernel reads, like a
     NaN), the kernel's error is raised. Every other call takes the validator first."""
     spec = OPS[name]
@@ -85,9 +86,10 @@ def dispatcher(
     lead = spec.index(spec.lead) if spec.lead else -1
     rank = spec.rank
     batched = tuple(a.batch for a in spec.args)
-    # The kernel that checks its own inputs, by backend= value, once a guarded call has resolved it: backend
-    # choice and the core's ops are fixed for the life of the process, so this memo never changes an answer.
-    checked: dict[str | None, Callable[..., Any]] = {}
+    # The direct call (binding, result constructor) of the kernel that checks its own inputs, by backend= value,
+    # once a guarded call has resolved it: backend choice and the core's ops are fixed for the life of the
+    # process, so this memo never changes an answer.
+    checked: dict[str | None, tuple[Callable[..., Any], Callable[[Any], Any]]] = {}
 
     def slow(backend: str | None, args: Args) -> R:
         args = check(args)
@@ -98,11 +100,12 @@ def dispatcher(
         return single(fn(*[a[None] if b and a is not None else a for a, b in zip(args, batched)]))
 
     def first(backend: str | None, args: Args) -> R:
-        """A guarded call with no memo yet: the validator, then the kernel, which is remembered if it checks."""
+        """A guarded call with no memo yet: the validator, then the kernel, whose direct call is remembered."""
         args = check(args)
         fn = kernel(name, backend, _HOST if device < 0 else args[device])
-        if getattr(fn, "checks_inputs", False):
-            checked[backend] = fn
+        direct = getattr(fn, "direct", None)
+        if direct is not None:
+            checked[backend] = direct
         out: R = fn(*args)
         return out
 
@@ -113,11 +116,12 @@ def dispatcher(
     src = f"""def dispatch_{name}(backend, args):
     {", ".join(a.name for a in spec.args)}, = args
     if (backend is None or type(backend) is str) and {guard}:
-        fn = checked.get(backend)
-        if fn is None:
+        direct = checked.get(backend)
+        if direct is None:
             return first(backend, args)
+        binding, make = direct
         try:
-            return fn(*args)
+            return make(binding(*args))
         except InvalidArgumentError as exc:
             error = exc
         check(args)
