@@ -9,8 +9,10 @@ mapping (name -> function taking :attr:`OpSpec.args` in order); a backend withou
 does not register it, and :func:`toporoute.backends.kernel` refuses the call, naming the op and the backend.
 The reference registers every op: it defines the semantics and is the oracle of the others.
 
-Adding an op: its entry here, its checks and public function in :mod:`toporoute.ops`, its reference function,
-its kernels (and their bindings), and its cases in the tests' grid.
+Adding an op: its entry here, its checks and public function in its family's :mod:`toporoute.ops` module (in
+that module's ``__all__``), its reference function (in its family module's ``__all__``), its kernels and their
+bindings (a binding that takes these arguments in order needs no line in ``backends/cpu.py`` or ``_core.pyi``),
+its bench case (``toporoute.benchmark.cases``) and its tests on the grid (README, "Adding an op").
 """
 
 from __future__ import annotations
