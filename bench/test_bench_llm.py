@@ -6,7 +6,8 @@ engine and model. DESIGN.md's target is >= 4x wall-clock.
 Both sides generate exactly 64 tokens per request (the engine ignores end-of-sequence), and both use the same
 four role prompts, already in the prefix cache after a warm-up; their per-episode task texts differ, so
 neither side reuses the other's full prompts. The embedded model is converted into the default cache
-(``$TOPOROUTE_CACHE``, else the user cache) when it is not there yet. Takes about 3 minutes on 2 cores; at smoke
+(``$TOPOROUTE_CACHE``, else the user cache) when it is not there yet; in a run that also collects ``tests/``,
+into the run's model cache that tests/_shared_vllm.py makes (``$TOPOROUTE_TEST_LLM_CACHE``), under its lock. Takes about 3 minutes on 2 cores; at smoke
 sizes (bench/_scale.py: 2 episodes x 4 agents x 8 tokens) the engine's start-up is most of it.
 
 Then the embedded model's decoding speed in bf16 and in float32 (issue 17: without native bf16, on an AVX2-only
@@ -23,6 +24,7 @@ asserted.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import statistics
 import time
@@ -78,6 +80,19 @@ def check_round(requests: list[Request], results: list[Result]) -> int:
     return sum(r.usage.completion_tokens for r in results)
 
 
+def model_cache() -> str | None:
+    """The run's model cache, the embedded model converted there (once for all the run's workers), when the
+    run made one; else None (the default cache)."""
+    cache = os.environ.get("TOPOROUTE_TEST_LLM_CACHE")
+    if cache:
+        from toporoute.llm.models import embedded_model_dir
+
+        with open(os.path.join(cache, ".convert.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            embedded_model_dir(cache)
+    return cache
+
+
 @pytest.fixture(scope="module")
 def loop():
     loop = asyncio.new_event_loop()
@@ -90,7 +105,7 @@ def engine(loop: asyncio.AbstractEventLoop):
     from toporoute.llm.vllm_engine import VLLMEngine
 
     t0 = time.perf_counter()
-    eng = loop.run_until_complete(VLLMEngine.open(ignore_eos=True))
+    eng = loop.run_until_complete(VLLMEngine.open(ignore_eos=True, cache_dir=model_cache()))
     print(
         f"\n[info] model resolved and vLLM started in {time.perf_counter() - t0:.1f} s ({eng.name}; "
         f"{eng.dtype_reason})"
@@ -173,7 +188,9 @@ def test_decode_float32_vs_bf16(engine, loop: asyncio.AbstractEventLoop) -> None
     speed = {engine.dtype: decode_speed(engine, loop, 2000)}
     other = "float32" if engine.dtype == "bfloat16" else "bfloat16"
     t0 = time.perf_counter()
-    second = loop.run_until_complete(VLLMEngine.open(ignore_eos=True, dtype=other, kv_cache_gib=1.0))
+    second = loop.run_until_complete(
+        VLLMEngine.open(ignore_eos=True, dtype=other, kv_cache_gib=1.0, cache_dir=model_cache())
+    )
     try:
         assert second.dtype == other
         print(f"[info] {other} engine started in {time.perf_counter() - t0:.1f} s")

@@ -11,14 +11,21 @@ the command's context length). tests/test_llm_vllm.py drives the same engine dir
 command runs its own. It is closed after the last test that uses it; a test marked ``closes_shared_vllm``
 (test_llm_vllm's close test) closes it itself, and tests/conftest.py moves such a test after every other user.
 
-The embedded model is converted from its GGUF file into a fresh cache once per session
-(:func:`converted_model_cache`), so the conversion itself runs in every session, and only once.
+The embedded model is converted from its GGUF file into a fresh cache once per test run
+(:func:`converted_model_cache`), so the conversion itself runs in every run, and only once: under pytest-xdist
+the first worker that needs it converts it, the others wait for it (:func:`configure_run` makes the cache in the
+controller, which removes it at the end).
+
+Under pytest-xdist each worker's vLLM engines decode on cores of their own (:func:`configure_run`): left to
+itself (``VLLM_CPU_OMP_THREADS_BIND=auto``), every engine binds its threads to the same first core, so two
+workers' engines would share one core while the other decodes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import fcntl
 import importlib.util
 import os
 import platform
@@ -59,14 +66,49 @@ CLI_MAX_MODEL_LEN = 8192  # what `toporoute run/train` asks of the embedded mode
 _session: dict[str, Any] = {}
 
 
-def converted_model_cache(config: pytest.Config) -> Path:
-    """A fresh cache directory holding the converted embedded model (converted on the first call)."""
-    if "cache" not in _session:
-        cache = Path(tempfile.mkdtemp(prefix="toporoute-llm-cache-"))
+RUN_CACHE = "TOPOROUTE_TEST_LLM_CACHE"
+"""The environment variable that names the run's model cache (set by :func:`configure_run`; the pytest-xdist
+workers inherit it)."""
+
+BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def configure_run(config: pytest.Config) -> None:
+    """At the start of a pytest process: in the controller (or a run without pytest-xdist), a fresh directory
+    for the run's converted model, removed when the process ends; in a pytest-xdist worker, the cores its vLLM
+    engines decode on (:func:`worker_cores`), unless ``VLLM_CPU_OMP_THREADS_BIND`` is set already."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        cache = tempfile.mkdtemp(prefix="toporoute-llm-cache-")
+        os.environ[RUN_CACHE] = cache
         config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+        config.add_cleanup(lambda: os.environ.pop(RUN_CACHE, None))
+    elif BIND not in os.environ and hasattr(os, "sched_getaffinity"):
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        cores = worker_cores(sorted(os.sched_getaffinity(0)), int(worker.removeprefix("gw")), count)
+        os.environ[BIND] = ",".join(map(str, cores))
+
+
+def worker_cores(cpus: Sequence[int], index: int, workers: int) -> list[int]:
+    """The cores of worker ``index`` of ``workers``: an equal share of ``cpus`` when there are enough, else one
+    core, in turn."""
+    if len(cpus) < workers:
+        return [cpus[index % len(cpus)]]
+    return list(cpus[index * len(cpus) // workers : (index + 1) * len(cpus) // workers])
+
+
+def converted_model_cache(config: pytest.Config) -> Path:
+    """The run's cache directory, holding the converted embedded model: converted by the first process of the
+    run that asks (the others wait on a lock, then find it there)."""
+    if "cache" not in _session:
+        cache = Path(os.environ.get(RUN_CACHE) or tempfile.mkdtemp(prefix="toporoute-llm-cache-"))
+        if RUN_CACHE not in os.environ:  # a process that configure_run did not set up
+            config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
         t0 = time.perf_counter()
-        llm_models.embedded_model_dir(cache)
-        print(f"\n[llm] embedded model converted in {time.perf_counter() - t0:.1f} s")
+        with open(cache / ".convert.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            llm_models.embedded_model_dir(cache)
+        print(f"\n[llm] embedded model converted or found in {time.perf_counter() - t0:.1f} s")
         _session["cache"] = cache
     return _session["cache"]
 

@@ -2,7 +2,9 @@
 instead under ``pytest --require-cuda``; browser tests (marker ``browser``, headless Chromium from
 ``tests/_browser.py``) skip with a stated reason when no Chromium is installed, and fail instead under
 ``pytest --require-browser``. The real-model tests share one vLLM engine (tests/_shared_vllm.py, fixtures
-``toporoute_cli`` and ``shared_vllm``); a test marked ``closes_shared_vllm`` runs after every other test."""
+``toporoute_cli`` and ``shared_vllm``); a test marked ``closes_shared_vllm`` runs after every other test.
+Under pytest-xdist the workers convert the embedded model once for the whole run and decode on cores of their
+own (:func:`_shared_vllm.configure_run`)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from _shared_vllm import configure_run
+
+    configure_run(config)
     config.addinivalue_line(
         "markers",
         "browser: opens pages in headless Chromium (skips with a reason when none; fails under --require-browser)",

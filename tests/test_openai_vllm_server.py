@@ -90,7 +90,7 @@ def server(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     port = _free_port()
     env = {
         **os.environ,
-        "VLLM_CPU_OMP_THREADS_BIND": "auto",
+        "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_NO_USAGE_STATS": "1",
     }
