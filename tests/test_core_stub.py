@@ -64,8 +64,16 @@ def _doc_args(fn: object) -> list[str]:
 def test_the_table_ops_left_out_of_the_stub_are_caught_when_their_binding_differs() -> None:
     """The table check above can fail: a signature line with an argument out of the table's order is caught."""
     assert _doc_args(core.toposort) == ["adj", "weights", "active"]
-    assert _doc_args(core.bandit_select)[:4] == ["adj", "alpha", "beta", "weights"]  # not the table's order
-    assert _doc_args(core.bandit_select) != [a.name for a in OPS["bandit_select"].args]
+
+    def swapped() -> None:
+        pass
+
+    swapped.__doc__ = (  # bandit_select's line with k and weights swapped
+        "bandit_select(adj: bool (B,N,N), alpha: f32 (B,N), beta: f32 (B,N), weights: f32 | None, k: int, "
+        "seed: int, step: int, mode: str, active: bool | None, graph_offset: int) -> (chosen, choices, theta)"
+    )
+    assert _doc_args(swapped)[3:5] == ["weights", "k"]
+    assert _doc_args(swapped) != [a.name for a in OPS["bandit_select"].args]
 
 
 def test_stub_lists_every_class_with_its_constructor_arguments() -> None:

@@ -51,11 +51,14 @@ void add_bandit_select_outputs(NewOutputs& out, const BanditSelectArgs& a, Bandi
 
 namespace {
 
-py::tuple bandit_select(const py::handle& adj, const py::handle& alpha, const py::handle& beta,
-                        const py::handle& weights, const py::handle& active, std::int64_t k, std::uint64_t seed,
-                        std::uint64_t step, int mode, std::uint64_t graph_offset) {
+// The op table's argument order, `mode` by name (the CUDA bindings take the code: bandit_args.hpp).
+py::tuple bandit_select(const py::handle& adj, const py::handle& alpha, const py::handle& beta, std::int64_t k,
+                        const py::handle& weights, std::uint64_t seed, std::uint64_t step, const std::string& mode,
+                        const py::handle& active, std::uint64_t graph_offset) {
   BanditSelectInputs in = bandit_select_inputs(adj, alpha, beta, weights, active);
-  set_bandit_scalars(in.args, k, seed, step, mode, graph_offset);
+  const int code = mode == "thompson" ? 0 : mode == "mean" ? 1 : -1;
+  if (code < 0) raise_error("InvalidArgumentError", "mode", "mode must be 'thompson' or 'mean'; got '" + mode + "'");
+  set_bandit_scalars(in.args, k, seed, step, code, graph_offset);
   BanditSelectOut o;
   NewOutputs out("bandit_select");
   add_bandit_select_outputs(out, in.args, o);
@@ -137,11 +140,12 @@ py::tuple bandit_weights(const py::handle& adj, const py::handle& alive, const p
 }  // namespace
 
 void bind_bandit(py::module_& m) {
-  m.def("bandit_select", &bandit_select, py::arg("adj"), py::arg("alpha"), py::arg("beta"), py::arg("weights"),
-        py::arg("active"), py::arg("k"), py::arg("seed"), py::arg("step"), py::arg("mode"), py::arg("graph_offset"),
-        "bandit_select(adj: bool (B,N,N), alpha: f32 (B,N), beta: f32 (B,N), weights: f32 (B,N,N) | None, "
-        "active: bool (B,N) | None, k: int, seed: uint64, step: uint32, mode: 0 thompson | 1 mean, graph_offset: "
-        "int) -> (chosen, choices, theta)");
+  m.def("bandit_select", &bandit_select, py::arg("adj"), py::arg("alpha"), py::arg("beta"), py::arg("k"),
+        py::arg("weights"), py::arg("seed"), py::arg("step"), py::arg("mode"), py::arg("active"),
+        py::arg("graph_offset"),
+        "bandit_select(adj: bool (B,N,N), alpha: f32 (B,N), beta: f32 (B,N), k: int, weights: f32 (B,N,N) | None, "
+        "seed: uint64, step: uint32, mode: 'thompson' | 'mean', active: bool (B,N) | None, graph_offset: int) -> "
+        "(chosen, choices, theta)");
   m.def("bandit_update", &bandit_update, py::arg("alpha"), py::arg("beta"), py::arg("selected"), py::arg("reward"),
         py::arg("dt"), py::arg("km"), py::arg("gamma"), py::arg("delta"), py::arg("prior"),
         "bandit_update(alpha: f32 (B,N), beta: f32 (B,N), selected: bool (B,N), reward: f32 (B,N), dt: f32 (B,N) | "

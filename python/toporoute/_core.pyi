@@ -60,18 +60,6 @@ def qmix_forward(
     weights: QMixWeights, obs: _F32, adj: _Bool, hidden: _F32 | None, active: _Bool | None, isa: str = ""
 ) -> tuple[_F32, _F32]: ...
 def qmix_mix(weights: QMixWeights, q_taken: _F32, state: _F32, isa: str = "") -> _F32: ...
-def bandit_select(
-    adj: _Bool,
-    alpha: _F32,
-    beta: _F32,
-    weights: _F32 | None,
-    active: _Bool | None,
-    k: int,
-    seed: int,
-    step: int,
-    mode: int,
-    graph_offset: int,
-) -> tuple[_Bool, _I32, _F32]: ...
 def conductor_density(
     nodes: _I64, edges: _I64, steps: _I64, n_max: _I64
 ) -> tuple[_F64, _F64, _F64, _F64, _F64]: ...

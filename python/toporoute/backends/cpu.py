@@ -105,9 +105,6 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
     return assemble(items, contexts, options)
 
 
-_MODES = {"thompson": 0, "mean": 1}
-
-
 def _pool_route(
     table: np.ndarray,
     q_rows: np.ndarray,
@@ -177,11 +174,6 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
         isa=True,
     ),
     "qmix_mix": _thin("qmix_mix", call="_core.qmix_mix(qmix_weights(params), q_taken, state, isa)", isa=True),
-    "bandit_select": _thin(
-        "bandit_select",
-        _result("BanditSelection"),
-        call="_core.bandit_select(adj, alpha, beta, weights, active, k, seed, step, _MODES[mode], graph_offset)",
-    ),
 }
 
 # every op of the op table (one an older build of the core lacks: has_op, checked by backends.kernel)
