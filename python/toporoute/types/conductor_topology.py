@@ -528,6 +528,19 @@ class _Step:
     agents: tuple[_Agent, ...]
 
 
+def _entry(item: Any, where: str, keys: tuple[str, str]) -> Any:
+    """The value of ``keys[0]`` in ``item``, a plan entry that must be a mapping of ``keys[0]`` (required) and
+    ``keys[1]``, and nothing else."""
+    if not isinstance(item, dict):
+        raise _Fail(SCHEMA, f"{where} must be a mapping with '{keys[0]}' and '{keys[1]}'; got {_kind(item)}")
+    for key in item:
+        if key not in keys:
+            raise _Fail(SCHEMA, f"{where} has an unknown key {_show(key)} (allowed: {', '.join(keys)})")
+    if keys[0] not in item:
+        raise _Fail(SCHEMA, f"{where} has no '{keys[0]}'")
+    return item[keys[0]]
+
+
 def _token(value: str, pool: tuple[str, ...], where: str, what: str) -> tuple[str, str]:
     m = _TOKEN.fullmatch(value)
     if not m:
@@ -551,14 +564,7 @@ def _schema(doc: Any, options: CheckOptions) -> list[_Step]:
     count = 0
     for i, item in enumerate(doc):
         where = f"list item {i + 1}"
-        if not isinstance(item, dict):
-            raise _Fail(SCHEMA, f"{where} must be a mapping with 'step' and 'agents'; got {_kind(item)}")
-        for key in item:
-            if key not in ("step", "agents"):
-                raise _Fail(SCHEMA, f"{where} has an unknown key {_show(key)} (allowed: step, agents)")
-        if "step" not in item:
-            raise _Fail(SCHEMA, f"{where} has no 'step'")
-        step = item["step"]
+        step = _entry(item, where, ("step", "agents"))
         if not isinstance(step, int) or isinstance(step, bool):
             raise _Fail(SCHEMA, f"{where}: step must be an integer; got {_kind(step)}")
         if not -(2**63) <= step < 2**63:
@@ -576,14 +582,7 @@ def _schema(doc: Any, options: CheckOptions) -> list[_Step]:
             if count > options.max_agents:
                 raise _Fail(SCHEMA, f"the plan has more than {options.max_agents} agents")
             w = f"{where}, agent {j + 1}"
-            if not isinstance(a, dict):
-                raise _Fail(SCHEMA, f"{w} must be a mapping with 'agent' and 'ref'; got {_kind(a)}")
-            for key in a:
-                if key not in ("agent", "ref"):
-                    raise _Fail(SCHEMA, f"{w} has an unknown key {_show(key)} (allowed: agent, ref)")
-            if "agent" not in a:
-                raise _Fail(SCHEMA, f"{w} has no 'agent'")
-            tok = a["agent"]
+            tok = _entry(a, w, ("agent", "ref"))
             if not isinstance(tok, str):
                 raise _Fail(SCHEMA, f"{w}: agent must be a token like '<coder>'; got {_kind(tok)}")
             aid, role = _token(tok, pool, w, "agent")
