@@ -113,7 +113,11 @@ def test_codes_are_exported_and_mirrored_in_the_cpp_header() -> None:
     reasons = {("protected" if k == "protected_node" else k): v for k, v in enum("TeamReason").items()}
     assert reasons == {n: i for i, n in enumerate(ops.TEAM_REASONS)}
     assert enum("TeamKind") == {"padding": -1} | {n: i for i, n in enumerate(ops.TEAM_KINDS)}
-    assert f"kTeamMaxNodes = {codes.TEAM_MAX_NODES};" in header
+    schedule = (Path(__file__).parents[1] / "cpp/include/toporoute/team_schedule.hpp").read_text()
+    assert (
+        '#include "toporoute/team_schedule.hpp"' in header
+    )  # the node capacity, defined once for the team ops
+    assert f"kTeamMaxNodes = {codes.TEAM_MAX_NODES};" in schedule
     assert f"kTeamBestScorer = {codes.TEAM_BEST_SCORER};" in header
 
 

@@ -10,12 +10,10 @@
 #include <cstdint>
 
 #include "toporoute/status.hpp"
+#include "toporoute/team_schedule.hpp"  // kTeamMaxNodes: the team ops' node capacity
 #include "toporoute/views.hpp"
 
 namespace toporoute {
-
-/// Node capacity of one graph (one 64-bit row per node). Mirror of team_codes.TEAM_MAX_NODES.
-constexpr std::int64_t kTeamMaxNodes = 64;
 
 /// Operation kinds, column 0 of an edit row (kind, a, b, role). Mirror of python/toporoute/ops/team_codes.py
 /// (TEAM_*).

@@ -12,7 +12,8 @@
 
 namespace toporoute {
 
-/// Node capacity of these ops: one 64-bit word per adjacency row. Mirror of ops.team_schedule.MAX_NODES.
+/// Node capacity of the team ops (these and team_project): one 64-bit word per adjacency row. Mirror of
+/// types.team_codes.TEAM_MAX_NODES and ops.team_schedule.MAX_NODES.
 constexpr std::int64_t kTeamMaxNodes = 64;
 
 /// A batch of graphs with N <= kTeamMaxNodes.
