@@ -437,7 +437,7 @@ def test_content_security_policy_pins_the_pages_script(report: ReportPaths) -> N
 
 @pytest.mark.parametrize("require", [False, True])
 def test_browser_tests_skip_without_chromium_unless_required(tmp_path: Path, require: bool) -> None:
-    for name in ("conftest.py", "_browser.py"):
+    for name in ("conftest.py", "_browser.py", "_shared_vllm.py"):  # the conftest and what it imports
         (tmp_path / name).write_text((TESTS / name).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "test_page.py").write_text(
         "import pytest\nfrom _browser import chromium\n\n\n@pytest.mark.browser\n"
