@@ -390,25 +390,25 @@ def test_cpu_backend_rechecks_its_inputs() -> None:
     raises(
         errors.DTypeError,
         "pool",
-        lambda: core.pool_route([H.astype(np.float64)], [MASK], [rows], T.copy(), QR, KR, None, 0.0, 1),
+        lambda: core.route_indexed(T.copy(), QR, KR, 0.0, 1, None, [(H.astype(np.float64), MASK, rows)]),
         "pool[0] hidden",
     )
     raises(
         errors.InvalidArgumentError,
         "pool",
-        lambda: core.pool_route((H,), [MASK], [rows], T.copy(), QR, KR, None, 0.0, 1),
-        "list",
+        lambda: core.route_indexed(T.copy(), QR, KR, 0.0, 1, None, [(H, MASK)]),
+        "pool[0] must be a (hidden, mask, rows) triple",
     )
     raises(
         errors.InvalidArgumentError,
         "pool",
-        lambda: core.pool_route([H], [], [rows], T.copy(), QR, KR, None, 0.0, 1),
-        "one length",
+        lambda: core.route_indexed(T.copy(), QR, KR, 0.0, 1, None, 7),
+        "pool must be a sequence of (hidden, mask, rows) triples or None",
     )
     raises(
         errors.InvalidArgumentError,
         "pool",
-        lambda: core.pool_route([H], [MASK], [None], T.copy(), QR, KR, None, 0.0, 1),
+        lambda: core.route_indexed(T.copy(), QR, KR, 0.0, 1, None, [(H, MASK, None)]),
         "None",
     )
     # the scalars are checked before the table is written
@@ -416,12 +416,12 @@ def test_cpu_backend_rechecks_its_inputs() -> None:
     raises(
         errors.OutOfRangeError,
         "tau",
-        lambda: core.pool_route([H], [MASK], [rows], table, QR, KR, None, 2.0, 1),
+        lambda: core.route_indexed(table, QR, KR, 2.0, 1, None, [(H, MASK, rows)]),
     )
     raises(
         errors.OutOfRangeError,
         "k_in",
-        lambda: core.pool_route([H], [MASK], [rows], table, QR, KR, None, 0.0, -1),
+        lambda: core.route_indexed(table, QR, KR, 0.0, -1, None, [(H, MASK, rows)]),
     )
     np.testing.assert_array_equal(table, T)
     # still usable afterwards

@@ -1,5 +1,5 @@
-// mean_pool and pool_route: pooling of token states into embedding rows, alone or fused with an indexed route
-// (one call, the GIL released once).
+// mean_pool and route_indexed: pooling of token states into embedding rows, and the indexed route with its
+// optional pooling first (one call, the GIL released once).
 #include <string>
 #include <vector>
 
@@ -82,29 +82,35 @@ py::array mean_pool(const py::handle& hidden, const py::handle& mask, const py::
   return py::reinterpret_borrow<py::array>(dst.array);
 }
 
-py::tuple pool_route(const py::handle& hiddens, const py::handle& masks, const py::handle& rows,
-                     const py::handle& table, const py::handle& q_rows, const py::handle& k_rows,
-                     const py::handle& active, double tau, std::int64_t k_in, const std::string& isa) {
-  for (const auto& [name, obj] : {std::make_pair("hiddens", hiddens), std::make_pair("masks", masks),
-                                  std::make_pair("rows", rows)}) {
-    if (!py::isinstance<py::list>(obj)) {
-      raise_error("InvalidArgumentError", "pool", std::string(name) + " must be a list (one entry per pool input)");
-    }
-  }
-  const py::list hl = py::reinterpret_borrow<py::list>(hiddens), ml = py::reinterpret_borrow<py::list>(masks),
-                 rl = py::reinterpret_borrow<py::list>(rows);
-  if (ml.size() != hl.size() || rl.size() != hl.size()) {
-    raise_error("InvalidArgumentError", "pool", "hiddens, masks and rows must have one length (pool inputs)");
-  }
+// route_indexed in the op table's argument order; with `pool` (a sequence of (hidden, mask, rows) triples), the
+// pooling into table[rows] runs first, in place, in the same call (the GIL released once).
+py::tuple route_indexed(const py::handle& table, const py::handle& q_rows, const py::handle& k_rows, double tau,
+                        std::int64_t k_in, const py::handle& active, const py::handle& pool, const std::string& isa) {
   const IndexedRouteInputs route_in = indexed_route_inputs(table, q_rows, k_rows, active, tau, k_in);
-  require_writeable_c_contiguous(table, "table");
+  Isa resolved;
+  raise_status(resolve_isa(isa, &resolved));
   const RouteArgs& a = route_in.args;
+  const RouteOutputs out = route_outputs("route_indexed", a.B, a.N, a.K);
+  if (!pool.is_none() && (!py::isinstance<py::sequence>(pool) || py::isinstance<py::str>(pool))) {
+    raise_error("InvalidArgumentError", "pool", "pool must be a sequence of (hidden, mask, rows) triples or None");
+  }
+  if (pool.is_none() || py::len(pool) == 0) {
+    run_core("route_indexed", [&] { return toporoute::route(a, out.view, resolved); });
+    return out.arrays;
+  }
+  require_writeable_c_contiguous(table, "table");
   const std::int64_t D = a.D;
   std::vector<PoolInput> inputs;
   std::vector<PoolArgs> args;
-  for (std::size_t i = 0; i < hl.size(); ++i) {
+  const auto triples = py::reinterpret_borrow<py::sequence>(pool);
+  for (std::size_t i = 0; i < triples.size(); ++i) {
     const std::string prefix = "pool[" + std::to_string(i) + "] ";
-    inputs.push_back(pool_input(hl[i], ml[i], rl[i], prefix, "pool"));
+    const py::object item = triples[i];
+    if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) || py::len(item) != 3) {
+      raise_error("InvalidArgumentError", "pool", prefix + "must be a (hidden, mask, rows) triple");
+    }
+    const auto t = py::reinterpret_borrow<py::sequence>(item);
+    inputs.push_back(pool_input(t[0], t[1], t[2], prefix, "pool"));
     if (inputs.back().args.D != D) {
       raise_error("ShapeError", "pool",
                   prefix + "hidden must have D = " + std::to_string(D) + " (columns of table) in its last axis; got " +
@@ -115,15 +121,12 @@ py::tuple pool_route(const py::handle& hiddens, const py::handle& masks, const p
     }
     args.push_back(inputs.back().args);
   }
-  Isa resolved;
-  raise_status(resolve_isa(isa, &resolved));
   PoolOut o;
   o.out = static_cast<float*>(route_in.table.data);
   o.M = a.M;
   o.D = D;
   o.group = "pool";
-  const RouteOutputs out = route_outputs("pool_route", a.B, a.N, a.K);
-  run_core("pool_route", [&] {
+  run_core("route_indexed", [&] {
     // Everything that can be checked before the table is written is checked first.
     TOPOROUTE_RETURN_IF_ERROR(check_route(a));
     TOPOROUTE_RETURN_IF_ERROR(toporoute::mean_pool(args.data(), static_cast<std::int64_t>(args.size()), o));
@@ -138,11 +141,12 @@ void bind_pool(py::module_& m) {
   m.def("mean_pool", &mean_pool, py::arg("hidden"), py::arg("mask"), py::arg("out"), py::arg("rows"),
         "mean_pool(hidden, mask, out, rows) -> out or a new (n, D) float32 array; masked mean + L2 norm of "
         "(n, L, D) float32 token states, written to out[rows[i]] when out is given.");
-  m.def("pool_route", &pool_route, py::arg("hiddens"), py::arg("masks"), py::arg("rows"), py::arg("table"),
-        py::arg("q_rows"), py::arg("k_rows"), py::arg("active"), py::arg("tau"), py::arg("k_in"),
-        py::arg("isa") = "",
-        "pool_route(hiddens, masks, rows, table, q_rows, k_rows, active, tau, k_in, isa='') -> (scores, adjacency, "
-        "inbox, in_degree); mean-pools each (hidden, mask) into table[rows] in place, then route_indexed.");
+  m.def("route_indexed", &route_indexed, py::arg("table"), py::arg("q_rows"), py::arg("k_rows"), py::arg("tau"),
+        py::arg("k_in"), py::arg("active"), py::arg("pool"), py::arg("isa") = "",
+        "route_indexed(table: f32 (M,D), q_rows: int (B,N), k_rows: int (B,N), tau: float, k_in: int, active: bool "
+        "(B,N) | None, pool: (hidden, mask, rows) triples | None, isa: str = '') -> (scores, adjacency, inbox, "
+        "in_degree); route over rows of the table named by the indices (-1: inactive agent), each pool triple "
+        "mean-pooled into table[rows] first, in place.");
 }
 
 }  // namespace toporoute::bindings

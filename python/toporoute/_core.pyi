@@ -35,27 +35,6 @@ class QMixWeightsCuda:
 def build_info() -> dict[str, Any]: ...
 def result(cls: type[_T], values: tuple[Any, ...]) -> _T: ...
 def cuda_info() -> dict[str, Any]: ...
-def route_indexed(
-    table: _F32,
-    q_rows: _I32 | _I64,
-    k_rows: _I32 | _I64,
-    active: _Bool | None,
-    tau: float,
-    k_in: int,
-    isa: str = "",
-) -> tuple[_F32, _Bool, _I32, _I32]: ...
-def pool_route(
-    hiddens: list[_F32],
-    masks: list[_Bool | _I32 | _I64],
-    rows: list[_I32 | _I64],
-    table: _F32,
-    q_rows: _I32 | _I64,
-    k_rows: _I32 | _I64,
-    active: _Bool | None,
-    tau: float,
-    k_in: int,
-    isa: str = "",
-) -> tuple[_F32, _Bool, _I32, _I32]: ...
 def qmix_forward(
     weights: QMixWeights, obs: _F32, adj: _Bool, hidden: _F32 | None, active: _Bool | None, isa: str = ""
 ) -> tuple[_F32, _F32]: ...

@@ -5,7 +5,7 @@ the core re-checks dtypes and shapes, never copies its inputs, releases the GIL 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -105,23 +105,6 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
     return assemble(items, contexts, options)
 
 
-def _pool_route(
-    table: np.ndarray,
-    q_rows: np.ndarray,
-    k_rows: np.ndarray,
-    active: np.ndarray | None,
-    tau: float,
-    k_in: int,
-    pool: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]] | None,
-    isa: str,
-) -> Any:
-    """Indexed routing; with ``pool``, pooling into ``table`` and routing run in one core call."""
-    if not pool:
-        return _core.route_indexed(table, q_rows, k_rows, active, tau, k_in, isa)
-    hiddens, masks, rows = (list(x) for x in zip(*pool))
-    return _core.pool_route(hiddens, masks, rows, table, q_rows, k_rows, active, tau, k_in, isa)
-
-
 def _thin(
     name: str, convert: Callable[[Any], Any] | None = None, *, call: str = "", isa: bool = False
 ) -> Callable[..., Any]:
@@ -159,12 +142,7 @@ def _result(returns: str) -> Callable[[Any], Any] | None:
 # needs no line here.
 _SPECIAL: dict[str, Callable[..., Any]] = {
     "route": _thin("route", _result("Routes"), isa=True),
-    "route_indexed": _thin(
-        "route_indexed",
-        _result("Routes"),
-        call="_pool_route(table, q_rows, k_rows, active, tau, k_in, pool, isa)",
-        isa=True,
-    ),
+    "route_indexed": _thin("route_indexed", _result("Routes"), isa=True),
     "conductor_density": conductor_density,
     "conductor_check": conductor_check,
     "qmix_forward": _thin(
