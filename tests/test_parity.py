@@ -14,6 +14,7 @@ and each grid caches one case.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -106,6 +107,49 @@ def test_backend_op_sets_match_the_package() -> None:
             errors.BackendUnavailableError, match=f"^{op} has no CUDA kernel; use backend='cpu'$"
         ):
             case.call("cuda")()
+
+
+def _first(result: Any) -> Any:
+    """The first graph's result of a batched ``result`` (its fields without the batch axis)."""
+    if isinstance(result, np.ndarray):
+        return result[0]
+    if isinstance(result, tuple):  # QMixStep
+        return type(result)(*(None if v is None else v[0] for v in result))
+    first = copy.copy(result)
+    for name, value in vars(result).items():
+        object.__setattr__(first, name, None if value is None else value[0])
+    return first
+
+
+@pytest.mark.parametrize("op", sorted(OP_TABLE))
+def test_every_op_matches_the_reference_on_its_bench_case(op: str) -> None:
+    """The grid's floor for every op of the table, a new one with nothing but its bench case: on the inputs
+    ``toporoute bench`` times it on (3 graphs), every host backend that registers the op equals the reference, and
+    for ops with a single-graph form, the first graph alone (each argument that carries the batch axis without
+    it) gives the batch's first result."""
+    case = bench_cases.OPS[op].prepare(3, bench_cases.Context())
+    assert case.op is getattr(ops, op) and case.args is not None
+    want = case.call("reference")()
+    backends = ["cpu"] if core is not None else []
+    for backend in backends:
+        assert_matches(op, case.call(backend)(), want, f"{op} on its bench case, backend {backend}")
+    spec = OP_TABLE[op]
+    if not spec.lead:
+        return
+    bound = inspect.signature(case.op).bind(*case.args, **case.kwargs).arguments
+    single = {  # each argument with a batch axis without it (team_project's (B,) sink becomes an int)
+        a.name: bound[a.name][0]
+        if bound[a.name] is not None and (a.batch or a.layout.startswith("(B,"))
+        else bound[a.name]
+        for a in spec.args
+        if a.name in bound
+    }
+    for backend in ["reference", *backends]:
+        got = case.op(**single, backend=backend)
+        if isinstance(got, int):  # topology_distance: an int for a single graph
+            assert got == want[0], f"{op}, the first graph alone, backend {backend}"
+            continue
+        assert_matches(op, got, _first(want), f"{op}, the first graph alone, backend {backend}")
 
 
 # ----------------------------------------------------------------------------------------------------- route
