@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
-from toporoute.benchmark.inputs import bandit_inputs
+from toporoute.backends.samples import bandit_inputs
 
 from ._compare import report, seconds
 from ._scale import pick

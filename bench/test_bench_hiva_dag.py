@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
-from toporoute.benchmark.inputs import dag_inputs
+from toporoute.backends.samples import dag_inputs
 
 from ._compare import seconds
 from ._scale import pick

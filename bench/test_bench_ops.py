@@ -11,7 +11,7 @@ import pytest
 
 from toporoute import backends, ops
 from toporoute.backends import reference
-from toporoute.benchmark.inputs import random_dags, route_inputs
+from toporoute.backends.samples import random_dags, route_inputs
 
 from ._scale import pick
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
-from toporoute.benchmark.inputs import team_project_inputs
+from toporoute.backends.samples import team_project_inputs
 from toporoute.types import team_codes as c
 
 from ._compare import report, seconds

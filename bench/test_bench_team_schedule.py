@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from toporoute import backends, ops
-from toporoute.benchmark.inputs import team_graph_inputs
+from toporoute.backends.samples import team_graph_inputs
 
 from ._compare import report, seconds
 from ._scale import pick

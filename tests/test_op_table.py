@@ -79,6 +79,17 @@ def test_toporoute_bench_times_every_op_of_the_table_in_its_order() -> None:
     assert [n for n in CASES if n not in OPS] == ["encoder", "router"]
 
 
+def test_every_sample_belongs_to_an_op_and_is_its_bench_case() -> None:
+    from toporoute.backends import reference
+    from toporoute.benchmark.cases import OPS as CASES
+
+    assert set(reference.SAMPLES) <= set(OPS)
+    for name, sample in reference.SAMPLES.items():  # not shadowed by a case written out in benchmark.cases
+        assert CASES[name].meaning == sample.meaning, name
+        args, kwargs = sample.make(2)
+        assert len(args) + len(kwargs) <= len(OPS[name].args), name
+
+
 def _bad_inputs() -> list[tuple[str, Callable[[str | None], object]]]:
     """(op, call) pairs: a call of the op on bad input, for each op whose CPU kernel checks its own inputs; the
     op name ends in ``!`` where only the kernels find it (a value: the backends word those alike but for the

@@ -62,6 +62,7 @@ import numpy as np
 
 from ..errors import NonFiniteError, OutOfRangeError
 from ..types.results import BanditSelection, BetaState, EdgeWeights, SynergyState
+from .samples import Call, Sample, bandit_inputs
 
 __all__ = ["bandit_select", "bandit_update", "bandit_weights", "beta_draws", "philox4x32", "synergy_update"]
 
@@ -491,3 +492,43 @@ def synergy_update(
         gain = lr * (ea64 / (ea64 + eb64)) * routed.astype(np.float64)
     c = np.where(hit, (c_syn.astype(np.float64) + gain).astype(np.float32), c_syn)
     return SynergyState(c.astype(np.float32), ea.astype(np.float32), eb.astype(np.float32))
+
+
+# -- samples (toporoute.backends.samples): what toporoute bench times and the backend grid checks ---------------
+
+
+def _select_sample(B: int) -> Call:
+    adj, alpha, beta = bandit_inputs(B)
+    return (adj, alpha, beta, 2), {"seed": 2026, "step": 3}
+
+
+def _update_sample(B: int) -> Call:
+    _, alpha, beta = bandit_inputs(B)
+    rng = np.random.default_rng(1)
+    selected = rng.random(alpha.shape) < 0.5
+    return (alpha, beta, selected, rng.random(alpha.shape).astype(np.float32)), {}
+
+
+def _weights_sample(B: int) -> Call:
+    adj, alpha, beta = bandit_inputs(B)
+    rng = np.random.default_rng(1)
+    alive = np.ones(alpha.shape, bool)
+    c_syn = rng.uniform(0.5, 2.0, adj.shape).astype(np.float32)
+    similarity = np.stack([rng.random(alpha.shape), rng.uniform(-1.0, 1.0, alpha.shape)], axis=-1)
+    selected = rng.random(alpha.shape) < 0.2
+    return (adj, alive, alpha, beta, c_syn, similarity, selected), {}
+
+
+def _synergy_sample(B: int) -> Call:
+    adj, _, _ = bandit_inputs(B)
+    reward = np.random.default_rng(1).random(adj.shape[:2]).astype(np.float32)
+    c = np.ones(adj.shape, np.float32)
+    return (c, c, c, adj.astype(np.float32), reward), {}
+
+
+SAMPLES = {
+    "bandit_select": Sample("B DAGs of N=32 nodes, k=2, Thompson", _select_sample),
+    "bandit_update": Sample("B graphs of N=32 nodes", _update_sample),
+    "synergy_update": Sample("B graphs of N=32 nodes", _synergy_sample),
+    "bandit_weights": Sample("B DAGs of N=32 nodes, about 6 of them selected", _weights_sample),
+}

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..types import dag_codes as c
 from ..types.results import DagEdits, DagRepair
+from .samples import DAG_DEFAULTS, Call, Sample, dag_inputs
 
 __all__ = ["check_alive_ends", "check_consistent", "dag_edit", "dag_repair"]
 
@@ -367,3 +368,24 @@ def dag_repair(
         adj & ~out_adj,
         out_adj & ~adj,
     )
+
+
+# -- samples (toporoute.backends.samples) -----------------------------------------------------------------------
+
+
+def _edit_sample(B: int) -> Call:
+    adj, alive, edits, _, _ = dag_inputs(B)
+    return (adj, alive, edits), {}
+
+
+def _repair_sample(B: int) -> Call:
+    adj, alive, edits, ea, eb = dag_inputs(B)
+    source, sink, *_, max_out = DAG_DEFAULTS
+    edited = dag_edit(adj, alive, edits, source, sink, max_out)
+    return (edited.adj, edited.alive, ea, eb), {}
+
+
+SAMPLES = {
+    "dag_edit": Sample("B DAGs of N=32 slots, E=8 edits each", _edit_sample),
+    "dag_repair": Sample("B DAGs of N=32 slots with edge Betas", _repair_sample),
+}

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import NonFiniteError, OutOfRangeError
 from ..types.results import TeamSchedule, TeamScores
 from ._reference_dag import check_consistent
+from .samples import TEAM, Call, Sample, team_graph_inputs
 
 __all__ = ["team_schedule", "team_scores", "topology_distance"]
 
@@ -271,3 +272,28 @@ def topology_distance(
     edges = (adj_a ^ adj_b).sum(axis=(1, 2)) + 2 * (adj_a & adj_b & ~kept).sum(axis=(1, 2))
     distance: np.ndarray = (nodes + edges).astype(np.int32)
     return distance
+
+
+# -- samples (toporoute.backends.samples) -----------------------------------------------------------------------
+
+
+def _schedule_sample(B: int) -> Call:
+    adj, alive, *_ = team_graph_inputs(B)
+    return (adj, alive), {}
+
+
+def _scores_sample(B: int) -> Call:
+    *_, history, present = team_graph_inputs(B)
+    return (history, present), {}
+
+
+def _distance_sample(B: int) -> Call:
+    adj, alive, adj_next, gen, gen_next, _, _ = team_graph_inputs(B)
+    return (adj, alive, adj_next, alive), {"gen_a": gen, "gen_b": gen_next}
+
+
+SAMPLES = {
+    "team_schedule": Sample(f"B {TEAM} with cycles", _schedule_sample),
+    "team_scores": Sample(f"B {TEAM}, T=10 judged rounds", _scores_sample),
+    "topology_distance": Sample(f"B pairs of {TEAM}", _distance_sample),
+}

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..types import team_codes as c
 from ..types.results import TeamProjection
+from .samples import TEAM, Call, Sample, team_project_inputs
 
 __all__ = ["check_team_inputs", "team_project"]
 
@@ -462,3 +463,15 @@ def team_project(
     return TeamProjection(
         out_adj, out_alive, out_roles, out_gen, accepted, reason, new_node, inherited, repaired
     )
+
+
+# -- samples (toporoute.backends.samples) -----------------------------------------------------------------------
+
+
+def _project_sample(B: int) -> Call:
+    adj, alive, roles, sink, edits, protected, critical, scores, generation = team_project_inputs(B)
+    kw = {"protected": protected, "critical": critical, "scores": scores, "generation": generation}
+    return (adj, alive, roles, sink, edits), kw
+
+
+SAMPLES = {"team_project": Sample(f"B {TEAM}, P=8 meta edits each", _project_sample)}

@@ -23,14 +23,20 @@ from ..types.results import Density, GraphStats, Order, QMixGraph, QMixStep, Rou
 # the ops defined beside this module, by family (each module's __all__), registered in KERNELS below by name: an
 # op added to a family touches no line here
 from ._reference_bandit import *
+from ._reference_bandit import SAMPLES as _BANDIT_SAMPLES
 from ._reference_dag import *
+from ._reference_dag import SAMPLES as _DAG_SAMPLES
 from ._reference_schedule import *
+from ._reference_schedule import SAMPLES as _SCHEDULE_SAMPLES
 from ._reference_team import *
+from ._reference_team import SAMPLES as _TEAM_SAMPLES
+from .samples import Call, Sample
 
 if TYPE_CHECKING:
     from ..types.qmix_params import QMixParams
 
-__all__ = ["KERNELS", "QMIX_ACTIONS", "available", "inbox_width"]  # and a function per op (KERNELS)
+# and a function per op (KERNELS)
+__all__ = ["KERNELS", "QMIX_ACTIONS", "SAMPLES", "available", "inbox_width"]
 
 
 def inbox_width(n: int, k_in: int) -> int:
@@ -531,3 +537,56 @@ def conductor_check(texts: list[str], contexts: list[Any], options: Any) -> Any:
 
 # every op of the op table: the reference defines them all
 KERNELS: dict[str, Callable[..., Any]] = {name: globals()[name] for name in OPS}
+
+
+# -- samples (toporoute.backends.samples): the inputs toporoute bench times every backend on and the tests' backend
+# grid checks every backend against the reference on; an op without one has its bench case written out in
+# toporoute.benchmark.cases (an alternative to compare with, or inputs that need more than numpy).
+
+
+def _route_indexed_sample(B: int) -> Call:
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((2 * B * 8, 384), dtype=np.float32)
+    table /= np.linalg.norm(table, axis=1, keepdims=True)
+    rows = rng.permutation(2 * B * 8).astype(np.int32).reshape(2, B, 8)
+    return (table, rows[0], rows[1]), {"tau": 0.0, "k_in": 3}
+
+
+def _mean_pool_sample(B: int) -> Call:
+    rng = np.random.default_rng(0)
+    hidden = rng.standard_normal((B, 32, 384), dtype=np.float32)
+    mask = np.arange(32)[None, :] < rng.integers(4, 33, size=(B, 1))
+    return (hidden, mask), {}
+
+
+def _graph_stats_sample(B: int) -> Call:
+    adj, prev = np.random.default_rng(1).random((2, B, 8, 8)) < 0.3
+    return (adj,), {"prev": prev}
+
+
+def _density_sample(B: int) -> Call:
+    rng = np.random.default_rng(2)
+    nodes = rng.integers(1, 12, B)
+    steps = np.minimum(rng.integers(1, 6, B), nodes)
+    edges = rng.integers(0, 20, B)
+    return (nodes, edges, steps, rng.choice([4, 7, 10], B)), {}
+
+
+def _qmix_graph_sample(B: int) -> Call:
+    return (np.random.default_rng(0).integers(0, 6, size=(B, 5), dtype=np.int64),), {}
+
+
+SAMPLES: dict[str, Sample] = {
+    "route_indexed": Sample(
+        "B episodes of N=8 agents whose rows index a (2*B*N, 384) table", _route_indexed_sample
+    ),
+    "mean_pool": Sample("B sequences of L=32 tokens (4-32 counted), D=384", _mean_pool_sample),
+    "graph_stats": Sample("B graphs of N=8 agents with the previous round", _graph_stats_sample),
+    "conductor_density": Sample("B plans' node, edge and step counts", _density_sample),
+    "qmix_graph": Sample("B joint actions of N=5 agents (uniform)", _qmix_graph_sample),
+    **_BANDIT_SAMPLES,
+    **_DAG_SAMPLES,
+    **_TEAM_SAMPLES,
+    **_SCHEDULE_SAMPLES,
+}
+"""The samples of the ops, by name (each family module's ``SAMPLES`` with this module's)."""

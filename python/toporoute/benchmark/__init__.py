@@ -1,6 +1,7 @@
 """Micro-benchmarks of the routing ops, the encoder and the Router: ``toporoute bench`` and its library form.
 
-- :mod:`~toporoute.benchmark.inputs`: the input builders (shared with the pytest suites under ``bench/``);
+- :mod:`~toporoute.benchmark.inputs`: the text input builders (shared with the pytest suites under ``bench/``;
+  the ops' array inputs are their samples, :mod:`toporoute.backends.samples`);
 - :mod:`~toporoute.benchmark.cases`: per op, what its size means, its sizes, its calls and its alternative;
 - :mod:`~toporoute.benchmark.timing`: warm-up until the call stops getting faster, rounds, median / min / IQR
   and the raw round times;

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import ops
+from ..backends import reference, samples
 from ..types import op_table
 from . import inputs
 
@@ -204,7 +205,7 @@ def _no_torch(device: Device) -> str:
 
 def _route(B: int, ctx: Context) -> OpCase:
     N, D, tau, k_in = 8, 384, 0.3, 3
-    q, k = inputs.route_inputs(B, N, D)
+    q, k = samples.route_inputs(B, N, D)
 
     def on_device(device: Device) -> DeviceCase:
         from .device import route_bytes, torch_route
@@ -227,17 +228,8 @@ def _route(B: int, ctx: Context) -> OpCase:
     return replace(_op_case("route", q, k, tau=tau, k_in=k_in), on_device=on_device)
 
 
-def _route_indexed(B: int, ctx: Context) -> OpCase:
-    rng = np.random.default_rng(0)
-    table = rng.standard_normal((2 * B * 8, 384), dtype=np.float32)
-    table /= np.linalg.norm(table, axis=1, keepdims=True)
-    rows = rng.permutation(2 * B * 8).astype(np.int32).reshape(2, B, 8)
-    q_rows, k_rows = rows[0], rows[1]
-    return _op_case("route_indexed", table, q_rows, k_rows, tau=0.0, k_in=3)
-
-
 def _toposort(B: int, ctx: Context) -> OpCase:
-    adj = inputs.random_dags(B, 16)
+    adj = samples.random_dags(B, 16)
     alternative, note = None, ""
     if _missing("networkx"):
         note = "networkx not installed"
@@ -252,36 +244,9 @@ def _toposort(B: int, ctx: Context) -> OpCase:
     return _op_case("toposort", adj, alternative=alternative, note=note)
 
 
-def _mean_pool(B: int, ctx: Context) -> OpCase:
-    rng = np.random.default_rng(0)
-    hidden = rng.standard_normal((B, 32, 384), dtype=np.float32)
-    mask = np.arange(32)[None, :] < rng.integers(4, 33, size=(B, 1))
-    return _op_case("mean_pool", hidden, mask)
-
-
-def _qmix_graph(B: int, ctx: Context) -> OpCase:
-    actions = np.random.default_rng(0).integers(0, 6, size=(B, 5), dtype=np.int64)
-    return _op_case("qmix_graph", actions)
-
-
-def _graph_stats(B: int, ctx: Context) -> OpCase:
-    rng = np.random.default_rng(1)
-    adj, prev = rng.random((2, B, 8, 8)) < 0.3
-    return _op_case("graph_stats", adj, prev=prev)
-
-
 def _conductor_check(B: int, ctx: Context) -> OpCase:
     texts = inputs.conductor_texts(B)
     return _op_case("conductor_check", texts)
-
-
-def _conductor_density(B: int, ctx: Context) -> OpCase:
-    rng = np.random.default_rng(2)
-    nodes = rng.integers(1, 12, B)
-    steps = np.minimum(rng.integers(1, 6, B), nodes)
-    edges = rng.integers(0, 20, B)
-    caps = rng.choice([4, 7, 10], B)
-    return _op_case("conductor_density", nodes, edges, steps, caps)
 
 
 def _qmix_forward(B: int, ctx: Context) -> OpCase:
@@ -329,75 +294,6 @@ def _torch_on_device(args: tuple[Any, ...], ctx: Context, network: str, device: 
     nets = ctx.qmix_on(device)
     tensors = [device.as_torch(a) for a in arrays]
     return DeviceCase(call, _torch_call(functools.partial(getattr(nets, network), *tensors)))
-
-
-def _bandit_select(B: int, ctx: Context) -> OpCase:
-    adj, alpha, beta = inputs.bandit_inputs(B)
-    return _op_case("bandit_select", adj, alpha, beta, 2, seed=2026, step=3)
-
-
-def _bandit_update(B: int, ctx: Context) -> OpCase:
-    _, alpha, beta = inputs.bandit_inputs(B)
-    rng = np.random.default_rng(1)
-    selected = rng.random(alpha.shape) < 0.5
-    reward = rng.random(alpha.shape).astype(np.float32)
-    return _op_case("bandit_update", alpha, beta, selected, reward)
-
-
-def _bandit_weights(B: int, ctx: Context) -> OpCase:
-    adj, alpha, beta = inputs.bandit_inputs(B)
-    rng = np.random.default_rng(1)
-    alive = np.ones(alpha.shape, bool)
-    c_syn = rng.uniform(0.5, 2.0, adj.shape).astype(np.float32)
-    similarity = np.stack([rng.random(alpha.shape), rng.uniform(-1.0, 1.0, alpha.shape)], axis=-1)
-    selected = rng.random(alpha.shape) < 0.2
-    return _op_case("bandit_weights", adj, alive, alpha, beta, c_syn, similarity, selected)
-
-
-def _synergy_update(B: int, ctx: Context) -> OpCase:
-    adj, _, _ = inputs.bandit_inputs(B)
-    rng = np.random.default_rng(1)
-    reward = rng.random(adj.shape[:2]).astype(np.float32)
-    routed = adj.astype(np.float32)
-    c = np.ones(adj.shape, np.float32)
-    return _op_case("synergy_update", c, c, c, routed, reward)
-
-
-def _dag_edit(B: int, ctx: Context) -> OpCase:
-    adj, alive, edits, _, _ = inputs.dag_inputs(B)
-    return _op_case("dag_edit", adj, alive, edits)
-
-
-def _dag_repair(B: int, ctx: Context) -> OpCase:
-    adj, alive, edits, ea, eb = inputs.dag_inputs(B)
-    edited = ops.dag_edit(adj, alive, edits)
-    return _op_case("dag_repair", edited.adj, edited.alive, ea, eb)
-
-
-def _team_project(B: int, ctx: Context) -> OpCase:
-    adj, alive, roles, sink, edits, protected, critical, scores, generation = inputs.team_project_inputs(B)
-    kw: dict[str, Any] = {
-        "protected": protected,
-        "critical": critical,
-        "scores": scores,
-        "generation": generation,
-    }
-    return _op_case("team_project", adj, alive, roles, sink, edits, **kw)
-
-
-def _team_schedule(B: int, ctx: Context) -> OpCase:
-    adj, alive, *_ = inputs.team_graph_inputs(B)
-    return _op_case("team_schedule", adj, alive)
-
-
-def _team_scores(B: int, ctx: Context) -> OpCase:
-    *_, history, present = inputs.team_graph_inputs(B)
-    return _op_case("team_scores", history, present)
-
-
-def _topology_distance(B: int, ctx: Context) -> OpCase:
-    adj, alive, adj_next, gen, gen_next, _, _ = inputs.team_graph_inputs(B)
-    return _op_case("topology_distance", adj, alive, adj_next, alive, gen_a=gen, gen_b=gen_next)
 
 
 def _encoder(B: int, ctx: Context) -> OpCase:
@@ -450,7 +346,6 @@ def _router(B: int, ctx: Context) -> OpCase:
 _B = (1, 64, 1024)
 _TORCH_GPU = "PyTorch on the GPU"
 _BQ = (1, 64)
-_TEAM = "graphs of N=32 agent slots"
 
 _CASES: dict[str, OpSpec] = {
     s.name: s
@@ -463,16 +358,7 @@ _CASES: dict[str, OpSpec] = {
             _route,
             device_alternative=_TORCH_GPU,
         ),
-        OpSpec(
-            "route_indexed",
-            "B episodes of N=8 agents whose rows index a (2*B*N, 384) table",
-            _B,
-            _BQ,
-            _route_indexed,
-        ),
-        OpSpec("mean_pool", "B sequences of L=32 tokens (4-32 counted), D=384", _B, _BQ, _mean_pool),
         OpSpec("toposort", "B DAGs of N=16 nodes (p=0.3)", _B, _BQ, _toposort, "networkx"),
-        OpSpec("graph_stats", "B graphs of N=8 agents with the previous round", _B, _BQ, _graph_stats),
         OpSpec(
             "conductor_check",
             "B orchestrator outputs (YAML plans of 2-5 steps, ~80% valid)",
@@ -481,7 +367,6 @@ _CASES: dict[str, OpSpec] = {
             _conductor_check,
             max_size=1 << 14,
         ),
-        OpSpec("conductor_density", "B plans' node, edge and step counts", _B, _BQ, _conductor_density),
         OpSpec(
             "qmix_forward",
             "B episodes of N=3 agents, default QMixConfig",
@@ -500,17 +385,6 @@ _CASES: dict[str, OpSpec] = {
             "torch",
             device_alternative=_TORCH_GPU,
         ),
-        OpSpec("qmix_graph", "B joint actions of N=5 agents (uniform)", _B, _BQ, _qmix_graph),
-        OpSpec("bandit_select", "B DAGs of N=32 nodes, k=2, Thompson", _B, _BQ, _bandit_select),
-        OpSpec("bandit_update", "B graphs of N=32 nodes", _B, _BQ, _bandit_update),
-        OpSpec("synergy_update", "B graphs of N=32 nodes", _B, _BQ, _synergy_update),
-        OpSpec("bandit_weights", "B DAGs of N=32 nodes, about 6 of them selected", _B, _BQ, _bandit_weights),
-        OpSpec("dag_edit", "B DAGs of N=32 slots, E=8 edits each", _B, _BQ, _dag_edit),
-        OpSpec("dag_repair", "B DAGs of N=32 slots with edge Betas", _B, _BQ, _dag_repair),
-        OpSpec("team_project", f"B {_TEAM}, P=8 meta edits each", _B, _BQ, _team_project),
-        OpSpec("team_schedule", f"B {_TEAM} with cycles", _B, _BQ, _team_schedule),
-        OpSpec("team_scores", f"B {_TEAM}, T=10 judged rounds", _B, _BQ, _team_scores),
-        OpSpec("topology_distance", f"B pairs of {_TEAM}", _B, _BQ, _topology_distance),
         OpSpec(
             "encoder",
             "B mixed-length descriptors (1-4 sentences), all-MiniLM-L6-v2 on ONNX Runtime, cache off",
@@ -532,8 +406,26 @@ _CASES: dict[str, OpSpec] = {
         ),
     )
 }
+
+
+def _sampled(name: str) -> OpSpec:
+    """The case of an op without one written out above: the op on its sample's inputs
+    (:data:`toporoute.backends.reference.SAMPLES`), no alternative."""
+    sample = reference.SAMPLES[name]
+
+    def prepare(B: int, ctx: Context) -> OpCase:
+        args, kwargs = sample.make(B)
+        return _op_case(name, *args, **kwargs)
+
+    return OpSpec(name, sample.meaning, _B, _BQ, prepare)
+
+
 _EXTRAS = ("encoder", "router")  # timed like ops, but not ops of the table: the embedding layers above them
-OPS: dict[str, OpSpec] = {name: _CASES[name] for name in (*op_table.OPS, *_EXTRAS) if name in _CASES}
+OPS: dict[str, OpSpec] = {
+    name: _CASES[name] if name in _CASES else _sampled(name)
+    for name in (*op_table.OPS, *_EXTRAS)
+    if name in _CASES or name in reference.SAMPLES
+}
 """The ops of ``toporoute bench``, in the order of its tables: the op table's order (every op of
-:data:`toporoute.types.op_table.OPS` with a case; tests/test_bench_cases.py checks that none lacks one), then the
-encoder and the Router."""
+:data:`toporoute.types.op_table.OPS`, with its case written out here or from its sample; tests/test_op_table.py
+checks that none lacks one), then the encoder and the Router."""

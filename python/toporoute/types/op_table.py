@@ -10,10 +10,10 @@ does not register it, and :func:`toporoute.backends.kernel` refuses the call, na
 The reference registers every op: it defines the semantics and is the oracle of the others.
 
 Adding an op: its entry here, its checks and public function in its family's :mod:`toporoute.ops` module (in
-that module's ``__all__``), its reference function (in its family module's ``__all__``), its kernels and their
-bindings (a binding that takes these arguments in order needs no line in ``backends/cpu.py`` or ``_core.pyi``),
-its bench case (``toporoute.benchmark.cases``: its inputs are also where the tests' grid checks every backend
-against the reference), and its own tests (README, "Adding an op").
+that module's ``__all__``), its reference function (in its family module's ``__all__``) and its sample inputs
+(that module's ``SAMPLES``: ``toporoute bench`` times the op on them and the tests' grid checks every backend
+against the reference on them), its kernels and their bindings (a binding that takes these arguments in order
+needs no line in ``backends/cpu.py`` or ``_core.pyi``), and its own tests (README, "Adding an op").
 """
 
 from __future__ import annotations
