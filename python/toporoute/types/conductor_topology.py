@@ -497,22 +497,20 @@ def _show(value: Any) -> str:
     return _q(value) if isinstance(value, str) else _kind(value)
 
 
+# What messages call a YAML value of each type; bool comes before int, its base class.
+_KINDS: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    (bool, "a bool"),
+    (int, "an int"),
+    (float, "a float"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "a mapping"),
+)
+
+
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a bool"
-    if isinstance(value, int):
-        return "an int"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"a {type(value).__name__}"
+    return next((name for cls, name in _KINDS if isinstance(value, cls)), f"a {type(value).__name__}")
 
 
 @dataclass(frozen=True)
