@@ -70,6 +70,16 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden))
 """
 
 
+def loaded_modules(body: str, forbidden: list[str], tmp_path: Path, **env: str | None) -> list[str]:
+    """The modules of the ``forbidden`` packages that a fresh interpreter has imported after running ``body``."""
+    return run_json(_LOADED.format(body=body, forbidden=forbidden), tmp_path, **env)
+
+
+def assert_loads_none(body: str, forbidden: list[str], tmp_path: Path, **env: str | None) -> None:
+    loaded = loaded_modules(body, forbidden, tmp_path, **env)
+    assert loaded == [], f"{body!r} imported {loaded}"
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -93,8 +103,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in forbidden))
     ids=["ops", "toporoute", "backends", "ops-modules", "ops-calls"],
 )
 def test_core_imports_no_llm_or_http_packages(body: str, tmp_path: Path) -> None:
-    loaded = run_json(_LOADED.format(body=body, forbidden=FORBIDDEN), tmp_path)
-    assert loaded == [], f"{body!r} imported {loaded}"
+    assert_loads_none(body, FORBIDDEN, tmp_path)
 
 
 def test_embedding_layer_needs_no_torch_or_llm_packages(tmp_path: Path) -> None:
@@ -106,8 +115,7 @@ def test_embedding_layer_needs_no_torch_or_llm_packages(tmp_path: Path) -> None:
         "assert r.adjacency.any()"
     )
     forbidden = [m for m in FORBIDDEN if m not in ("onnxruntime", "tokenizers")]
-    loaded = run_json(_LOADED.format(body=body, forbidden=forbidden), tmp_path, TOPOROUTE_CACHE=str(tmp_path))
-    assert loaded == [], f"text routing imported {loaded}"
+    assert_loads_none(body, forbidden, tmp_path, TOPOROUTE_CACHE=str(tmp_path))
 
 
 def test_qmix_policy_acts_without_torch(tmp_path: Path) -> None:
@@ -122,13 +130,12 @@ def test_qmix_policy_acts_without_torch(tmp_path: Path) -> None:
         "np.float32), epsilon=0.0, rng=np.random.default_rng(0))\n"
         "schedule(*actions_to_graph(a))"
     )
-    loaded = run_json(_LOADED.format(body=body, forbidden=["torch", "vllm", "transformers"]), tmp_path)
-    assert loaded == [], f"acting with a Q-Mix policy imported {loaded}"
+    assert_loads_none(body, ["torch", "vllm", "transformers"], tmp_path)
 
 
 def test_forbidden_module_check_has_teeth(tmp_path: Path) -> None:
     # the same probe reports a forbidden package once it is imported (json stands in for one, always present)
-    loaded = run_json(_LOADED.format(body="import json.decoder", forbidden=["json"]), tmp_path)
+    loaded = loaded_modules("import json.decoder", ["json"], tmp_path)
     assert "json.decoder" in loaded
 
 
