@@ -91,19 +91,17 @@ def route_indexed(
     for i, (hidden, mask, rows) in enumerate(triples):
         arrays.update({f"pool[{i}] hidden": hidden, f"pool[{i}] mask": mask, f"pool[{i}] rows": rows})
     where = placement(arrays)
-    hiddens, masks, rows_ = ([t[j] for t in triples] for j in range(3))
+
+    def inputs(convert: Callable[[Any], Any]) -> tuple[Any, ...]:
+        """q_rows, k_rows, active and the pool's hiddens, masks and rows (a list each), as both entries take
+        them after the table."""
+        pooled = ([convert(t[j]) for t in triples] for j in range(3))
+        return (convert(q_rows), convert(k_rows), convert(active), *pooled)
+
     if where[0] == "numpy":
+        # with a pool, the table is pooled in place: the caller's own array
         out = core.route_indexed_cuda_host(
-            table if triples else host(table),  # pooled in place: the caller's own array
-            host(q_rows),
-            host(k_rows),
-            host(active),
-            [host(x) for x in hiddens],
-            [host(x) for x in masks],
-            [host(x) for x in rows_],
-            float(tau),
-            int(k_in),
-            device,
+            table if triples else host(table), *inputs(host), float(tau), int(k_in), device
         )
         return Routes(*out)
     fw = framework_of(where)
@@ -112,19 +110,7 @@ def route_indexed(
     def export(x: Any) -> Any:
         return None if x is None else fw.export(x, stream)
 
-    made = core.route_indexed_cuda_dlpack(
-        export(table),
-        export(q_rows),
-        export(k_rows),
-        export(active),
-        [export(x) for x in hiddens],
-        [export(x) for x in masks],
-        [export(x) for x in rows_],
-        None,
-        float(tau),
-        int(k_in),
-        stream,
-    )
+    made = core.route_indexed_cuda_dlpack(export(table), *inputs(export), None, float(tau), int(k_in), stream)
     return Routes(*(fw.wrap(c) for c in made))
 
 
