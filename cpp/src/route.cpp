@@ -1,6 +1,7 @@
 // route(): one fused pass per episode (stage + norms + dots in the ISA kernel, then score, threshold, self and
 // activity masks, top-k_in per recipient and inbox order), OpenMP across episodes. Indexed routing first
 // gathers the episode's table rows into scratch, so both forms run the same kernel on the same values.
+// nearest(): the table's norms once, then per query its scores against every kept row and a partial sort.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -272,6 +273,116 @@ Status route(const RouteArgs& a, const RouteOut& o, Isa isa) {
     }
   }
   if (bad.any()) return non_finite_status(a, bad.get());
+  return Status::success();
+}
+
+namespace {
+
+// sum_i a[i sa] b[i sb] in float64, four partial sums in a fixed order: the same value for any batch or thread.
+// Squares of float32 values cannot overflow float64, so a non-finite result means a non-finite input.
+double dot64(const float* a, std::int64_t sa, const float* b, std::int64_t sb, std::int64_t n) noexcept {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(a[i * sa]) * b[i * sb];
+    s1 += static_cast<double>(a[(i + 1) * sa]) * b[(i + 1) * sb];
+    s2 += static_cast<double>(a[(i + 2) * sa]) * b[(i + 2) * sb];
+    s3 += static_cast<double>(a[(i + 3) * sa]) * b[(i + 3) * sb];
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(a[i * sa]) * b[i * sb];
+  return (s0 + s1) + (s2 + s3);
+}
+
+struct Candidate {
+  float score;
+  std::int64_t row;
+};
+
+// Best first: higher score, then the lower row.
+bool better(const Candidate& x, const Candidate& y) noexcept {
+  return x.score > y.score || (x.score == y.score && x.row < y.row);
+}
+
+// One query's k nearest kept rows into out (k entries, -1 padded); false when the query is not finite.
+bool nearest_query(const NearestArgs& a, const double* norms, std::int64_t b, Candidate* cand,
+                   std::int64_t* out) noexcept {
+  const float* q = a.queries.row(b);
+  const std::int64_t qd = a.queries.s1, td = a.table.s1;
+  const double qn = std::sqrt(dot64(q, qd, q, qd, a.D));
+  if (!std::isfinite(qn)) return false;
+  std::int64_t count = 0;
+  for (std::int64_t m = 0; m < a.M; ++m) {
+    if (a.keep.data != nullptr && a.keep.row(b)[m * a.keep.s1] == 0) continue;
+    const double denom = qn * norms[m];
+    float score = 0.0f;
+    if (denom > 0.0) {
+      const double c = dot64(q, qd, a.table.row(m), td, a.D) / denom;
+      score = static_cast<float>(std::min(1.0, std::max(-1.0, c)));
+    }
+    cand[count++] = {score, m};
+  }
+  const std::int64_t kept = std::min(count, a.k);
+  std::partial_sort(cand, cand + kept, cand + count, better);
+  for (std::int64_t r = 0; r < a.k; ++r) out[r] = r < kept ? cand[r].row : -1;
+  return true;
+}
+
+}  // namespace
+
+Status nearest(const NearestArgs& a, std::int64_t* out) {
+  if (a.B < 0 || a.M < 0 || a.D < 0) {
+    return Status::error(StatusCode::invalid_argument, "table", "table and queries must have non-negative sizes");
+  }
+  if (a.k < 1) return Status::error(StatusCode::out_of_range, "k", "k must be >= 1; got " + std::to_string(a.k));
+  detail::ScratchLayout shared;
+  shared.take(a.M, sizeof(double));
+  const detail::TeamScratch norms_block(shared.bytes(), 1);
+  if (!norms_block.ok()) return norms_block.failure("nearest", "table norms");
+  auto* norms = reinterpret_cast<double*>(norms_block.slot(0));
+  // Small calls run on the calling thread: even an if(false) parallel region costs a team setup.
+  const std::int64_t row_work = a.M * std::max<std::int64_t>(a.D, 1);
+  detail::FirstError bad_row(a.M);
+  auto norm_of = [&](std::int64_t m) {
+    const float* t = a.table.row(m);
+    norms[m] = std::sqrt(dot64(t, a.table.s1, t, a.table.s1, a.D));
+    if (!std::isfinite(norms[m])) bad_row.record(m);
+  };
+  if (row_work < detail::kParallelWork) {
+    for (std::int64_t m = 0; m < a.M; ++m) norm_of(m);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t m = 0; m < a.M; ++m) norm_of(m);
+  }
+  if (bad_row.any()) {
+    return Status::error(StatusCode::non_finite, "table",
+                         "table must be finite; got NaN or infinity in row " + std::to_string(bad_row.get()));
+  }
+  detail::ScratchLayout each;
+  each.take(a.M, sizeof(Candidate));
+  const bool parallel = a.B > 1 && a.B * row_work >= detail::kParallelWork;
+  const int threads = parallel ? detail::team_size(a.B) : 1;
+  const detail::TeamScratch scratch(each.bytes(), threads);
+  if (!scratch.ok()) return scratch.failure("nearest", "per-thread candidates");
+  detail::FirstError bad_query(a.B);
+  if (!parallel) {
+    auto* cand = reinterpret_cast<Candidate*>(scratch.slot(0));
+    for (std::int64_t b = 0; b < a.B; ++b) {
+      if (!nearest_query(a, norms, b, cand, out + b * a.k)) bad_query.record(b);
+    }
+  } else {
+#pragma omp parallel num_threads(threads)
+    {
+      auto* cand = reinterpret_cast<Candidate*>(scratch.slot(detail::thread_index()));
+#pragma omp for schedule(dynamic, 16)
+      for (std::int64_t b = 0; b < a.B; ++b) {
+        if (!nearest_query(a, norms, b, cand, out + b * a.k)) bad_query.record(b);
+      }
+    }
+  }
+  if (bad_query.any()) {
+    return Status::error(StatusCode::non_finite, "queries",
+                         "queries must be finite; got NaN or infinity at query " + std::to_string(bad_query.get()));
+  }
   return Status::success();
 }
 

@@ -57,4 +57,28 @@ Status route(const RouteArgs& args, const RouteOut& out, Isa isa);
 /// reported as out_of_range). O(B N) when indexed, else O(1).
 Status check_route(const RouteArgs& args);
 
+/// A strided 2-D host array: element (i, j) at data[i * s0 + j * s1].
+template <typename T>
+struct Strided2 {
+  const T* data = nullptr;
+  std::int64_t s0 = 0, s1 = 0;  ///< element strides
+  const T* row(std::int64_t i) const noexcept { return data + i * s0; }
+};
+
+/// Inputs of nearest(): table (M, D) f32, queries (B, D) f32, keep (B, M) u8 (data null: every row kept); any
+/// element strides.
+struct NearestArgs {
+  Strided2<float> table, queries;
+  Strided2<std::uint8_t> keep;
+  std::int64_t B = 0, M = 0, D = 0;
+  std::int64_t k = 1;  ///< rows per query, >= 1
+};
+
+/// The k rows of the table nearest each query (backends/reference.py's nearest): score = clamp(dot / (|q_b|
+/// |t_m|), -1, 1) with the dot products and norms in float64, rounded to float32 (0 when either row is zero);
+/// each query's kept rows ranked by descending score, ties to the lower row, the first k written to out (B, k)
+/// i64 C-contiguous, -1 padding the rest. Checks, in order: k >= 1; every table row finite (the first bad row
+/// is reported), then every query (the first bad query). O(M D + B M D + B M log k); OpenMP over the queries.
+Status nearest(const NearestArgs& args, std::int64_t* out);
+
 }  // namespace toporoute

@@ -241,6 +241,40 @@ def route_indexed(
     return route(q, k, tau=tau, k_in=k_in, active=act)
 
 
+def nearest(table: np.ndarray, queries: np.ndarray, k: int, keep: np.ndarray | None) -> np.ndarray:
+    """The ``k`` rows of the (M, D) float32 ``table`` nearest each (B, D) float32 query, as (B, k) int64.
+
+    ``score[b, m] = cos(table[m], queries[b])`` (float64, clamped to [-1, 1], rounded to float32; 0 when either
+    row is zero). Each query's rows with ``keep[b, m]`` (all without ``keep``) are ranked by descending score,
+    ties to the lower row; its first ``k`` are returned, -1 padding the rest. Checks, in order: every table row
+    finite (the first bad row is reported), then every query (the first bad query).
+    """
+    bad_rows = ~np.isfinite(table).all(axis=1)
+    if bad_rows.any():
+        m = int(np.argmax(bad_rows))
+        raise NonFiniteError(f"table must be finite; got NaN or infinity in row {m}", "table")
+    bad_queries = ~np.isfinite(queries).all(axis=1)
+    if bad_queries.any():
+        b = int(np.argmax(bad_queries))
+        raise NonFiniteError(f"queries must be finite; got NaN or infinity at query {b}", "queries")
+    t64 = table.astype(np.float64)
+    q64 = queries.astype(np.float64)
+    tn = np.sqrt(np.einsum("md,md->m", t64, t64))
+    qn = np.sqrt(np.einsum("bd,bd->b", q64, q64))
+    denom = qn[:, None] * tn[None, :]
+    valid = denom > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s64 = np.where(valid, (q64 @ t64.T) / np.where(valid, denom, 1.0), 0.0)
+    scores = np.clip(s64, -1.0, 1.0).astype(np.float32)
+    B, M = scores.shape
+    out = np.full((B, k), -1, dtype=np.int64)
+    for b in range(B):
+        rows = np.arange(M) if keep is None else np.flatnonzero(keep[b])
+        best = rows[np.argsort(-scores[b, rows], kind="stable")[:k]]
+        out[b, : len(best)] = best
+    return out
+
+
 def _gather(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``table[rows]`` as (B, N, D) float32 with zero rows where ``rows`` is -1."""
     out = np.zeros(rows.shape + table.shape[1:], dtype=np.float32)
@@ -552,6 +586,13 @@ def _route_indexed_sample(B: int) -> Call:
     return (table, rows[0], rows[1]), {"tau": 0.0, "k_in": 3}
 
 
+def _nearest_sample(B: int) -> Call:
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((1024, 384), dtype=np.float32)
+    queries = rng.standard_normal((B, 384), dtype=np.float32)
+    return (table, queries), {"k": 8, "keep": rng.random((B, 1024)) < 0.9}
+
+
 def _mean_pool_sample(B: int) -> Call:
     rng = np.random.default_rng(0)
     hidden = rng.standard_normal((B, 32, 384), dtype=np.float32)
@@ -579,6 +620,9 @@ def _qmix_graph_sample(B: int) -> Call:
 SAMPLES: dict[str, Sample] = {
     "route_indexed": Sample(
         "B episodes of N=8 agents whose rows index a (2*B*N, 384) table", _route_indexed_sample
+    ),
+    "nearest": Sample(
+        "B queries against M=1024 rows, D=384, k=8, about 90% of the rows kept", _nearest_sample
     ),
     "mean_pool": Sample("B sequences of L=32 tokens (4-32 counted), D=384", _mean_pool_sample),
     "graph_stats": Sample("B graphs of N=8 agents with the previous round", _graph_stats_sample),

@@ -20,6 +20,7 @@ __all__ = [
     "conductor_density",
     "graph_stats",
     "mean_pool",
+    "nearest",
     "qmix_forward",
     "qmix_graph",
     "qmix_mix",
@@ -122,6 +123,23 @@ def _plan_args(args: Args) -> Args:
     return texts, contexts, options
 
 
+def _nearest_args(args: Args) -> Args:
+    """The checks of ``ops.nearest`` on ``(table, queries, k, keep)``: dtypes, ranks and matching sizes, ``k``
+    an integer >= 1 (returned as ``int``); the values (finite) are checked by the backends."""
+    table, queries, k, keep = args
+    ts = _v.array(table, "table", "float32", (2,), "(M, D)")
+    qs = _v.array(queries, "queries", "float32", (1, 2), "(B, D) or (D,)")
+    if qs[-1] != ts[1]:
+        raise ShapeError(
+            f"queries must have D = {ts[1]} columns, as table (M, D) = {tuple(ts)}; got shape {tuple(qs)}",
+            "queries",
+        )
+    if keep is not None:
+        ks = _v.array(keep, "keep", "bool", (len(qs),), "(B, M) or (M,) matching queries")
+        _v.same_shape(ks, "keep", (*qs[:-1], ts[0]), "(B, M)" if len(qs) == 2 else "(M,)")
+    return table, queries, _v.integer(k, "k", 1), keep
+
+
 QMIX_MAX_AGENTS = 64  # the compiled kernel keeps reachability in one 64-bit word per agent
 
 
@@ -149,6 +167,7 @@ _conductor_check = dispatcher("conductor_check", _plan_args, TopologyBatch)
 _qmix_forward = dispatcher("qmix_forward", _v.qmix_forward, QMixStep)
 _qmix_mix = dispatcher("qmix_mix", _v.qmix_mix, np.ndarray)
 _qmix_graph = dispatcher("qmix_graph", _graph_actions, QMixGraph)
+_nearest = dispatcher("nearest", _nearest_args, np.ndarray)
 
 
 def route(
@@ -239,6 +258,40 @@ def route_indexed(
         NaN or infinity in a referenced table row (on ``table``) or a counted token (on ``pool``).
     """
     return _route_indexed(backend, (table, q_rows, k_rows, tau, k_in, None, pool))
+
+
+def nearest(table: Any, queries: Any, *, k: int, keep: Any = None, backend: str | None = None) -> np.ndarray:
+    """The ``k`` rows of ``table`` nearest each query by cosine, best first: retrieval of the agents, tools or
+    documents whose embeddings match a need.
+
+    ``cos(table[m], queries[b])`` is accumulated in float64, clamped to [-1, 1] and rounded to float32 (0 where
+    either row is zero); rows are ranked by that float32 score, ties to the lower row, so every backend returns
+    the same rows.
+
+    Parameters
+    ----------
+    table : (M, D) float32
+        The candidates' embeddings (rows need not be normalised; a zero row scores 0). Must be finite.
+    queries : (B, D) or (D,) float32
+        One embedding per query. Must be finite.
+    k : int >= 1
+        How many rows each query gets (fewer kept rows than ``k``: the rest of its row is -1).
+    keep : (B, M) or (M,) bool, optional
+        The rows each query may get (default: all), e.g. to leave out the query's own row or rows already used.
+    backend : {"reference", "cpu"}, optional
+        There is no CUDA kernel: device arrays are refused, naming the op.
+
+    Returns
+    -------
+    ndarray
+        ``(B, k)`` int64 row indices, best first, -1 padded; ``(k,)`` for one ``(D,)`` query.
+
+    Raises
+    ------
+    NonFiniteError
+        NaN or infinity in ``table`` (the first such row is named) or in ``queries`` (the first query).
+    """
+    return _nearest(backend, (table, queries, k, keep))
 
 
 def mean_pool(

@@ -109,6 +109,11 @@ OPS: dict[str, OpSpec] = {
             "q_rows", 2, "table",
         ),
         OpSpec(
+            "nearest", "ndarray", "the k rows of a table nearest each query by cosine, among the rows kept",
+            _args("table: (M, D) float32; *queries: (B, D) float32; k: int >= 1; *keep: (B, M) bool or None"),
+            "queries", 2, "queries",
+        ),
+        OpSpec(
             "mean_pool", "ndarray", "masked mean pooling and L2 normalisation of token states",
             _args("hidden: (n, L, D) float32; mask: (n, L) bool, int32 or int64; out: (M, D) float32 or None;"
                   " rows: (n,) int32 or int64 or None"),
