@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from _backends import Backend, on_backends
 
+from toporoute import errors
+
 F32 = np.float32
 
 
@@ -571,3 +573,44 @@ def test_conductor_density_broadcasts(backend: Backend) -> None:
     np.testing.assert_allclose(d.reward, d.s_complex, rtol=0, atol=0)
     assert float(d.s_edge[1, 0]) == 1.0  # E = 0
     assert float(d.s_depth[1, 2]) == pytest.approx(0.75, abs=1e-15)
+
+
+@on_backends("nearest")
+def test_nearest_hand_computed(backend: Backend) -> None:
+    table = np.array([[1, 0], [0, 1], [0, 0], [2, 0], [1, 1], [-1, 0]], np.float32)
+    queries = np.array([[3, 0], [0, 0], [1, 1]], np.float32)
+    # query 0: rows 0 and 3 tie at 1 (the lower row first), then row 4 (0.707), rows 1 and 2 at 0, row 5 at -1;
+    # the zero query scores every row 0 (ties: row order); query 2: row 4 (1), then 0, 1, 3 (0.707)
+    got = backend.nearest(table, queries, k=4)
+    assert np.asarray(got).tolist() == [[0, 3, 4, 1], [0, 1, 2, 3], [4, 0, 1, 3]]
+    keep = np.ones((3, 6), bool)
+    keep[0, [0, 4]] = False  # query 0 may not get rows 0 and 4
+    keep[1] = False  # query 1 may get nothing
+    keep[2, 1:] = False  # query 2 only row 0
+    got = backend.nearest(table, queries, k=8, keep=keep)
+    assert np.asarray(got).tolist() == [
+        [3, 1, 2, 5, -1, -1, -1, -1],
+        [-1] * 8,
+        [0, -1, -1, -1, -1, -1, -1, -1],
+    ]
+    # one query (D,) gives (k,)
+    assert np.asarray(backend.nearest(table, queries[2], k=2)).tolist() == [4, 0]
+
+
+@on_backends("nearest")
+def test_nearest_errors(backend: Backend) -> None:
+    table = np.ones((4, 3), np.float32)
+    queries = np.ones((2, 3), np.float32)
+    with pytest.raises(errors.OutOfRangeError, match="k must be >= 1"):
+        backend.nearest(table, queries, k=0)
+    with pytest.raises(errors.ShapeError, match="queries must have D = 3"):
+        backend.nearest(table, queries[:, :2], k=1)
+    with pytest.raises(errors.ShapeError, match="keep must have shape"):
+        backend.nearest(table, queries, k=1, keep=np.ones((2, 3), bool))
+    bad = table.copy()
+    bad[2, 1] = np.inf
+    with pytest.raises(errors.NonFiniteError, match="table must be finite; got NaN or infinity in row 2"):
+        backend.nearest(bad, queries, k=1)
+    queries[1, 0] = np.nan
+    with pytest.raises(errors.NonFiniteError, match="queries must be finite; got NaN or infinity at query 1"):
+        backend.nearest(table, queries, k=1)
