@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import ops
 from ..._checks import int_at_least
 from ...errors import InvalidArgumentError, ShapeError, ToporouteError
 from ...tasks.loading import check_unique, json_rows, read_lines
@@ -308,15 +309,13 @@ class Retriever:
 
         asked = [query] if problem is None or not problem.strip() else [query, problem]
         vecs = self._embed(asked, "query")
-        scores = texts @ vecs[0]
         keep = np.ones(len(self.corpus), dtype=bool)
         if exclude_id is not None:
             keep &= self._ids != exclude_id
         if len(vecs) > 1:
             keep &= (problems @ vecs[1]) < self.near_duplicate
-        candidates = np.flatnonzero(keep)
-        order = candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
-        return [Hit(self.corpus[i], float(scores[i])) for i in order]
+        rows = ops.nearest(texts, vecs[0], k=k, keep=keep)  # cosine ranks, ties to the lower (earlier) row
+        return [Hit(self.corpus[i], float(texts[i] @ vecs[0])) for i in rows[rows >= 0]]
 
     def _index(self) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
