@@ -36,9 +36,6 @@ from toporoute.runtime import Runtime
 
 from ._scale import pick
 
-# one pytest-xdist group (--dist loadgroup): its module fixtures start a vLLM engine or server once, on one worker
-pytestmark = pytest.mark.xdist_group("bench_llm")
-
 EPISODES, AGENTS, MAX_TOKENS = pick(16, 2), 4, pick(64, 8)
 SINGLE = pick(4, 1)  # requests decoded one at a time per dtype
 

@@ -223,24 +223,23 @@ SLOW_FIRST = (
     "tests/test_tacomas_vllm.py",  # 179 s
     "tests/test_dytopo_vllm.py",  # 153 s (+ 99 s: the first engine start of its worker)
     "tests/test_hiva_vllm.py",  # 151 s
-    "tests/test_conductor_vllm.py",  # 72 s (+ 79 s engine start)
     "tests/test_prompt_baselines_vllm.py",  # 132 s
     "tests/test_qmix_vllm.py",  # 103 + 40 s
-    "bench/test_bench_llm.py",  # 80 + 47 s: two engines of its own (one pytest-xdist group)
-    "tests/test_openai_vllm_server.py",  # 78 s: a vLLM server of its own (one pytest-xdist group)
-    "tests/test_llm_vllm.py",
-    "tests/test_engine_failures_vllm.py",
+    "tests/test_conductor_vllm.py",  # 72 s (+ 79 s engine start)
 )
-"""The real-model test modules, longest first (a fresh-clone CI run on a 2-core AMD EPYC, pytest's durations):
-:func:`slow_tests_first` runs them before every other test."""
+"""The end-to-end method runs on the shared engine, longest first (a fresh-clone CI run on a 2-core AMD EPYC,
+pytest's durations): :func:`slow_tests_first` runs them before every other test."""
 
 
 def slow_tests_first(items: list[pytest.Item]) -> None:
     """Moves the tests of :data:`SLOW_FIRST` to the front, in its order (in place; the rest keep theirs).
 
-    With ``--dist loadgroup`` (the README's test command) pytest-xdist hands out tests one at a time, in this
-    order, to whichever worker runs low: the minutes-long real-model tests are spread over both workers from the
-    start and the short ones fill in around them, instead of one long test starting last and running alone."""
+    pytest-xdist's load scheduling hands the first quarter of the tests out in turn, one to each worker: the
+    minutes-long runs are spread over both workers from the start (each worker's shared engine serves its share)
+    and the short tests fill in after them, instead of a long run starting late and ending the session alone.
+    Modules whose fixtures start an engine or a server of their own (bench/test_bench_llm.py,
+    tests/test_openai_vllm_server.py) keep their place: dealt out in turn, their tests would start one on each
+    worker."""
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 

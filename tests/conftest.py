@@ -2,7 +2,7 @@
 instead under ``pytest --require-cuda``; browser tests (marker ``browser``, headless Chromium from
 ``tests/_browser.py``) skip with a stated reason when no Chromium is installed, and fail instead under
 ``pytest --require-browser``. The real-model tests share one vLLM engine (tests/_shared_vllm.py, fixtures
-``toporoute_cli`` and ``shared_vllm``); they run before the other tests, longest first
+``toporoute_cli`` and ``shared_vllm``); the end-to-end method runs among them go first, longest first
 (:func:`_shared_vllm.slow_tests_first`), and a test marked ``closes_shared_vllm`` runs after every other test.
 Under pytest-xdist the workers convert the embedded model once for the whole run and decode on cores of their
 own (:func:`_shared_vllm.configure_run`)."""

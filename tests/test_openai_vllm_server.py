@@ -30,9 +30,6 @@ from toporoute.llm import OpenAIEngine, Request, Result, Sampling
 from toporoute.llm.cpu import resolve_dtype
 from toporoute.llm.models import embedded_model_dir
 
-# one pytest-xdist group (--dist loadgroup): its module fixtures start a vLLM engine or server once, on one worker
-pytestmark = pytest.mark.xdist_group("openai_vllm_server")
-
 SERVED = "smollm2-135m"
 MAX_MODEL_LEN = 2048
 START_TIMEOUT_S = 300.0  # vLLM imports torch in three processes; on 2 busy cores that alone takes a minute
