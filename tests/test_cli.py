@@ -140,3 +140,14 @@ def test_an_option_of_a_method_not_run_names_its_method(tmp_path: Path) -> None:
     assert p.returncode == 2 and "--tau is an option of dytopo" in p.stderr, p.stderr
     p = toporoute("run", "qmix", "--out", str(tmp_path / "x"), cwd=tmp_path)  # before anything starts
     assert p.returncode == 2 and "--checkpoint" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_each_methods_flags_are_as_before() -> None:
+    """The flags, defaults, choices, types and help of every method's option group (and of ``train qmix``), as
+    recorded in tests/data/method_flags.json before the methods declared their flags on their settings."""
+    from _method_flags import SNAPSHOT, method_flags
+
+    now, before = method_flags(), json.loads(SNAPSHOT.read_text())
+    assert list(now) == list(before)
+    for key in before:
+        assert now[key] == before[key], key
