@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from toporoute.errors import InvalidArgumentError
 from toporoute.methods import make_method
 from toporoute.methods.conductor import GRAMMARS, Conductor, ConductorSettings, plan_regex
-from toporoute.methods.registry import CONDUCTOR_OPTIONS
+from toporoute.methods.conductor.plugin import OPTIONS as CONDUCTOR_OPTIONS
 from toporoute.tasks import Task
 from toporoute.types.conductor_topology import (
     LOGIC,

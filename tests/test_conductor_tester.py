@@ -169,7 +169,7 @@ def test_the_conductor_takes_the_tasks_label(
 def test_repair_unverified_has_a_command_line_switch(tmp_path: Path) -> None:
     import argparse
 
-    from toporoute.methods.registry import CONDUCTOR_OPTIONS
+    from toporoute.methods.conductor.plugin import OPTIONS as CONDUCTOR_OPTIONS
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--eval-timeout", type=float, default=10.0)

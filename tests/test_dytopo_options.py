@@ -280,7 +280,7 @@ def _loop_settings(*argv: str) -> dict:
     import argparse
     from pathlib import Path
 
-    from toporoute.methods.registry import LOOP_OPTIONS
+    from toporoute.methods.dytopo.plugin import LOOP_OPTIONS
 
     parser = argparse.ArgumentParser()
     LOOP_OPTIONS.add(parser.add_argument_group("loop"))

@@ -24,12 +24,12 @@ from toporoute.errors import InvalidArgumentError
 from toporoute.llm import ReplayEngine, Structured
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.methods.qmix.model import QMixNets
-from toporoute.methods.qmix.train import TrainConfig, Trainer
-from toporoute.methods.registry import (
+from toporoute.methods.qmix.plugin import (
     QMixNetworkChoice,
     add_qmix_network_options,
     read_qmix_network_options,
 )
+from toporoute.methods.qmix.train import TrainConfig, Trainer
 from toporoute.tasks import Task, load_tasks, write_tasks_jsonl
 from toporoute.types.qmix_params import QMixConfig, QMixParams
 

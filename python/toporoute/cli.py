@@ -51,7 +51,8 @@ _VERBOSE_HELP = (
 def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command's parser; ``run`` gets the option groups of ``methods`` (the methods named on the command
     line), one group per set of options, so ``toporoute run METHOD --help`` shows that method's own options."""
-    from .methods.registry import REGISTRY, add_qmix_loop_options, add_qmix_network_options
+    from .methods.qmix.plugin import LOOP_OPTIONS, add_qmix_network_options
+    from .methods.registry import REGISTRY
 
     p, sub = _root_parser()
 
@@ -174,7 +175,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     _engine_args(tr)
     _sampling_args(tr, "0.2")
     add_qmix_network_options(tr.add_argument_group("options of the Q-Mix network"))
-    add_qmix_loop_options(tr.add_argument_group("options of the Q-Mix episode loop"))
+    LOOP_OPTIONS.add(tr.add_argument_group("options of the Q-Mix episode loop"))
     tr.add_argument(
         "--no-progress", action="store_true", help="no per-episode lines (default: one line per episode)"
     )
@@ -371,15 +372,11 @@ def _option_groups(methods: Sequence[str]) -> list[OptionGroup]:
     options share them)."""
     from .methods.registry import REGISTRY
 
-    groups: list[OptionGroup] = []
+    groups: dict[str, OptionGroup] = {}
     for name, spec in REGISTRY.items():
-        if (
-            name in methods
-            and spec.options is not None
-            and all(g.add is not spec.options.add for g in groups)
-        ):
-            groups.append(spec.options)
-    return groups
+        if name in methods and spec.options is not None:
+            groups.setdefault(spec.options.title, spec.options)
+    return list(groups.values())
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -663,8 +660,8 @@ async def _train(args: argparse.Namespace) -> int:
 
 async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     from .methods.qmix import Features, QMixSettings
+    from .methods.qmix.plugin import LOOP_OPTIONS, read_qmix_network_options
     from .methods.qmix.train import TrainConfig, Trainer
-    from .methods.registry import read_qmix_loop_options, read_qmix_network_options
 
     tasks = _load_tasks(args)
     features = Features(task_feature=args.task_feature, legacy=args.legacy_obs)
@@ -674,7 +671,7 @@ async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
         max_tokens=args.max_tokens,
         seed=args.seed,
         **({} if args.temperature is None else {"temperature": args.temperature}),
-        **read_qmix_loop_options(args),
+        **LOOP_OPTIONS.read(args, args.out),
     )
     train = TrainConfig(
         episodes=args.episodes,

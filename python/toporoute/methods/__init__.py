@@ -1,6 +1,8 @@
 """Topology methods as async episode loops over the shared runtime.
 
-- :mod:`.registry`: the methods by name (:data:`METHODS`, :func:`make_method`) with their command-line options;
+- :mod:`.registry`: the methods by name (:data:`METHODS`, :func:`make_method`), each registered by its package's
+  ``plugin`` module as a :class:`~toporoute.methods.options.MethodSpec`;
+- :mod:`.options`: command-line flags declared on the settings' fields (:func:`~.options.option`);
 - :mod:`.episode`: what every loop shares (the :class:`Method` protocol, :class:`EpisodeOutput`, sampling
   settings and request seeds, timed LLM calls, the routed-edge ledger, answer extraction);
 - :mod:`.harness`: runs a method over a task set and writes its run folder;

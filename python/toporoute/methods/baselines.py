@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import argparse
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,14 +21,19 @@ from ..llm.types import Request, Tags
 from ..tasks import Task
 from ..trace.schema import Message
 from .dytopo import LoopConfig, WorkerLoop
+from .dytopo.plugin import LOOP_OPTIONS
 from .episode import Clock, Emit, EpisodeOutput, SamplingSettings, answer_from, domain_of, one_reply_round
+from .options import Builder, MethodSpec, settings_of
 from .prompt_files import read_text
 
 if TYPE_CHECKING:
     from ..embed import Encoder
     from ..runtime import EpisodeContext
+    from .episode import Method
 
-__all__ = ["BASELINE_ROUNDS", "SingleCall", "baseline", "dytopo_edge_counts"]
+__all__ = ["BASELINE_ROUNDS", "SPECS", "SingleCall", "baseline", "dytopo_edge_counts"]
+
+log = logging.getLogger("toporoute")
 
 BASELINE_ROUNDS = 5
 _AGENT = "Assistant"
@@ -115,3 +122,51 @@ def dytopo_edge_counts(method_dir: str | Path) -> dict[str, list[int]]:
         for ep, rounds in traces.items()
         if rounds
     }
+
+
+def _builder(name: str) -> Builder:
+    def build(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
+        edge_counts = settings.pop("edge_counts", None)
+        if name in ("random", "chain", "star", "full"):  # single and parallel have one round
+            settings["max_rounds"] = BASELINE_ROUNDS if rounds is None else rounds
+        return baseline(
+            name, settings_of(LoopConfig, settings, name), edge_counts=edge_counts, encoder=encoder
+        )
+
+    return build
+
+
+def _random_edge_counts(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    """The random baseline's edge counts: DyTopo's in the same run folder (it runs after DyTopo)."""
+    counts = dytopo_edge_counts(run_dir / "dytopo")
+    if not counts:
+        log.warning(
+            "random: no DyTopo run in %s; drawing %d edges per round (run dytopo first to match its edge counts)",
+            run_dir / "dytopo",
+            LoopConfig.random_edges,
+        )
+    return {"edge_counts": counts}
+
+
+SPECS = (
+    MethodSpec("single", "baseline: one plain LLM call per task", _builder("single")),
+    MethodSpec(
+        "parallel",
+        "baseline: DyTopo's workers answer once, independently",
+        _builder("parallel"),
+        LOOP_OPTIONS,
+    ),
+    MethodSpec(
+        "random",
+        "baseline: DyTopo's loop on random graphs with DyTopo's per-round edge counts (5 rounds)",
+        _builder("random"),
+        LOOP_OPTIONS.with_reader(_random_edge_counts),
+        after=("dytopo",),
+    ),
+    MethodSpec("chain", "baseline: DyTopo's loop on a chain (5 rounds)", _builder("chain"), LOOP_OPTIONS),
+    MethodSpec("star", "baseline: DyTopo's loop on a star (5 rounds)", _builder("star"), LOOP_OPTIONS),
+    MethodSpec(
+        "full", "baseline: DyTopo's loop on the complete graph (5 rounds)", _builder("full"), LOOP_OPTIONS
+    ),
+)
+"""The baselines as ``toporoute run`` methods (DyTopo's option group; ``single`` takes none)."""

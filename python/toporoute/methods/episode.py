@@ -18,6 +18,7 @@ from ..errors import InvalidArgumentError
 from ..llm.types import Request, Result, Sampling, Tags
 from ..tasks import Task, extract_choice, extract_code, extract_math_answer
 from ..trace.schema import EdgeUsage, Graph, Message, RoundRecord, Stats, Timing, Usage
+from .options import DOMAINS, option
 
 if TYPE_CHECKING:
     from ..runtime import EpisodeContext
@@ -42,9 +43,6 @@ __all__ = [
     "record_edges",
     "request_seed",
 ]
-
-DOMAINS = ("code", "math")
-"""The task kinds most methods solve (Agent Q-Mix also solves ``choice`` tasks)."""
 
 Emit = Callable[[RoundRecord], None]
 """Receives one trace record per round, as the round finishes."""
@@ -151,7 +149,7 @@ class SandboxSettings(SamplingSettings):
         Its address-space limit (64 MB to 1 TB; 1024 MB).
     """
 
-    test_timeout_s: float = 5.0
+    test_timeout_s: float = option(5.0, name="--eval-timeout", command=True, help="toporoute run's own flag")
     test_memory_mb: int = 1024
 
     def __post_init__(self) -> None:

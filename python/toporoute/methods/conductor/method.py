@@ -38,8 +38,17 @@ from ..episode import (
     call_error,
     record_edges,
 )
+from ..options import option
 from . import _prompts
-from .reward import CAPS, RewardConfig, TurnRewards, trajectory_return, turn_rewards
+from .reward import (
+    CAPS,
+    DENSITY_MODES,
+    RETURN_MODES,
+    RewardConfig,
+    TurnRewards,
+    trajectory_return,
+    turn_rewards,
+)
 
 if TYPE_CHECKING:
     from ...embed import Encoder
@@ -106,28 +115,52 @@ class ConductorSettings(SamplingSettings):
     """
 
     max_turns: int = 2
-    level: str | None = None
+    level: str | None = option(
+        None,
+        choices=tuple(CAPS),
+        help="difficulty for the density cap 4/7/10 (default: the task's label, else easy)",
+    )
     default_level: str = "easy"
     temperature: float = 0.2
     max_tokens: int = 1024
     orchestrator_temperature: float | None = None
-    orchestrator_max_tokens: int = 768
-    guided: bool = True
-    grammar: str = "validator"
-    feedback_tests: str = "public"
-    repair_unverified: bool = True
+    orchestrator_max_tokens: int = option(768, help="tokens of a plan (default 768)")
+    guided: bool = option(True, name="--no-guided", off=True, help="no plan grammar for the orchestrator")
+    grammar: str = option(
+        "validator",
+        choices=_prompts.GRAMMARS,
+        help="plan grammar: the validator's syntax and limits, logic left to it (default), or the narrower "
+        "strict one (at most 8 steps of 4 agents, a forced tester-only last step)",
+    )
+    feedback_tests: str = option(
+        "public",
+        choices=("public", "hidden"),
+        help="tests behind the tester's feedback: the examples the prompt shows (default) or the real tests "
+        "(an oracle); the reward always uses the real tests",
+    )
+    repair_unverified: bool = option(
+        True,
+        name="--no-repair-unverified",
+        off=True,
+        help="end the episode when the program loads but the prompt shows no example to test it on "
+        "([NO VISIBLE TESTS]; still not passed) instead of going on to the repair turn",
+    )
     pool: tuple[str, ...] = _CHECK_DEFAULTS.pool
     lenient: bool = _CHECK_DEFAULTS.lenient
-    strict_tester: bool = _CHECK_DEFAULTS.strict_tester
+    strict_tester: bool = option(_CHECK_DEFAULTS.strict_tester, help="reject testers outside the last step")
     concise: bool = _CHECK_DEFAULTS.concise
     retrieval_k: int = 3
     view_chars: int = 6000
-    test_timeout_s: float = 5.0
+    test_timeout_s: float = option(5.0, name="--eval-timeout", command=True, help="toporoute run's own flag")
     test_memory_mb: int = 1024
-    density_mode: str = _REWARD_DEFAULTS.density_mode
+    density_mode: str = option(
+        _REWARD_DEFAULTS.density_mode, choices=DENSITY_MODES, help="r_g form (default paper)"
+    )
     w_e: float = _REWARD_DEFAULTS.w_e
     w_g: float = _REWARD_DEFAULTS.w_g
-    return_mode: str = _REWARD_DEFAULTS.return_mode
+    return_mode: str = option(
+        _REWARD_DEFAULTS.return_mode, choices=RETURN_MODES, help="trajectory return (default sum)"
+    )
     gamma: float = _REWARD_DEFAULTS.gamma
     check_options: CheckOptions = field(init=False, repr=False, compare=False)
     reward: RewardConfig = field(init=False, repr=False, compare=False)

@@ -19,7 +19,7 @@ count; chain, star, fully connected): :class:`WorkerLoop` with ``topology=...``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,6 +48,7 @@ from ..episode import (
     record_edges,
     request_seed,
 )
+from ..options import option
 from .answer import final_answer
 from .graphs import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
 from .messages import (
@@ -66,10 +67,42 @@ if TYPE_CHECKING:
     from ...embed import Encoder, Router
     from ...runtime import EpisodeContext
 
-__all__ = ["TAU_PRESETS", "TOPOLOGIES", "DyTopo", "LoopConfig", "WorkerLoop"]
+__all__ = ["TAU_PRESETS", "TOPOLOGIES", "DyTopo", "LoopConfig", "WorkerLoop", "role_max_tokens"]
 
 TOPOLOGIES = ("semantic", "random", *FIXED_TOPOLOGIES, "none")
 TAU_PRESETS = {"code": 0.3, "math": 0.4}
+
+
+def role_max_tokens(items: Sequence[str]) -> dict[str, int]:
+    """``--role-max-tokens ROLE=N`` items as a mapping, with errors naming the bad item."""
+    known = agent_names()
+    out: dict[str, int] = {}
+    for item in items:
+        role, sep, value = item.partition("=")
+        role = role.strip()
+        if not sep or not role:
+            raise InvalidArgumentError(
+                f"--role-max-tokens takes ROLE=N (e.g. Solver=5000); got {item!r}", "role_max_tokens"
+            )
+        if role not in known:
+            raise InvalidArgumentError(
+                f"--role-max-tokens {item!r}: unknown role {role!r}; the roles: {', '.join(known)}",
+                "role_max_tokens",
+            )
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InvalidArgumentError(
+                f"--role-max-tokens {item!r}: N must be an integer >= 1; got {value!r}", "role_max_tokens"
+            )
+        if role in out:
+            raise InvalidArgumentError(
+                f"--role-max-tokens names {role!r} twice ({out[role]} and {n})", "role_max_tokens"
+            )
+        out[role] = n
+    return out
 
 
 @dataclass(frozen=True)
@@ -119,20 +152,46 @@ class LoopConfig(SamplingSettings):
     """
 
     topology: str = "semantic"
-    tau: float | None = None
-    k_in: int = 3
+    tau: float | None = option(
+        None, shared=True, type=float, help="dytopo: edge threshold (default: code 0.3, math 0.4)"
+    )
+    k_in: int = option(3, help="most providers per recipient (0: no cap; default 3)")
     max_rounds: int = 10
     halting: bool = True
     manager: bool = True
-    inbox_order: str = "relevance"
-    private_routing: str = "full"
+    inbox_order: str = option(
+        "relevance",
+        choices=("relevance", "sigma"),
+        help="delivery order of a recipient's routed messages (default relevance)",
+    )
+    private_routing: str = option(
+        "full",
+        choices=("full", "addressed"),
+        help="send every private entry to each out-neighbour, or only those addressed to it (default full)",
+    )
     initial_goal: str = "Define the initial approach and produce a first complete solution."
     random_edges: int = 3
-    manager_sink: bool = False
-    skip_last_manager: bool = False
-    role_prefix: bool = False
-    manager_goal_history: bool = False
-    role_max_tokens: dict[str, int] = field(default_factory=dict)
+    manager_sink: bool = option(
+        False,
+        help="dytopo: match the manager as a sink-only node by its need descriptor; the private messages "
+        "routed to it go into its prompt (the baselines match nothing and keep it out)",
+    )
+    skip_last_manager: bool = option(False, help="no manager call in the last round")
+    role_prefix: bool = option(
+        False,
+        help="dytopo: embed each descriptor as '<role title>: <descriptor>' (default: the raw descriptor)",
+    )
+    manager_goal_history: bool = option(
+        False, help="show the manager the goals of the earlier rounds besides the current one"
+    )
+    role_max_tokens: dict[str, int] = option(
+        factory=dict,
+        repeat=True,
+        convert=role_max_tokens,
+        metavar="ROLE=N",
+        help="completion tokens of one agent instead of --max-tokens, e.g. Solver=5000 (the spec's math "
+        "Solver); repeat it for more roles",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

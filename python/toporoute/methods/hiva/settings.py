@@ -8,6 +8,7 @@ from ..._checks import above, at_least, either, ints_in, one_of, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
 from ..episode import SandboxSettings, request_seed
+from ..options import option
 
 __all__ = ["CALL_KINDS", "MODES", "HiVASettings"]
 
@@ -102,15 +103,36 @@ class HiVASettings(SandboxSettings):
         Cap on every call's completion tokens (each kind has its own limit under it).
     """
 
-    iterations: int = 10
-    top_k: int = 2
-    mode: str = "per_instance"
-    max_agents: int = 32
+    iterations: int = option(
+        10,
+        unset=True,
+        help="T, STEV iterations per task (default 10; wins over --rounds, which sets T when this is not given)",
+    )
+    top_k: int = option(2, help="successors the bandit picks per agent (default 2)")
+    mode: str = option(
+        "per_instance",
+        choices=MODES,
+        help="a fresh graph per task (default), or one graph carried over the tasks in order",
+    )
+    max_agents: int = option(32, shared=True, help="hiva: node capacity of the graph (default 32)")
     max_out: int = 5
-    early_stop: bool = False
-    oracle_feedback: bool = False
-    bandit_mode: str = "thompson"
-    similarity: str = "embedding"
+    early_stop: bool = option(False, help="stop a task once its visible examples pass")
+    oracle_feedback: bool = option(
+        False,
+        help="feed back the hidden tests (code) or the gold answer (math): an oracle, recorded and labelled "
+        "(default: the prompt's visible examples; the self-critique for math)",
+    )
+    bandit_mode: str = option(
+        "thompson",
+        choices=("thompson", "mean"),
+        help="θ drawn from the Beta beliefs or their mean (default thompson)",
+    )
+    similarity: str = option(
+        "embedding",
+        choices=("embedding", "lexical"),
+        help="task/agent similarity of the routing distance and the Beta update: the cosine of their "
+        "embeddings (default; the descriptor encoder) or of their word sets",
+    )
     lam: float = 1.0
     eta: float = 1.0
     delta: float = 0.5
@@ -125,9 +147,18 @@ class HiVASettings(SandboxSettings):
     w_tool: float = 0.3
     apply_both: bool = False
     parallel_threshold: float = 0.5
-    synthesize_tools: bool = True
-    guided: bool = True
-    tool_timeout_s: float = 30.0
+    synthesize_tools: bool = option(
+        True,
+        name="--no-tool-synthesis",
+        off=True,
+        help="new agents get the built-in tool, not an LLM-written one",
+    )
+    guided: bool = option(
+        True, name="--no-guide-regex", off=True, help="no regular-expression guides for the short outputs"
+    )
+    tool_timeout_s: float = option(
+        30.0, name="--tool-timeout", help="seconds per sandboxed tool call (default 30)"
+    )
     tool_retries: int = 3
     tool_memory_mb: int = 512
     tool_workers: int = 2

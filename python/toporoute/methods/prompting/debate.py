@@ -22,6 +22,7 @@ from ...llm.types import Request, Result
 from ...tasks import Task
 from ...trace.schema import EdgeUsage, Usage, clip
 from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, record_edges
+from ..options import option
 from ..prompt_files import read_json, read_text
 from ._common import Voting, VotingSettings, answer_of, cot_request, kind_of, message_of, reply_text
 
@@ -54,8 +55,14 @@ class DebateSettings(VotingSettings):
         Rounds, the independent first answers included (>= 1; the paper's comparison: 3).
     """
 
-    agents: int = 3
-    rounds: int = 3
+    agents: int = option(3, name="--debate-agents", unset=True, help="agents of the debate (default 3)")
+    rounds: int = option(
+        3,
+        name="--debate-rounds",
+        unset=True,
+        key="debate_rounds",  # not make_method's own "rounds" (--rounds); the builder maps it
+        help="rounds, the independent first answers included (default 3; else --rounds)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -13,6 +13,7 @@ from ..._checks import int_at_least
 from ...tasks import Task
 from ...trace.schema import Usage
 from ..episode import Clock, Emit, EpisodeOutput
+from ..options import option
 from ._common import Voting, VotingSettings, answer_of, cot_request, kind_of, message_of
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class SelfConsistencySettings(VotingSettings):
     paper's comparison: 5). The sampling and the sandbox limits: see
     :class:`~toporoute.methods.prompting._common.VotingSettings`."""
 
-    samples: int = 5
+    samples: int = option(5, unset=True, help="N chain-of-thought samples per task (default 5)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -21,6 +21,7 @@ from ...llm.types import Request, Tags
 from ...tasks import Task
 from ...trace.schema import EdgeUsage, Message, Usage, clip
 from ..episode import Clock, Emit, EpisodeOutput, SamplingSettings, call_error, one_reply_round, record_edges
+from ..options import option
 from ..prompt_files import read_json, read_text
 from ._common import Baseline, answer_of, cot_request, kind_of, message_of, reply_text, task_view
 
@@ -58,8 +59,18 @@ class SelfRefineSettings(SamplingSettings):
     temperature, top_p, max_tokens, seed : see :class:`~toporoute.methods.episode.SamplingSettings`.
     """
 
-    iterations: int = 3
-    guided_verdict: bool = True
+    iterations: int = option(
+        3,
+        name="--refine-iterations",
+        unset=True,
+        help="most feedback-then-refine iterations after the first answer (default 3; else --rounds)",
+    )
+    guided_verdict: bool = option(
+        True,
+        name="--no-guided-verdict",
+        off=True,
+        help="do not constrain the feedback's last line to the VERDICT grammar (it is parsed either way)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

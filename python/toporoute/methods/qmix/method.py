@@ -40,6 +40,7 @@ from ..episode import (
     record_edges,
     request_seed,
 )
+from ..options import option
 from ._features import Features, global_state, observations
 from ._graph import ACTIONS, Schedule, actions_to_graph, schedule
 from .team import DOMAINS, QMixTeam, final_prompt, load_qmix_team, role_offset_for, worker_prompt
@@ -80,12 +81,25 @@ class QMixSettings(SamplingSettings):
     """
 
     rounds: int | None = None
-    reselect_each_round: bool = True
-    initial_adj: str = "identity"
-    legacy_repo_exec: bool = False
+    reselect_each_round: bool = option(
+        True,
+        name="--select-once",
+        off=True,
+        help="choose actions once from the first observation (the original evaluation code)",
+    )
+    initial_adj: str = option(
+        "identity",
+        choices=("identity", "zeros"),
+        help="the graph round 0 reads (default identity; the original: zeros)",
+    )
+    legacy_repo_exec: bool = option(
+        False, help="reproduce the original scheduler bug (no message is delivered)"
+    )
     epsilon: float = 0.0
     temperature: float = 0.2
-    adversarial_agent_index: int | None = None
+    adversarial_agent_index: int | None = option(
+        None, name="--adversary", type=int, help="index of an adversarial agent (default: none)"
+    )
     backend: str | None = None
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@ from ..._checks import above, at_least, ints_in, one_of, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
 from ..episode import SandboxSettings, request_seed
+from ..options import option
 
 __all__ = ["CALL_KINDS", "FINALS", "SCORERS", "TacoMASSettings"]
 
@@ -91,17 +92,32 @@ class TacoMASSettings(SandboxSettings):
     """
 
     rounds: int = 10
-    k: int = 2
-    tau: float = 1.0
-    coach_every: int = 1
-    budget_edges: int = 4
-    budget_pairs: int = 2
+    k: int = option(2, help="K, a slow (topology) step after every K-th round (default 2)")
+    tau: float = option(
+        1.0,
+        shared=True,
+        help="tacomas: τ, stop once the answer score s_t reaches it (default 1.0, full marks)",
+    )
+    coach_every: int = option(
+        1, help="coach after every N-th round (default 1; 0: only in the rounds that end with a slow step)"
+    )
+    budget_edges: int = option(4, help="B_E, edge edits per slow step (default 4)")
+    budget_pairs: int = option(2, help="B_V, birth/death pairs per slow step (default 2)")
     max_pure_births: int = 1
     max_pure_deaths: int = 1
-    max_agents: int = 20
+    max_agents: int = option(20, shared=True, help="tacomas: N_max, the most agents of the team (default 20)")
     min_agents: int = 2
-    scorer: str = "verifier"
-    final: str = "last"
+    scorer: str = option(
+        "verifier",
+        choices=SCORERS,
+        help="answer score s_t: a reference-free LLM verifier (default), the prompt's visible examples in the "
+        "sandbox (code; else the verifier), or the hidden tests / gold answer (an oracle, labelled)",
+    )
+    final: str = option(
+        "last",
+        choices=FINALS,
+        help="answer: the sink's of the last round (default) or of the round with the best answer score",
+    )
     max_meta_ops: int = 32
     memory_items: int = 6
     prompt_deltas: int = 3
