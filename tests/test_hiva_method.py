@@ -524,13 +524,14 @@ def test_llm_written_tools_run_only_in_the_sandbox(
 def test_report_draws_the_graph_growth_and_labels_the_oracle(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
+    from toporoute.methods.registry import report_sections
     from toporoute.trace.report import write_report
 
     script = Script(
         he[:1], solutions, {"decision": source_decisions("ADD_PARALLEL: a checker", "NO_CHANGE: ok")}
     )
     run(hiva(iterations=2, seed=1), he[:1], ScriptedEngine(script), tmp_path / "run" / "hiva")
-    page = write_report(tmp_path / "run").html.read_text()
+    page = write_report(tmp_path / "run", sections=report_sections()).html.read_text()
     assert page.count("HiVA: graph growth over the iterations") == 1
     assert page.count('<figure class="hiva-step">') == 3  # the start and one drawing per iteration
     assert 'aria-label="after iteration 0"' in page and "source ADD_PARALLEL agent_2" in page
@@ -538,7 +539,9 @@ def test_report_draws_the_graph_growth_and_labels_the_oracle(
     assert "oracle feedback</span>" not in page
     oracle = Script(he[:1], solutions)
     run(hiva(iterations=1, oracle_feedback=True), he[:1], ScriptedEngine(oracle), tmp_path / "o" / "hiva")
-    assert "oracle feedback</span>" in write_report(tmp_path / "o").html.read_text()
+    assert (
+        "oracle feedback</span>" in write_report(tmp_path / "o", sections=report_sections()).html.read_text()
+    )
 
 
 # ------------------------------------------------------------------------------------------------- pieces

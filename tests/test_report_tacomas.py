@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from _browser import classes, elements, run_chromium
 
-from toporoute.trace import _tacomas
-from toporoute.trace._badges import oracle_badge
+from toporoute.methods.registry import report_sections
+from toporoute.methods.tacomas import report as _tacomas
+from toporoute.trace.badges import oracle_badge
 from toporoute.trace.reader import load_run
 from toporoute.trace.report import write_report
 from toporoute.trace.schema import CallUsage, EpisodeRecord, Graph, Message, RoundRecord, Timing, Usage
@@ -241,7 +242,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def page(run_dir: Path) -> str:
-    return write_report(run_dir).html.read_text(encoding="utf-8")
+    return write_report(run_dir, sections=report_sections()).html.read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -447,7 +448,8 @@ def test_oracle_badge_is_shared_and_labels_the_oracle_scorer(tmp_path: Path, pag
     assert "oracle feedback</span>" in oracle_badge({"oracle_feedback": True})
     assert oracle_badge({"oracle_feedback": 1}) == ""  # only the setting's own value
     assert "oracle scorer</span>" not in page
-    oracle = write_report(make_tacomas_run(tmp_path / "O", scorer="oracle")).html.read_text(encoding="utf-8")
+    oracle_run = make_tacomas_run(tmp_path / "O", scorer="oracle")
+    oracle = write_report(oracle_run, sections=report_sections()).html.read_text(encoding="utf-8")
     heading = re.search(r"<h2>tacomas.*?</h2>", oracle, re.DOTALL)
     assert heading is not None and "oracle scorer</span>" in heading.group(0)
     assert oracle.count("oracle scorer</span>") == 1 + 3 + 1  # heading, each round's s_t, the episode line

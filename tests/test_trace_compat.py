@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from toporoute.methods.registry import report_sections
 from toporoute.trace.reader import episode_rows, load_run, round_stats, summarize
 from toporoute.trace.report import write_report
 
@@ -42,7 +43,7 @@ def test_old_run_loads_without_problems(run_dir: Path) -> None:
 
 
 def test_old_run_renders(run_dir: Path) -> None:
-    paths = write_report(run_dir)
+    paths = write_report(run_dir, sections=report_sections())
     page = paths.html.read_text(encoding="utf-8")
     for name in METHODS:
         assert f">{name}<" in page

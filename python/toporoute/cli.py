@@ -563,9 +563,10 @@ async def _run(args: argparse.Namespace) -> int:
                 "episodes/*.json, and rerun the same command to retry them"
             )
         if args.report:
+            from .methods.registry import report_sections
             from .trace.report import write_report
 
-            paths = write_report(args.out)
+            paths = write_report(args.out, sections=report_sections())
             print(f"\nreport: {paths.html}")
     return 1 if errors else 0
 
@@ -795,9 +796,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_command(args)
     if args.command == "info":
         return _info(args)
+    from .methods.registry import report_sections
     from .trace.report import write_report
 
-    paths = write_report(args.run_dir, args.out)
+    paths = write_report(args.run_dir, args.out, sections=report_sections())
     print(paths.html)
     for f in paths.figures:
         print(f)

@@ -23,6 +23,7 @@ from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ..embed import Encoder
+    from ..trace.report import Section
     from .episode import Method
 
 __all__ = [
@@ -218,6 +219,8 @@ class MethodSpec:
         Methods that must run before it in one command (the random baseline reads DyTopo's edge counts).
     kinds : tuple of str
         The task kinds it solves (``toporoute run`` refuses other tasks before it starts).
+    report : callable, optional
+        Its own part of each episode's view in the HTML report (:data:`toporoute.trace.report.Section`).
     """
 
     name: str
@@ -227,6 +230,7 @@ class MethodSpec:
     uses_encoder: bool = False
     after: tuple[str, ...] = ()
     kinds: tuple[str, ...] = DOMAINS
+    report: Section | None = None
 
 
 _T = TypeVar("_T")

@@ -26,9 +26,18 @@ from .tacomas import plugin as tacomas
 
 if TYPE_CHECKING:
     from ..embed import Encoder
+    from ..trace.report import Section
     from .episode import Method
 
-__all__ = ["METHODS", "REGISTRY", "MethodSpec", "OptionGroup", "check_shared_options", "make_method"]
+__all__ = [
+    "METHODS",
+    "REGISTRY",
+    "MethodSpec",
+    "OptionGroup",
+    "check_shared_options",
+    "make_method",
+    "report_sections",
+]
 
 REGISTRY: dict[str, MethodSpec] = {
     spec.name: spec
@@ -43,6 +52,12 @@ REGISTRY: dict[str, MethodSpec] = {
     )
 }
 METHODS = tuple(REGISTRY)
+
+
+def report_sections() -> dict[str, Section]:
+    """Each registered method's own part of the report's episode views, by method name
+    (:func:`toporoute.trace.report.write_report`'s ``sections``)."""
+    return {name: spec.report for name, spec in REGISTRY.items() if spec.report is not None}
 
 
 def check_shared_options(args: argparse.Namespace, methods: Sequence[str]) -> None:

@@ -6,8 +6,9 @@ round record that the inline script draws into one SVG graph per round. Nothing 
 All text that came from a model (messages, descriptors, goals, answers, tracebacks) is untrusted. The page is
 rendered from ``templates/report.html`` by Jinja2 with autoescape on: every value is HTML-escaped unless it is
 :class:`~markupsafe.Markup`, and only these are: the page's own CSS and script, the JSON blob (which escapes
-``<``, ``>`` and ``&`` so nothing in it can end its ``<script>`` element) and the HiVA and TacoMAS sections
-(static HTML whose modules escape the model text in them). Model text is the template's data, never its source,
+``<``, ``>`` and ``&`` so nothing in it can end its ``<script>`` element) and the methods' own sections
+(:data:`Section`: static HTML whose modules escape the model text in them; HiVA's and TacoMAS's live in their
+method packages and reach the report through ``sections``). Model text is the template's data, never its source,
 so ``{{ ... }}`` in a reply stays text. The script inserts text with ``textContent`` only. A
 Content-Security-Policy that allows only the page's own script (by hash) backs this up.
 """
@@ -21,7 +22,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -36,9 +37,8 @@ except ImportError as exc:
 from .._atomic import write_bytes_atomic
 from .._checks import is_number
 from ..errors import InvalidArgumentError
-from . import _hiva, _tacomas
-from ._badges import oracle_badge
 from ._figures import FigureImage, render_figures
+from .badges import oracle_badge
 from .reader import (
     EpisodeRow,
     MethodRun,
@@ -51,7 +51,7 @@ from .reader import (
 )
 from .schema import EpisodeFile, EpisodeRecord, RoundRecord
 
-__all__ = ["ReportPaths", "build_html", "write_report"]
+__all__ = ["ReportPaths", "Section", "build_html", "write_report"]
 
 # Longest model string kept in the page; the trace files hold the full text. A run too big for the page budget
 # gets shorter excerpts (the next limit that fits), and the page says which limit it used.
@@ -62,6 +62,12 @@ _TRACEBACK_CHARS = 4000
 _START_KEYS = ("started", "start_time", "started_at", "start", "date", "time", "created")
 
 
+Section = Callable[[Sequence[RoundRecord], "EpisodeRecord | None"], str]
+"""A method's own part of an episode's view: static HTML (every model-written string escaped) from the
+episode's round records and its record; "" when there is nothing to show. A method registers it on its
+:class:`~toporoute.methods.options.MethodSpec` (``report``); HiVA draws its graph growth, TacoMAS its team."""
+
+
 @dataclass(frozen=True)
 class ReportPaths:
     """What :func:`write_report` wrote."""
@@ -70,7 +76,12 @@ class ReportPaths:
     figures: list[Path]
 
 
-def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> ReportPaths:
+def write_report(
+    run_dir: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    sections: Mapping[str, Section] | None = None,
+) -> ReportPaths:
     """Writes the HTML report of a run directory and its charts as PNG files.
 
     Parameters
@@ -80,6 +91,9 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
     out : path, optional
         The HTML file to write; an existing folder means ``out/report.html``. Default ``run_dir/report.html``.
         The PNG files go to ``figures/`` next to it.
+    sections : mapping of method name to :data:`Section`, optional
+        The methods' own parts of their episodes' views (``toporoute report`` passes every registered method's:
+        :func:`toporoute.methods.registry.report_sections`).
 
     Returns
     -------
@@ -113,7 +127,7 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         write_bytes_atomic(path, image.png)
         written.append(path)
     figures = [(image.caption, image.png) for image in images]
-    page = build_html(run, summaries=summaries, figures=figures, figure_note=figure_note)
+    page = build_html(run, summaries=summaries, figures=figures, figure_note=figure_note, sections=sections)
     write_bytes_atomic(target, page.encode("utf-8"))
     return ReportPaths(html=target, figures=written)
 
@@ -124,6 +138,7 @@ def build_html(
     summaries: list[dict[str, Any]] | None = None,
     figures: Sequence[tuple[str, bytes]] = (),
     figure_note: str | None = None,
+    sections: Mapping[str, Section] | None = None,
 ) -> str:
     """The report page as a string.
 
@@ -136,6 +151,8 @@ def build_html(
         Charts, embedded as data URIs.
     figure_note : str, optional
         Shown instead of the charts when there are none.
+    sections : mapping of method name to :data:`Section`, optional
+        See :func:`write_report`.
 
     Returns
     -------
@@ -164,7 +181,10 @@ def build_html(
             for caption, png in figures
         ],
         figure_note=figure_note or "No charts.",
-        methods=[_method_view(i, m, r) for i, (m, r) in enumerate(zip(run.methods, rows))],
+        methods=[
+            _method_view(i, m, r, (sections or {}).get(m.name))
+            for i, (m, r) in enumerate(zip(run.methods, rows))
+        ],
         data=Markup(data),  # escaped for its <script> element by _json_for_script
         excerpt_chars=f"{limit:,}",
         js=Markup(js),  # verbatim: the CSP hash is of these exact characters
@@ -309,7 +329,7 @@ def _comparison_row(i: int, m: MethodRun, s: dict[str, Any]) -> _ComparisonRow:
     )
 
 
-def _method_view(i: int, m: MethodRun, rows: list[EpisodeRow]) -> _MethodView:
+def _method_view(i: int, m: MethodRun, rows: list[EpisodeRow], section: Section | None) -> _MethodView:
     params = m.config.get("params")
     params_text = (
         " · ".join(f"{k}={_setting(v)}" for k, v in params.items())
@@ -340,7 +360,7 @@ def _method_view(i: int, m: MethodRun, rows: list[EpisodeRow]) -> _MethodView:
                 error=_error_text(row.error),
                 facts=_facts(record, row),
                 answer=_cut(record.answer) if record is not None and record.answer else "",
-                sections=Markup(_hiva.growth_section(trace) + _tacomas.evolution_section(trace, record)),
+                sections=Markup(section(trace, record) if section is not None else ""),
             )
         )
     return _MethodView(i, m.name, Markup(oracle_badge(params)), params_text, episodes)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..options import MethodSpec, OptionGroup, builder
+from .report import growth_section
 from .settings import HiVASettings
 
 __all__ = ["OPTIONS", "SPEC"]
@@ -18,4 +19,5 @@ SPEC = MethodSpec(
     builder("hiva", HiVASettings, "toporoute.methods.hiva.method:HiVA", rounds="iterations"),
     OPTIONS,
     uses_encoder=True,
+    report=growth_section,
 )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..options import MethodSpec, OptionGroup, builder
+from .report import evolution_section
 from .settings import TacoMASSettings
 
 __all__ = ["OPTIONS", "SPEC"]
@@ -20,4 +21,5 @@ SPEC = MethodSpec(
     ),
     OPTIONS,
     kinds=("code", "math", "choice"),
+    report=evolution_section,
 )

@@ -1,6 +1,6 @@
 """The HiVA parts of the report: each task's graph growth over its iterations (a table, a growth chart and one
 small drawing of the graph per iteration). The oracle label of a run that fed back hidden tests is
-:func:`._badges.oracle_badge`.
+:func:`toporoute.trace.badges.oracle_badge`.
 
 Static HTML and inline SVG built here, every model-written string escaped (the names are the method's own, but
 nothing is trusted); no script.
@@ -12,7 +12,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .schema import RoundRecord
+from ...trace.schema import EpisodeRecord, RoundRecord
 
 __all__ = ["growth_section", "is_hiva"]
 
@@ -121,7 +121,7 @@ def _chart(counts: list[tuple[int, int]]) -> str:
     )
 
 
-def growth_section(rounds: Sequence[RoundRecord]) -> str:
+def growth_section(rounds: Sequence[RoundRecord], record: EpisodeRecord | None = None) -> str:
     """The graph's growth over a HiVA episode's iterations ("" when the rounds hold no HiVA block)."""
     blocks = [(r.round, r.extra["hiva"]) for r in rounds if isinstance(r.extra.get("hiva"), Mapping)]
     if not blocks:

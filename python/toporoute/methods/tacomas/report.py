@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._checks import is_finite_number, is_int
-from ._badges import oracle_badge
-from .schema import EpisodeRecord, RoundRecord
+from ..._checks import is_finite_number, is_int
+from ...trace.badges import oracle_badge
+from ...trace.schema import EpisodeRecord, RoundRecord
 
 __all__ = ["CALL_KINDS", "evolution_section", "is_tacomas"]
 
