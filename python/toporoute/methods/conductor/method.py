@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from ..episode import (
     record_edges,
 )
 from ..options import option
+from ..waves import run_waves
 from . import _prompts
 from .reward import (
     CAPS,
@@ -434,7 +436,6 @@ class Conductor(SettingsMethod[ConductorSettings]):
         """Runs the layers of turn ``k`` (LLM time on ``rc``); returns what the tester and the agents did."""
         s = self.settings
         names = {gi: _name(everyone[gi], g.turn) for gi in range(len(everyone))}
-        results: dict[int, Result] = {}
         inbox: dict[int, list[int]] = {}
         tester: dict[str, Any] | None = None
         report: TestReport | None = None
@@ -444,35 +445,30 @@ class Conductor(SettingsMethod[ConductorSettings]):
             view_text = _prompts.text("view").format(
                 yaml=_with_newline(view.yaml or ""), status=view.verdict, logs=view.logs
             )
-        for layer in g.layers:
-            members = [g.base + i for i in layer]
+
+        async def prepare(members: Sequence[int]) -> None:
             for gi in members:
                 i = gi - g.base
                 seen = list(g.refs[i])
                 if g.self_src[i] >= 0 and g.self_src[i] not in seen:
                     seen.append(g.self_src[i])
                 inbox[gi] = seen
-            llm_nodes = [gi for gi in members if everyone[gi].role != "tester"]
-            requests = [  # own earlier outputs (the self edge's included) come as memory, the refs as inputs
-                self._agent_request(
-                    ctx.episode,
-                    task,
-                    k,
-                    everyone[gi],
-                    gi,
-                    list(g.refs[gi - g.base]),
-                    outputs,
-                    memory,
-                    names,
-                    view_text,
-                )
-                for gi in llm_nodes
-            ]
-            if requests:
-                for gi, res in zip(llm_nodes, await rc.generate(ctx, requests)):
-                    results[gi] = res
-                    outputs[gi] = strip_reasoning(res.text) if res.ok else ""
-            for gi in llm_nodes:
+
+        def request(gi: int) -> Request | None:
+            if everyone[gi].role == "tester":
+                return None
+            # own earlier outputs (the self edge's included) come as memory, the refs as inputs
+            refs = list(g.refs[gi - g.base])
+            return self._agent_request(
+                ctx.episode, task, k, everyone[gi], gi, refs, outputs, memory, names, view_text
+            )
+
+        def deliver(gi: int, res: Result) -> None:
+            outputs[gi] = strip_reasoning(res.text) if res.ok else ""
+
+        async def finish(members: Sequence[int]) -> None:
+            nonlocal tester, report, code
+            for gi in members:
                 if everyone[gi].role == "searcher":
                     outputs[gi] = await self._search_output(task, outputs[gi])
             for gi in members:
@@ -498,6 +494,12 @@ class Conductor(SettingsMethod[ConductorSettings]):
                     }
             for gi in members:
                 memory.setdefault(everyone[gi].id, []).append(gi)
+
+        async def generate(keyed: Sequence[tuple[int, Request]]) -> list[Result]:
+            return await rc.generate(ctx, [r for _, r in keyed])
+
+        layers = ([g.base + i for i in layer] for layer in g.layers)
+        results = await run_waves(layers, request, generate, deliver, prepare=prepare, finish=finish)
         assert report is not None and tester is not None  # L3: the last step holds a tester
         turn_nodes = [g.base + i for i in range(g.n_nodes)]
         edges = record_edges(

@@ -15,6 +15,7 @@ the reasoning team; the agents see the question with its lettered options) are s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ from ..episode import (
     request_seed,
 )
 from ..options import option
+from ..waves import run_waves
 from ._features import Features, global_state, observations
 from ._graph import ACTIONS, Schedule, actions_to_graph, schedule
 from .team import DOMAINS, QMixTeam, final_prompt, load_qmix_team, role_offset_for, worker_prompt
@@ -245,23 +247,7 @@ class QMix:
                 adj, debates = actions_to_graph(actions)
                 sched = schedule(adj, debates, legacy_repo_exec=s.legacy_repo_exec)
 
-            this_round = [""] * n
-            results: dict[int, Result] = {}
-            for wave in sched.waves:
-                requests = [
-                    Request.chat(
-                        team.agents[i].system,
-                        _worker_user(team, i, text, sched.inbound[i], this_round, outputs[i]),
-                        sampling=s.sampling(ctx.episode, t, names[i]),
-                        tags=Tags(round=t, agent=names[i], role=team.agents[i].role),
-                    )
-                    for i in wave
-                ]
-                for i, r in zip(wave, await rc.generate(ctx, requests)):
-                    results[i] = r
-                    # what is forwarded and kept is the reply without its reasoning
-                    this_round[i] = strip_reasoning(r.text) if r.ok else ""
-                    tokens[i] += r.usage.total_tokens
+            this_round, results = await _run_waves(ctx, rc, s, team, text, t, sched, outputs, tokens)
             edges = record_edges(
                 ctx,
                 t,
@@ -382,6 +368,41 @@ def _task_text(task: Task) -> str:
     """The task as the agents see it (and the task feature reads): a choice task's question with its lettered
     options, else the prompt."""
     return choice_prompt(task) if task.kind == "choice" else task.prompt
+
+
+async def _run_waves(
+    ctx: EpisodeContext,
+    rc: Clock,
+    s: QMixSettings,
+    team: QMixTeam,
+    text: str,
+    t: int,
+    sched: Schedule,
+    outputs: list[str],
+    tokens: np.ndarray,
+) -> tuple[list[str], dict[int, Result]]:
+    """Round ``t``'s agents, wave by wave: each sees the outputs of this round's in-neighbours (earlier waves).
+    Returns what each forwarded this round ("" for none) and the replies; ``tokens`` gains their totals."""
+    names = team.names
+    this_round = [""] * len(names)
+
+    def request(i: int) -> Request:
+        return Request.chat(
+            team.agents[i].system,
+            _worker_user(team, i, text, sched.inbound[i], this_round, outputs[i]),
+            sampling=s.sampling(ctx.episode, t, names[i]),
+            tags=Tags(round=t, agent=names[i], role=team.agents[i].role),
+        )
+
+    def deliver(i: int, r: Result) -> None:
+        this_round[i] = strip_reasoning(r.text) if r.ok else ""  # forwarded and kept: no reasoning
+        tokens[i] += r.usage.total_tokens
+
+    async def generate(keyed: Sequence[tuple[int, Request]]) -> list[Result]:
+        return await rc.generate(ctx, [r for _, r in keyed])
+
+    results = await run_waves(sched.waves, request, generate, deliver)
+    return this_round, results
 
 
 def _worker_user(
