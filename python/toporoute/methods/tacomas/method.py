@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,22 +42,20 @@ from ... import ops
 from ...llm.types import Message as ChatMessage
 from ...llm.types import Request, Result
 from ...tasks import Task
-from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, Usage, clip
+from ...trace.schema import EdgeUsage, Graph, Message, clip
 from ...types import team_codes as tc
 from ..episode import (
     Clock,
     Emit,
     EpisodeOutput,
     KindEpisode,
-    RoundErrors,
     SettingsMethod,
     answer_from,
-    call_error,
     domain_of,
     first_answer,
-    record_edges,
 )
 from ..prompt_files import fill
+from ..waves import Call, CallLog, run_waves
 from . import parsing
 from .parsing import MetaPlan
 from .scorer import AnswerScore, programmatic_score, uses_verifier, verifier_score
@@ -95,25 +93,6 @@ class TacoMAS(SettingsMethod[TacoMASSettings]):
         """Runs up to R rounds on one task; ``emit`` gets one record per round."""
         domain_of(task, KINDS)
         return await _Episode(self.name, self.settings, ctx, task, emit).run()
-
-
-@dataclass
-class _Calls(RoundErrors):
-    """One round's LLM calls (key, kind, result) and its recorded errors."""
-
-    calls: list[tuple[str, str, Result]] = field(default_factory=list)
-
-    def by_kind(self) -> dict[str, dict[str, Any]]:
-        out = {
-            k: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0} for k in ROLE_KINDS
-        }
-        for _, kind, r in self.calls:
-            c = out[kind]
-            c["calls"] += 1
-            c["prompt_tokens"] += r.usage.prompt_tokens
-            c["completion_tokens"] += r.usage.completion_tokens
-            c["latency_s"] = round(c["latency_s"] + r.latency_s, 4)
-        return out
 
 
 @dataclass
@@ -202,7 +181,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
     async def round(self, t: int, clock: Clock, why: str | None) -> _RoundOut:
         s, team = self.s, self.team
         rc = clock.round()
-        calls = _Calls()
+        calls = CallLog(failures=("agent",))  # the structured calls' parsers record their own failures
         with rc.routing():
             sched = ops.team_schedule(team.adj[None], team.alive[None])
         level, lagged = sched.level[0], sched.lagged[0]
@@ -218,26 +197,30 @@ class _Episode(KindEpisode[TacoMASSettings]):
         tokens: dict[int, int] = {}
         inputs: dict[int, str] = {}
         edge_usage: list[EdgeUsage] = []
-        for wave in waves:
-            keyed = []
-            for v in wave:
-                parts = []
-                for u in team.in_neighbours(v):
-                    if lagged[u, v]:
-                        text, n_tok = self.prev.get(names[u], ("", 0))
-                        when = "previous round"
-                    else:
-                        text, n_tok = outputs.get(u, ""), tokens.get(u, 0)
-                        when = "this round"
-                    if text.strip():
-                        parts.append(f"[{names[u]}, {when}]\n{clip(text.strip(), s.message_chars)}")
-                        edge_usage.append(EdgeUsage(names[u], names[v], n_tok))
-                inputs[v] = "\n\n".join(parts) or "(none yet)"
-                keyed.append((names[v], "agent", self._agent_request(t, v, inputs[v])))
-            results = await self._generate(rc, calls, keyed)
-            for v, r in zip(wave, results):
-                outputs[v] = r.text if r.ok else ""
-                tokens[v] = r.usage.completion_tokens if r.ok else 0
+
+        def request(v: int) -> Request:
+            parts = []
+            for u in team.in_neighbours(v):
+                if lagged[u, v]:
+                    text, n_tok = self.prev.get(names[u], ("", 0))
+                    when = "previous round"
+                else:
+                    text, n_tok = outputs.get(u, ""), tokens.get(u, 0)
+                    when = "this round"
+                if text.strip():
+                    parts.append(f"[{names[u]}, {when}]\n{clip(text.strip(), s.message_chars)}")
+                    edge_usage.append(EdgeUsage(names[u], names[v], n_tok))
+            inputs[v] = "\n\n".join(parts) or "(none yet)"
+            return self._agent_request(t, v, inputs[v])
+
+        def deliver(v: int, r: Result) -> None:
+            outputs[v] = r.text if r.ok else ""
+            tokens[v] = r.usage.completion_tokens if r.ok else 0
+
+        async def generate(keyed: Sequence[tuple[int, Request]]) -> list[Result]:
+            return await self._generate(rc, calls, [(names[v], "agent", r) for v, r in keyed])
+
+        await run_waves(waves, request, generate, deliver)
 
         # ---- the sink's answer
         answer, answer_error = self._answer(outputs, order)
@@ -336,18 +319,10 @@ class _Episode(KindEpisode[TacoMASSettings]):
     # ------------------------------------------------------------------------------------------ requests
 
     async def _generate(
-        self, rc: Clock, calls: _Calls, keyed: Sequence[tuple[str, str, Request]]
+        self, rc: Clock, calls: CallLog, keyed: Sequence[tuple[str, str, Request]]
     ) -> list[Result]:
-        """One LLM batch; each call recorded under its key and kind, failures as errors."""
-        if not keyed:
-            return []
-        results = await rc.generate(self.ctx, [r for _, _, r in keyed])
-        for (key, kind, _), r in zip(keyed, results):
-            calls.calls.append((key, kind, r))
-            err = call_error(r)
-            if err is not None and kind == "agent":  # the structured calls' parsers record theirs
-                calls.error(key, kind, f"call failed: {err}")
-        return results
+        """One LLM batch; each call logged under its key and kind (the key names the agent it concerns)."""
+        return await calls.generate(self.ctx, rc, [(Call(key, key, kind), r) for key, kind, r in keyed])
 
     def _agent_request(self, t: int, v: int, incoming: str) -> Request:
         team, s = self.team, self.s
@@ -434,7 +409,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
         outputs: dict[int, str],
         verdicts: dict[int, parsing.Verdict],
         rc: Clock,
-        calls: _Calls,
+        calls: CallLog,
     ) -> dict[str, dict[str, Any]]:
         team = self.team
         keyed = []
@@ -477,7 +452,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
         trend: dict[str, float],
         death: list[str],
         rc: Clock,
-        calls: _Calls,
+        calls: CallLog,
     ) -> dict[str, Any]:
         s, team = self.s, self.team
         graph = team.graph_json(pi)
@@ -554,7 +529,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
             lines.append(f"{a.id} (role {a.role}):\n" + ("\n".join(rows) or "  (no rounds yet)"))
         return "\n".join(lines)
 
-    def _apply(self, t: int, plan: MetaPlan, calls: _Calls, rc: Clock) -> dict[str, Any]:
+    def _apply(self, t: int, plan: MetaPlan, calls: CallLog, rc: Clock) -> dict[str, Any]:
         """Encodes, projects and applies the plan; returns the slow block without ``why`` / ``meta_raw``."""
         s, team = self.s, self.team
         before = team.snapshot()
@@ -685,7 +660,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
         self,
         t: int,
         rc: Clock,
-        calls: _Calls,
+        calls: CallLog,
         slots: list[int],
         names: dict[int, str],
         start_team: list[dict[str, Any]],
@@ -721,7 +696,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
             inbox={index[b]: [index[a] for a, b2 in start_edges if b2 == b] for b in slots},
             kinds=kinds,
         )
-        call_errors = {key: call_error(r) for key, _, r in calls.calls}
+        call_errors = calls.errors_by_key()
         messages = {
             names[v]: Message.of(
                 outputs.get(v, ""),
@@ -731,9 +706,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
             )
             for v in slots
         }
-        usage = Usage(
-            {key: CallUsage.of(r) for key, _, r in calls.calls}, record_edges(self.ctx, t, edge_usage)
-        )
+        usage = calls.usage(self.ctx, t, edge_usage)
         block = {
             "team": start_team,
             "edges": [
@@ -752,7 +725,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
             "scorer": score.scorer,
             "scorer_detail": score.detail,
             "slow": slow,
-            "calls": calls.by_kind(),
+            "calls": calls.by_kind(ROLE_KINDS),
             "errors": calls.errors,
         }
         self.emit(self.record(t, graph, messages, usage, rc.timing(), {"tacomas": block}))
