@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,21 +36,20 @@ from ...llm.types import Request, Result
 from ...tasks import Task
 from ...tasks.codetest import public_examples
 from ...tasks.tools import ToolRun, check_tool_source, run_tool
-from ...trace.schema import CallUsage, EdgeUsage, Graph, Message, RoundRecord, Usage, clip
+from ...trace.schema import EdgeUsage, Graph, Message, RoundRecord, clip
 from ..episode import (
     Clock,
     Emit,
     EpisodeOutput,
     KindEpisode,
-    RoundErrors,
     SettingsMethod,
     answer_from,
     call_error,
     domain_of,
     first_answer,
-    record_edges,
 )
 from ..episode import request_seed as _seed
+from ..waves import Call, CallLog, run_waves
 from . import _prompts, parsing
 from .environment import Outcome, code_outcome, math_outcome
 from .graph import SINK, SOURCE, AgentState, HiVAGraph, Tool, word_similarity, words
@@ -70,6 +69,11 @@ _EDIT = {
     "CONNECT_TO_AGGREGATOR": 4,
 }
 _SHOWN = 1500  # characters of one text inside another prompt
+
+
+def _own_reply(name: str) -> Callable[[Call], bool]:
+    """Whether a logged call is agent ``name``'s own reply of the pass (its forward or aggregate call)."""
+    return lambda c: c.key.startswith(f"{name}:") and c.key.endswith(("forward", "aggregate"))
 
 
 def fresh_graph(settings: HiVASettings, domain: str) -> HiVAGraph:
@@ -147,15 +151,14 @@ class HiVA(SettingsMethod[HiVASettings]):
 
 
 @dataclass
-class _Pass(RoundErrors):
-    """One iteration's working state (and its errors)."""
+class _Pass(CallLog):
+    """One iteration's working state, its calls (keyed ``<agent>:<step>``) and its errors."""
 
     instructions: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     inputs: dict[int, str] = field(default_factory=dict)
     outputs: dict[int, str] = field(default_factory=dict)
     tools: dict[int, ToolRun] = field(default_factory=dict)
     executed: list[int] = field(default_factory=list)
-    calls: list[tuple[str, Result]] = field(default_factory=list)
     edge_tokens: list[EdgeUsage] = field(default_factory=list)
     bandit: list[dict[str, Any]] = field(default_factory=list)
     forward_tokens: dict[int, int] = field(default_factory=dict)
@@ -255,12 +258,15 @@ class _Episode(KindEpisode[HiVASettings]):
         routed = np.zeros((g.capacity, g.capacity), np.int32)
         p.instructions[SOURCE] = [(-1, self.x0)]
 
-        # ---- forward, level by level
-        for lv in sorted(set(level.values())):
-            nodes = [i for i in sigma if level[i] == lv and i != SINK and i in p.instructions]
-            if not nodes:
-                continue
-            await self._run_level(t, nodes, sigma, p, rc)
+        # ---- forward, level by level: a level runs the nodes that earlier levels routed instructions to
+        def levels() -> Iterator[list[int]]:
+            for lv in sorted(set(level.values())):
+                nodes = [i for i in sigma if level[i] == lv and i != SINK and i in p.instructions]
+                if nodes:
+                    yield nodes
+
+        async def route(wave: Sequence[int]) -> None:
+            nodes, lv = list(wave), level[wave[0]]
             with rc.routing():
                 similarity = await self._similarity(g.nodes())
                 weights, psi = g.weights(
@@ -286,6 +292,8 @@ class _Episode(KindEpisode[HiVASettings]):
                 }
             )
             await self._instructions(t, nodes, sel.chosen, p, rc)
+
+        await self._forward(t, levels(), sigma, p, rc, route)
 
         # ---- aggregation
         contributors = [i for i in p.executed if routed[i, SINK] > 0]
@@ -362,16 +370,8 @@ class _Episode(KindEpisode[HiVASettings]):
     # ------------------------------------------------------------------------------------------ forward
 
     async def _generate(self, rc: Clock, p: _Pass, keyed: Sequence[tuple[str, Request]]) -> list[Result]:
-        """One LLM batch; each call's usage recorded under its key."""
-        if not keyed:
-            return []
-        results = await rc.generate(self.ctx, [r for _, r in keyed])
-        p.calls.extend((k, r) for (k, _), r in zip(keyed, results))
-        for (k, _), r in zip(keyed, results):
-            err = call_error(r)
-            if err is not None:
-                p.error(k.split(":")[0], k.split(":", 1)[-1], f"call failed: {err}")
-        return results
+        """One LLM batch; each call logged under its key ``<agent>:<step>``, a failure recorded as an error."""
+        return await p.generate(self.ctx, rc, [(Call(k, *k.split(":", 1)), r) for k, r in keyed])
 
     async def _tool(self, tool: Tool, input_data: str) -> ToolRun:
         async with self.gate:
@@ -400,40 +400,63 @@ class _Episode(KindEpisode[HiVASettings]):
         cos = np.clip(vecs @ self.task_vec, -1.0, 1.0)
         return {i: (lexical[i][0], float(c)) for i, c in zip(live, cos)}
 
-    async def _run_level(self, t: int, nodes: list[int], sigma: list[int], p: _Pass, rc: Clock) -> None:
+    async def _forward(
+        self,
+        t: int,
+        levels: Iterable[list[int]],
+        sigma: list[int],
+        p: _Pass,
+        rc: Clock,
+        route: Callable[[Sequence[int]], Awaitable[None]],
+    ) -> None:
+        """The forward pass on the shared wave executor: a level's nodes get their inputs from the instructions
+        routed to them (in sigma order), run their tools (all at once), then make their agent calls as one batch;
+        ``route`` picks each node's successors after its level."""
         g = self.g
         pos = {n: k for k, n in enumerate(sigma)}
-        for i in nodes:
-            parts = sorted(p.instructions[i], key=lambda item: pos.get(item[0], -1))
-            if len(parts) == 1:
-                p.inputs[i] = parts[0][1]
-            else:
-                p.inputs[i] = "\n\n".join(f"## Instruction from {g.name(src)}\n{text}" for src, text in parts)
-        runs = await asyncio.gather(*(self._tool(g.agents[i].tool, p.inputs[i]) for i in nodes))
-        keyed = []
-        for i, run in zip(nodes, runs):
+        users: dict[int, str] = {}
+
+        async def prepare(nodes: Sequence[int]) -> None:
+            for i in nodes:
+                parts = sorted(p.instructions[i], key=lambda item: pos.get(item[0], -1))
+                if len(parts) == 1:
+                    p.inputs[i] = parts[0][1]
+                else:
+                    p.inputs[i] = "\n\n".join(
+                        f"## Instruction from {g.name(src)}\n{text}" for src, text in parts
+                    )
+            runs = await asyncio.gather(*(self._tool(g.agents[i].tool, p.inputs[i]) for i in nodes))
+            for i, run in zip(nodes, runs):
+                a = g.agents[i]
+                p.tools[i] = run
+                p.tool_used[i] = (a.tool.name, a.tool.version)
+                if run.ok:
+                    users[i] = _prompts.fill(
+                        "agent_user", instruction=p.inputs[i], tool=a.tool.name, tool_result=run.output
+                    )
+                else:
+                    p.error(a.name, "tool", run.error or "failed")
+                    users[i] = _prompts.fill(
+                        "agent_user_no_tool",
+                        instruction=p.inputs[i],
+                        tool=a.tool.name,
+                        tool_error=run.error or "failed",
+                    )
+
+        def request(i: int) -> Request:
             a = g.agents[i]
-            p.tools[i] = run
-            p.tool_used[i] = (a.tool.name, a.tool.version)
-            if run.ok:
-                user = _prompts.fill(
-                    "agent_user", instruction=p.inputs[i], tool=a.tool.name, tool_result=run.output
-                )
-            else:
-                p.error(a.name, "tool", run.error or "failed")
-                user = _prompts.fill(
-                    "agent_user_no_tool",
-                    instruction=p.inputs[i],
-                    tool=a.tool.name,
-                    tool_error=run.error or "failed",
-                )
-            keyed.append((f"{a.name}:forward", self.request("agent", t, a.name, a.prompt, user)))
-        results = await self._generate(rc, p, keyed)
-        for i, r in zip(nodes, results):
+            return self.request("agent", t, a.name, a.prompt, users[i])
+
+        async def generate(keyed: Sequence[tuple[int, Request]]) -> list[Result]:
+            return await self._generate(rc, p, [(f"{g.agents[i].name}:forward", r) for i, r in keyed])
+
+        def deliver(i: int, r: Result) -> None:
             p.outputs[i] = r.text if r.ok else ""
             p.forward_tokens[i] = r.usage.completion_tokens if r.ok else 0
             p.executed.append(i)
             g.agents[i].visits += 1
+
+        await run_waves(levels, request, generate, deliver, prepare=prepare, finish=route)
 
     async def _instructions(
         self, t: int, nodes: list[int], chosen: dict[int, list[int]], p: _Pass, rc: Clock
@@ -948,21 +971,12 @@ class _Episode(KindEpisode[HiVASettings]):
                 p.outputs.get(i, ""),
                 p.inputs.get(i, ""),
                 answer if i == SINK else None,
-                call_error(
-                    next(
-                        (
-                            r
-                            for k, r in p.calls
-                            if k.startswith(f"{names[i]}:") and k.endswith(("forward", "aggregate"))
-                        ),
-                        None,
-                    )
-                ),
+                call_error(p.first(_own_reply(names[i]))),
             )
             for i in nodes
             if i in executed
         }
-        usage = Usage({k: CallUsage.of(r) for k, r in p.calls}, record_edges(self.ctx, t, p.edge_tokens))
+        usage = p.usage(self.ctx, t, p.edge_tokens)
         block = {
             "iteration": t,
             "step": step,
