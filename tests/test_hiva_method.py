@@ -628,6 +628,10 @@ def test_settings_and_options() -> None:
     assert isinstance(method, HiVA)
     assert (method.settings.iterations, method.settings.top_k, method.settings.mode) == (3, 3, "stream")
     assert method.settings.oracle_feedback is True
+    given = spec.options.read(parser.parse_args(["--max-out", "2"]), Path("."))
+    assert make_method("hiva", **given).settings.max_out == 2  # type: ignore[attr-defined]
+    with pytest.raises(InvalidArgumentError, match=r"max_out must be an integer in \[1, 255\]; got 0"):
+        make_method("hiva", **spec.options.read(parser.parse_args(["--max-out", "0"]), Path(".")))
     plain = spec.options.read(parser.parse_args([]), Path("."))
     assert make_method("hiva", rounds=4, **plain).settings.iterations == 4  # type: ignore[attr-defined]
     assert make_method("hiva", **plain).settings.iterations == 10  # type: ignore[attr-defined]

@@ -115,7 +115,7 @@ class HiVASettings(SandboxSettings):
         help="a fresh graph per task (default), or one graph carried over the tasks in order",
     )
     max_agents: int = option(32, shared=True, help="hiva: node capacity of the graph (default 32)")
-    max_out: int = 5
+    max_out: int = option(5, help="most successors per agent, in edits and repair (default 5)")
     early_stop: bool = option(False, help="stop a task once its visible examples pass")
     oracle_feedback: bool = option(
         False,
