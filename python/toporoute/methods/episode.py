@@ -139,7 +139,7 @@ class SamplingSettings:
 @dataclass(frozen=True)
 class SandboxSettings(SamplingSettings):
     """The sampling settings and the limits of the sandboxed runs of a method that runs code (the visible
-    examples, a scorer's tests): HiVA, TacoMAS, self-consistency and debate extend this one.
+    examples, a scorer's tests): AgentConductor, HiVA, TacoMAS, self-consistency and debate extend this one.
 
     Parameters
     ----------

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
-from ..._checks import above, at_least, either, one_of
+from ..._checks import at_least, either, one_of
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
@@ -34,7 +34,7 @@ from ..episode import (
     Clock,
     Emit,
     EpisodeOutput,
-    SamplingSettings,
+    SandboxSettings,
     SettingsMethod,
     call_error,
     record_edges,
@@ -74,7 +74,7 @@ _REWARD_DEFAULTS = RewardConfig()
 
 
 @dataclass(frozen=True)
-class ConductorSettings(SamplingSettings):
+class ConductorSettings(SandboxSettings):
     """Settings of the AgentConductor loop.
 
     Parameters
@@ -111,7 +111,8 @@ class ConductorSettings(SamplingSettings):
         Documents the searcher retrieves.
     view_chars : int
         Characters of tester logs kept in the view and the history (about 2k tokens at most).
-    test_timeout_s, test_memory_mb : limits of the tester's sandbox runs.
+    test_timeout_s, test_memory_mb : limits of the tester's sandbox runs (see
+        :class:`~toporoute.methods.episode.SandboxSettings`).
     density_mode, w_e, w_g, return_mode, gamma : see :class:`~toporoute.methods.conductor.reward.RewardConfig`
         (and its defaults).
     """
@@ -153,8 +154,6 @@ class ConductorSettings(SamplingSettings):
     concise: bool = _CHECK_DEFAULTS.concise
     retrieval_k: int = 3
     view_chars: int = 6000
-    test_timeout_s: float = option(5.0, name="--eval-timeout", command=True, help="toporoute run's own flag")
-    test_memory_mb: int = 1024
     density_mode: str = option(
         _REWARD_DEFAULTS.density_mode, choices=DENSITY_MODES, help="r_g form (default paper)"
     )
@@ -176,9 +175,8 @@ class ConductorSettings(SamplingSettings):
                 one_of(name, getattr(self, name), tuple(CAPS))
         one_of("grammar", self.grammar, _prompts.GRAMMARS)
         either("feedback_tests", self.feedback_tests, "public", "hidden")
-        for name in ("orchestrator_max_tokens", "retrieval_k", "view_chars", "test_memory_mb"):
+        for name in ("orchestrator_max_tokens", "retrieval_k", "view_chars"):
             at_least(name, getattr(self, name), 1)
-        above("test_timeout_s", self.test_timeout_s, 0)
         object.__setattr__(
             self,
             "check_options",
