@@ -104,3 +104,30 @@ def test_a_switch_needs_the_default_it_turns_away_from() -> None:
 
     with pytest.raises(TypeError, match="on: a switch needs the default False"):
         OptionGroup("bad", Bad).add(argparse.ArgumentParser().add_argument_group())
+
+
+def test_fields_check_their_declared_ranges_and_choices() -> None:
+    from toporoute.errors import InvalidArgumentError
+    from toporoute.methods.episode import SamplingSettings
+    from toporoute.methods.options import setting
+
+    @dataclass(frozen=True)
+    class Checked(SamplingSettings):
+        n: int = option(2, ints=(1, 5), help="n")
+        kind: str = option("a", choices=("a", "b", "c"), help="kind")
+        side: str = option("l", choices=("l", "r"), help="side")
+        level: str | None = option(None, choices=("x", "y"), help="optional")
+        hidden: int = setting(0, ints=(0, 9))
+
+    assert Checked(n=5, kind="c", side="r", level="y", hidden=9).n == 5
+    for bad, message in (
+        ({"n": 6}, "n must be an integer in [1, 5]; got 6"),
+        ({"n": True}, "n must be an integer in [1, 5]; got True"),
+        ({"kind": "d"}, "kind must be one of ('a', 'b', 'c'); got 'd'"),
+        ({"side": "m"}, "side must be 'l' or 'r'; got 'm'"),
+        ({"level": "z"}, "level must be 'x' or 'y'; got 'z'"),
+        ({"hidden": -1}, "hidden must be an integer in [0, 9]; got -1"),
+    ):
+        with pytest.raises(InvalidArgumentError) as err:
+            Checked(**bad)
+        assert str(err.value) == message and err.value.arg == next(iter(bad))

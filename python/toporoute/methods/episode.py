@@ -18,7 +18,7 @@ from ..errors import InvalidArgumentError
 from ..llm.types import Request, Result, Sampling, Tags
 from ..tasks import Task, extract_choice, extract_code, extract_math_answer
 from ..trace.schema import EdgeUsage, Graph, Message, RoundRecord, Stats, Timing, Usage
-from .options import DOMAINS, option
+from .options import DOMAINS, check_fields, option
 
 if TYPE_CHECKING:
     from ..runtime import EpisodeContext
@@ -112,6 +112,7 @@ class SamplingSettings:
         at_least("temperature", self.temperature, 0)
         if not 0.0 < self.top_p <= 1.0:
             raise InvalidArgumentError(f"top_p must be in (0, 1]; got {self.top_p}", "top_p")
+        check_fields(self)  # the ranges and choices that the fields declare (every subclass's too)
 
     def params(self) -> dict[str, Any]:
         """The settings as run.json records them: every field, in the order the dataclass declares them."""

@@ -19,6 +19,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._checks import either, ints_in, one_of
 from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -34,12 +35,15 @@ __all__ = [
     "OptionGroup",
     "add_shared",
     "builder",
+    "check_fields",
     "flag_of",
     "option",
+    "setting",
     "settings_of",
 ]
 
 _KEY = "toporoute.flag"
+_INTS = "toporoute.ints"
 
 DOMAINS = ("code", "math")
 """The task kinds most methods solve (Agent Q-Mix also solves ``choice`` tasks)."""
@@ -100,13 +104,47 @@ class Flag:
         return self.flag_name(f).lstrip("-").replace("-", "_")
 
 
-def option(default: Any = MISSING, *, factory: Callable[[], Any] | None = None, **flag: Any) -> Any:
-    """A settings field with a command-line flag: ``top_k: int = option(2, help="...")``; ``flag`` are
-    :class:`Flag`'s attributes, ``factory`` a default factory (for a mutable default)."""
-    meta = {_KEY: Flag(**flag)}
+def option(
+    default: Any = MISSING,
+    *,
+    factory: Callable[[], Any] | None = None,
+    ints: tuple[int, int] | None = None,
+    **flag: Any,
+) -> Any:
+    """A settings field with a command-line flag: ``top_k: int = option(2, ints=(1, 5), help="...")``;
+    ``flag`` are :class:`Flag`'s attributes, ``factory`` a default factory (for a mutable default), ``ints`` the
+    range of an integer setting. The flag's ``choices`` and ``ints`` are checked by :func:`check_fields`."""
+    return _field(default, factory, {_KEY: Flag(**flag), _INTS: ints})
+
+
+def setting(default: Any = MISSING, *, ints: tuple[int, int] | None = None) -> Any:
+    """A settings field without a flag whose integer range ``ints`` :func:`check_fields` checks."""
+    return _field(default, None, {_INTS: ints})
+
+
+def _field(default: Any, factory: Callable[[], Any] | None, meta: dict[str, Any]) -> Any:
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def check_fields(settings: Any) -> None:
+    """The checks a settings object's fields declare, in field order: an integer in its ``ints`` range
+    (``<name> must be an integer in [lo, hi]; got ...``), a flag's value among its ``choices`` (None passes
+    where the default is None)."""
+    for f in fields(settings):
+        ints, flag = f.metadata.get(_INTS), flag_of(f)
+        if ints is not None:
+            ints_in({f.name: (getattr(settings, f.name), *ints)})
+        if flag is None or flag.choices is None:
+            continue
+        value = getattr(settings, f.name)
+        if value is None and f.default is None:
+            continue
+        if len(flag.choices) == 2:
+            either(f.name, value, *flag.choices)
+        else:
+            one_of(f.name, value, flag.choices)
 
 
 def flag_of(f: Field[Any]) -> Flag | None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
-from ..._checks import at_least, either, one_of
+from ..._checks import at_least, one_of
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
@@ -170,11 +170,7 @@ class ConductorSettings(SandboxSettings):
         super().__post_init__()
         object.__setattr__(self, "pool", tuple(self.pool))
         at_least("max_turns", self.max_turns, 1)
-        for name in ("level", "default_level"):
-            if getattr(self, name) is not None:
-                one_of(name, getattr(self, name), tuple(CAPS))
-        one_of("grammar", self.grammar, _prompts.GRAMMARS)
-        either("feedback_tests", self.feedback_tests, "public", "hidden")
+        one_of("default_level", self.default_level, tuple(CAPS))  # level: its flag's choices
         for name in ("orchestrator_max_tokens", "retrieval_k", "view_chars"):
             at_least(name, getattr(self, name), 1)
         object.__setattr__(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
-from ..._checks import at_least, either, int_at_least, one_of, within
+from ..._checks import at_least, int_at_least, one_of, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Request, Result, Tags
 from ...tasks import Task
@@ -201,8 +201,6 @@ class LoopConfig(SamplingSettings):
             within("tau", self.tau, -1, 1)
         at_least("k_in", self.k_in, 0)
         at_least("max_rounds", self.max_rounds, 1)
-        either("inbox_order", self.inbox_order, "relevance", "sigma")
-        either("private_routing", self.private_routing, "full", "addressed")
         at_least("random_edges", self.random_edges, 0)
         if self.manager_sink and (self.topology != "semantic" or not self.manager):
             raise InvalidArgumentError(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._checks import above, at_least, either, ints_in, one_of, within
+from ..._checks import above, at_least, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
 from ..episode import SandboxSettings, request_seed
-from ..options import option
+from ..options import option, setting
 
 __all__ = ["CALL_KINDS", "MODES", "HiVASettings"]
 
@@ -105,17 +105,20 @@ class HiVASettings(SandboxSettings):
 
     iterations: int = option(
         10,
+        ints=(1, 10_000),
         unset=True,
         help="T, STEV iterations per task (default 10; wins over --rounds, which sets T when this is not given)",
     )
-    top_k: int = option(2, help="successors the bandit picks per agent (default 2)")
+    top_k: int = option(2, ints=(1, 5), help="successors the bandit picks per agent (default 2)")
     mode: str = option(
         "per_instance",
         choices=MODES,
         help="a fresh graph per task (default), or one graph carried over the tasks in order",
     )
-    max_agents: int = option(32, shared=True, help="hiva: node capacity of the graph (default 32)")
-    max_out: int = option(5, help="most successors per agent, in edits and repair (default 5)")
+    max_agents: int = option(
+        32, ints=(2, 256), shared=True, help="hiva: node capacity of the graph (default 32)"
+    )
+    max_out: int = option(5, ints=(1, 255), help="most successors per agent, in edits and repair (default 5)")
     early_stop: bool = option(False, help="stop a task once its visible examples pass")
     oracle_feedback: bool = option(
         False,
@@ -142,7 +145,7 @@ class HiVASettings(SandboxSettings):
     synergy_lr: float = 0.1
     c0: float = 1.0
     prune_threshold: float = 0.3
-    min_obs: int = 3
+    min_obs: int = setting(3, ints=(0, 10**9))
     w_prompt: float = 0.7
     w_tool: float = 0.3
     apply_both: bool = False
@@ -159,29 +162,15 @@ class HiVASettings(SandboxSettings):
     tool_timeout_s: float = option(
         30.0, name="--tool-timeout", help="seconds per sandboxed tool call (default 30)"
     )
-    tool_retries: int = 3
-    tool_memory_mb: int = 512
-    tool_workers: int = 2
+    tool_retries: int = setting(3, ints=(0, 10))
+    tool_memory_mb: int = setting(512, ints=(64, 1 << 20))
+    tool_workers: int = setting(2, ints=(1, 64))
     temperature: float = 0.7
     max_tokens: int = 4096
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "omega", tuple(float(w) for w in self.omega))
-        ints = {
-            "iterations": (self.iterations, 1, 10_000),
-            "top_k": (self.top_k, 1, 5),
-            "max_agents": (self.max_agents, 2, 256),
-            "max_out": (self.max_out, 1, 255),
-            "min_obs": (self.min_obs, 0, 10**9),
-            "tool_retries": (self.tool_retries, 0, 10),
-            "tool_workers": (self.tool_workers, 1, 64),
-            "tool_memory_mb": (self.tool_memory_mb, 64, 1 << 20),
-        }
-        ints_in(ints)
-        one_of("mode", self.mode, MODES)
-        either("bandit_mode", self.bandit_mode, "thompson", "mean")
-        either("similarity", self.similarity, "embedding", "lexical")
         if len(self.omega) != 4 or any(not w >= 0 for w in self.omega):
             raise InvalidArgumentError(f"omega must be 4 weights >= 0; got {self.omega!r}", "omega")
         for name in ("lam", "eta", "delta", "synergy_lr", "w_tool", "distance_threshold"):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
-from ..._checks import at_least, either, within
+from ..._checks import at_least, within
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
@@ -108,7 +108,6 @@ class QMixSettings(SamplingSettings):
         super().__post_init__()
         if self.rounds is not None:
             at_least("rounds", self.rounds, 1)
-        either("initial_adj", self.initial_adj, "identity", "zeros")
         within("epsilon", self.epsilon, 0, 1)
 
     def rounds_for(self, domain: str) -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._checks import above, at_least, ints_in, one_of, within
+from ..._checks import above, at_least, within
 from ...errors import InvalidArgumentError
 from ...llm.types import Sampling
 from ..episode import SandboxSettings, request_seed
-from ..options import option
+from ..options import option, setting
 
 __all__ = ["CALL_KINDS", "FINALS", "SCORERS", "TacoMASSettings"]
 
@@ -91,22 +91,26 @@ class TacoMASSettings(SandboxSettings):
         Cap on the agents' completion tokens and on the other kinds' (see :data:`CALL_KINDS`).
     """
 
-    rounds: int = 10
-    k: int = option(2, help="K, a slow (topology) step after every K-th round (default 2)")
+    rounds: int = setting(10, ints=(1, 10_000))
+    k: int = option(2, ints=(1, 10_000), help="K, a slow (topology) step after every K-th round (default 2)")
     tau: float = option(
         1.0,
         shared=True,
         help="tacomas: τ, stop once the answer score s_t reaches it (default 1.0, full marks)",
     )
     coach_every: int = option(
-        1, help="coach after every N-th round (default 1; 0: only in the rounds that end with a slow step)"
+        1,
+        ints=(0, 10_000),
+        help="coach after every N-th round (default 1; 0: only in the rounds that end with a slow step)",
     )
-    budget_edges: int = option(4, help="B_E, edge edits per slow step (default 4)")
-    budget_pairs: int = option(2, help="B_V, birth/death pairs per slow step (default 2)")
-    max_pure_births: int = 1
-    max_pure_deaths: int = 1
-    max_agents: int = option(20, shared=True, help="tacomas: N_max, the most agents of the team (default 20)")
-    min_agents: int = 2
+    budget_edges: int = option(4, ints=(0, 64), help="B_E, edge edits per slow step (default 4)")
+    budget_pairs: int = option(2, ints=(0, 32), help="B_V, birth/death pairs per slow step (default 2)")
+    max_pure_births: int = setting(1, ints=(0, 32))
+    max_pure_deaths: int = setting(1, ints=(0, 32))
+    max_agents: int = option(
+        20, ints=(5, 62), shared=True, help="tacomas: N_max, the most agents of the team (default 20)"
+    )
+    min_agents: int = setting(2, ints=(1, 62))
     scorer: str = option(
         "verifier",
         choices=SCORERS,
@@ -118,12 +122,12 @@ class TacoMASSettings(SandboxSettings):
         choices=FINALS,
         help="answer: the sink's of the last round (default) or of the round with the best answer score",
     )
-    max_meta_ops: int = 32
-    memory_items: int = 6
-    prompt_deltas: int = 3
-    message_chars: int = 1200
+    max_meta_ops: int = setting(32, ints=(1, 1024))
+    memory_items: int = setting(6, ints=(0, 1000))
+    prompt_deltas: int = setting(3, ints=(0, 1000))
+    message_chars: int = setting(1200, ints=(50, 1_000_000))
     eta: float = 1.0
-    window: int = 3
+    window: int = setting(3, ints=(2, 1000))
     death_threshold: float = 0.2
     meta_temperature: float = 0.3
     guided: bool = True
@@ -132,23 +136,6 @@ class TacoMASSettings(SandboxSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        ints = {
-            "rounds": (self.rounds, 1, 10_000),
-            "k": (self.k, 1, 10_000),
-            "coach_every": (self.coach_every, 0, 10_000),
-            "budget_edges": (self.budget_edges, 0, 64),
-            "budget_pairs": (self.budget_pairs, 0, 32),
-            "max_pure_births": (self.max_pure_births, 0, 32),
-            "max_pure_deaths": (self.max_pure_deaths, 0, 32),
-            "max_agents": (self.max_agents, 5, 62),
-            "min_agents": (self.min_agents, 1, 62),
-            "max_meta_ops": (self.max_meta_ops, 1, 1024),
-            "memory_items": (self.memory_items, 0, 1000),
-            "prompt_deltas": (self.prompt_deltas, 0, 1000),
-            "message_chars": (self.message_chars, 50, 1_000_000),
-            "window": (self.window, 2, 1000),
-        }
-        ints_in(ints)
         if self.min_agents > self.max_agents:
             raise InvalidArgumentError(
                 f"min_agents must be <= max_agents ({self.max_agents}); got {self.min_agents}", "min_agents"
@@ -159,8 +146,6 @@ class TacoMASSettings(SandboxSettings):
                 f"needs a fresh slot); got {self.max_agents} + {self.budget_pairs}",
                 "max_agents",
             )
-        one_of("scorer", self.scorer, SCORERS)
-        one_of("final", self.final, FINALS)
         within("tau", self.tau, 0, 1)
         within("death_threshold", self.death_threshold, 0, 1)
         above("eta", self.eta, 0)
