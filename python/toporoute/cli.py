@@ -52,6 +52,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command's parser; ``run`` gets the option groups of ``methods`` (the methods named on the command
     line), one group per set of options, so ``toporoute run METHOD --help`` shows that method's own options."""
     from .methods.qmix.plugin import LOOP_OPTIONS, add_qmix_network_options
+    from .methods.qmix.train_config import TRAIN_OPTIONS
     from .methods.registry import REGISTRY
 
     p, sub = _root_parser()
@@ -121,39 +122,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     tr.add_argument("--offset", type=int_at_least(0), default=0, help="skip the first K tasks (default 0)")
     tr.add_argument("--out", required=True, type=Path, help="training folder (required)")
-    tr.add_argument(
-        "--episodes",
-        type=int_at_least(1),
-        default=50,
-        help="episodes (default 50; episode k uses task k mod N)",
-    )
-    tr.add_argument(
-        "--batch-size", type=int_at_least(1), default=8, help="episodes per gradient step (default 8)"
-    )
-    tr.add_argument(
-        "--lr", type=float_at_least(0.0, strict=True), default=5e-4, help="Adam learning rate (default 5e-4)"
-    )
-    tr.add_argument("--gamma", type=float, default=0.99, help="TD discount factor in [0, 1] (default 0.99)")
-    tr.add_argument(
-        "--target-update",
-        choices=("soft", "hard"),
-        default="soft",
-        help="target network update (default soft)",
-    )
-    tr.add_argument("--target-tau", type=float, default=0.01, help="soft update rate (default 0.01)")
-    tr.add_argument(
-        "--target-interval",
-        type=int_at_least(1),
-        default=10,
-        help="hard update: gradient steps between copies (default 10)",
-    )
-    tr.add_argument("--w-acc", type=float, default=1.25, help="reward weight of accuracy (default 1.25)")
-    tr.add_argument("--w-tok", type=float, default=0.10, help="reward weight of tokens/10k (default 0.10)")
-    tr.add_argument(
-        "--legacy-reward-broadcast",
-        action="store_true",
-        help="the original targets: R at every round, last round untrained (default: R at the last round)",
-    )
+    TRAIN_OPTIONS.add(tr)
     tr.add_argument(
         "--task-feature",
         choices=("hash", "encoder"),
@@ -165,9 +134,6 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         action="store_true",
         help="the original observation quirks, spec section 3 (default: real token counts, normalised "
         "graph statistics)",
-    )
-    tr.add_argument(
-        "--concurrency", type=int_at_least(1), default=1, help="episodes acted at once per policy (default 1)"
     )
     tr.add_argument(
         "--rounds", type=int_at_least(1), default=None, help="T (default: code 2, math 3, choice 2)"
@@ -662,7 +628,8 @@ async def _train(args: argparse.Namespace) -> int:
 async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     from .methods.qmix import Features, QMixSettings
     from .methods.qmix.plugin import LOOP_OPTIONS, read_qmix_network_options
-    from .methods.qmix.train import TrainConfig, Trainer
+    from .methods.qmix.train import Trainer
+    from .methods.qmix.train_config import TRAIN_OPTIONS, TrainConfig
 
     tasks = _load_tasks(args)
     features = Features(task_feature=args.task_feature, legacy=args.legacy_obs)
@@ -674,21 +641,7 @@ async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
         **({} if args.temperature is None else {"temperature": args.temperature}),
         **LOOP_OPTIONS.read(args, args.out),
     )
-    train = TrainConfig(
-        episodes=args.episodes,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        gamma=args.gamma,
-        target_update=args.target_update,
-        target_tau=args.target_tau,
-        target_interval=args.target_interval,
-        w_acc=args.w_acc,
-        w_tok=args.w_tok,
-        legacy_reward_broadcast=args.legacy_reward_broadcast,
-        dropout=network.dropout,
-        concurrency=args.concurrency,
-        seed=args.seed,
-    )
+    train = TrainConfig(**TRAIN_OPTIONS.read(args, args.out), dropout=network.dropout, seed=args.seed)
     print(f"{len(tasks)} training task(s) from {args.tasks}; {args.episodes} episodes", file=sys.stderr)
     engine = await _engine(args)
     try:

@@ -32,7 +32,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,6 @@ import numpy as np
 import torch
 
 from ..._atomic import write_bytes_atomic, write_json_atomic
-from ..._checks import at_least, either, within
 from ..._runlock import RunLock
 from ...errors import InvalidArgumentError, ToporouteError
 from ...llm.base import Engine
@@ -52,71 +51,11 @@ from ..harness import check_resume, episode_fn, versions
 from ._features import Features
 from .method import QMix, QMixPolicy, QMixSettings
 from .model import QMixNets
+from .train_config import TrainConfig
 
 __all__ = ["TrainConfig", "Trainer", "epsilon_at"]
 
 _KEEP = ("tasks", "task_ids", "net", "features", "settings", "train", "engine", "model")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """QMIX training settings (spec §6; defaults are the paper's, with the spec's fixes).
-
-    Parameters
-    ----------
-    episodes : int
-        Episodes to train (the paper: 50 per domain). Episode k uses task ``k mod len(tasks)``.
-    batch_size : int
-        Episodes per gradient step (8); training starts once the buffer holds this many.
-    lr, gamma, grad_clip : Adam learning rate (5e-4), discount (0.99), gradient-norm clip (10).
-    buffer_size : int
-        Replay capacity in episodes (FIFO, 5000).
-    target_update : {"soft", "hard"}
-        Soft: ``theta^- <- tau theta + (1 - tau) theta^-`` after every step; hard: copy every
-        ``target_interval`` steps (the original's 200 never fires at this data scale).
-    target_tau, target_interval : see ``target_update``.
-    eps_start, eps_end : linear epsilon schedule over ``episodes`` (1.0 -> 0.05), per agent.
-    w_acc, w_tok, token_norm : the reward's weights and token normaliser (1.25, 0.10, 10000).
-    legacy_reward_broadcast : bool
-        The original code's targets (R at every round, last round untrained).
-    dropout : float
-        GNN dropout while training (0.1, as the original; acting is always in eval mode).
-    concurrency : int
-        Episodes acted at once with the same policy (their LLM calls are batched); 1 is the paper's loop.
-    seed : int
-        Network init, replay sampling and exploration.
-    """
-
-    episodes: int = 50
-    batch_size: int = 8
-    lr: float = 5e-4
-    gamma: float = 0.99
-    grad_clip: float = 10.0
-    buffer_size: int = 5000
-    target_update: str = "soft"
-    target_tau: float = 0.01
-    target_interval: int = 10
-    eps_start: float = 1.0
-    eps_end: float = 0.05
-    w_acc: float = 1.25
-    w_tok: float = 0.10
-    token_norm: float = 10_000.0
-    legacy_reward_broadcast: bool = False
-    dropout: float = 0.1
-    concurrency: int = 1
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("episodes", "batch_size", "buffer_size", "target_interval", "concurrency"):
-            at_least(name, getattr(self, name), 1)
-        either("target_update", self.target_update, "soft", "hard")
-        for name in ("target_tau", "eps_start", "eps_end", "gamma", "dropout"):
-            within(name, getattr(self, name), 0, 1)
-        if self.lr <= 0 or self.grad_clip <= 0 or self.token_norm <= 0:
-            raise InvalidArgumentError("lr, grad_clip and token_norm must be > 0", "lr")
-
-    def reward(self, accuracy: float, tokens: int) -> float:
-        return self.w_acc * accuracy - self.w_tok * min(tokens / self.token_norm, 1.0)
 
 
 def epsilon_at(config: TrainConfig, episode: int) -> float:
