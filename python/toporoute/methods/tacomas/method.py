@@ -36,31 +36,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ... import ops
 from ...llm.types import Message as ChatMessage
 from ...llm.types import Request, Result
 from ...tasks import Task
 from ...trace.schema import EdgeUsage, Graph, Message, clip
-from ...types import team_codes as tc
 from ..episode import (
     Clock,
     Emit,
     EpisodeOutput,
     KindEpisode,
     SettingsMethod,
-    answer_from,
     domain_of,
-    first_answer,
 )
 from ..prompt_files import fill
 from ..waves import Call, CallLog, run_waves
-from . import parsing
-from .parsing import MetaPlan
+from . import parsing, steps
 from .scorer import AnswerScore, programmatic_score, uses_verifier, verifier_score
 from .settings import TacoMASSettings
-from .team import Team, role_goal
+from .team import Team
 
 if TYPE_CHECKING:
     from ...runtime import EpisodeContext
@@ -76,7 +70,6 @@ SCORER_KEY = "scorer:verifier"
 """The kinds of LLM call, as ``calls`` counts them per round (spec A14)."""
 
 _JUDGE_CHARS = 800  # an agent output as the judge and the coach see it (the published runtime's limit)
-_SUMMARY_CHARS = 300  # one output in the meta-LLM's per-agent summaries
 
 
 class TacoMAS(SettingsMethod[TacoMASSettings]):
@@ -223,7 +216,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
         await run_waves(waves, request, generate, deliver)
 
         # ---- the sink's answer
-        answer, answer_error = self._answer(outputs, order)
+        answer, answer_error = steps.sink_answer(self.task, outputs, order, team.sink)
         if answer_error is not None:
             calls.error(names[team.sink], "answer", answer_error)
 
@@ -382,24 +375,6 @@ class _Episode(KindEpisode[TacoMASSettings]):
 
     # ------------------------------------------------------------------------------------------ answer
 
-    def _answer(self, outputs: dict[int, str], order: list[int]) -> tuple[str, str | None]:
-        """The sink's answer: what follows its last ``Final Answer:`` line, else its whole reply, else the latest
-        upstream agent's answer (each fallback recorded)."""
-        task, sink = self.task, self.team.sink
-        text = outputs.get(sink, "")
-        final = parsing.final_answer_text(text)
-        error = None if final is not None else "the sink's reply has no 'Final Answer:' line"
-        answer = answer_from(task, final) if final else ""
-        if not answer:
-            answer = answer_from(task, text)
-            if answer and error is None:
-                error = "no answer after 'Final Answer:'; the answer elsewhere in the sink's reply taken"
-        if not answer:
-            answer = first_answer(task, [outputs.get(v, "") for v in reversed(order) if v != sink])
-            if answer:
-                error = f"{error or 'no answer in the sink reply'}: an upstream agent's answer taken"
-        return answer, error
-
     # ------------------------------------------------------------------------------------------ coach
 
     async def _coach(
@@ -473,7 +448,7 @@ class _Episode(KindEpisode[TacoMASSettings]):
             task=self.task_text,
             graph=json.dumps(graph, ensure_ascii=False),
             ids=", ".join(team.ids()),
-            summaries=self._summaries(t),
+            summaries=steps.summaries(self.team, self.log, t, s.k),
             scores=json.dumps(self.round_scores[-max(s.k, 3) :]),
         )
         request = self.request(
@@ -508,151 +483,9 @@ class _Episode(KindEpisode[TacoMASSettings]):
             calls.error("meta", "meta", f"{plan.error} (no edits)")
         for note in plan.notes:
             calls.error("meta", "meta", note)
-        block = self._apply(t, plan, calls, rc)
+        block = steps.apply_plan(self.team, plan, s, self.task.kind, t, calls, routing=rc.routing)
         block.update(why=why, meta_raw=clip(raw.strip(), 4000), meta_error=plan.error)
         return block
-
-    def _summaries(self, t: int) -> str:
-        """Per-agent summaries of the rounds since the last slow step's window (t-K+1..t), oldest first."""
-        team, s = self.team, self.s
-        lines = []
-        for v in team.slots():
-            a = team.agents[v]
-            rows = []
-            for r in range(max(0, t - s.k + 1), t + 1):
-                entry = self.log.get(a.id, {}).get(r)
-                if entry is None:
-                    continue
-                sc = "unscored" if entry["score"] is None else f"{entry['score']:.2f}"
-                out = clip(" ".join(entry["output"].split()), _SUMMARY_CHARS) or "(no output)"
-                rows.append(f"  round {r + 1}: score {sc} ({entry['reason'] or 'no reason'}); output: {out}")
-            lines.append(f"{a.id} (role {a.role}):\n" + ("\n".join(rows) or "  (no rounds yet)"))
-        return "\n".join(lines)
-
-    def _apply(self, t: int, plan: MetaPlan, calls: CallLog, rc: Clock) -> dict[str, Any]:
-        """Encodes, projects and applies the plan; returns the slow block without ``why`` / ``meta_raw``."""
-        s, team = self.s, self.team
-        before = team.snapshot()
-        encoded = parsing.encode_plan(plan, team, s.max_meta_ops)
-        rows = encoded.rows
-        if len(rows) == 0:  # one padding row: the core then changes nothing but the repair
-            rows = np.array([[tc.TEAM_PADDING, 0, 0, 0]], np.int32)
-        last = np.zeros(team.capacity, np.float32)
-        for v, a in team.agents.items():
-            if t in a.scores:
-                last[v] = a.scores[t]
-        with rc.routing():
-            proj = ops.team_project(
-                team.adj[None],
-                team.alive[None],
-                team.roles[None],
-                np.array([team.sink], np.int32),
-                rows[None],
-                protected=team.protected[None],
-                critical=team.critical()[None],
-                scores=last[None],
-                generation=team.generation[None],
-                budget_pairs=s.budget_pairs,
-                budget_edges=s.budget_edges,
-                max_pure_births=s.max_pure_births,
-                max_pure_deaths=s.max_pure_deaths,
-                n_min=s.min_agents,
-                n_max=s.max_agents,
-            )
-        accepted, reason, new_node = proj.accepted[0], proj.reason[0], proj.new_node[0]
-        inherited, repaired = proj.inherited[0], proj.repaired[0]
-        ids_before: dict[int, str] = before["ids"]
-
-        # deaths, then births (the core's slots), then the arrays
-        removed = [ids_before[v] for v in ids_before if not proj.alive[0, v]]
-        for v in list(team.agents):
-            if not proj.alive[0, v]:
-                del team.agents[v]
-        ops_out = []
-        for entry in encoded.ops:
-            row = entry["row"]
-            out: dict[str, Any] = {"op": entry["op"], "text": entry["text"]}
-            if row is None:
-                out.update(accepted=False, reason=entry["reason"], new=None)
-            else:
-                ok = bool(accepted[row])
-                out.update(accepted=ok, reason=tc.TEAM_REASONS[int(reason[row])], new=None)
-                child = int(new_node[row])
-                if ok and child >= 0:
-                    role = str(entry.get("role") or "agent")
-                    default_goal, constraint = role_goal(role, self.task.kind)
-                    if entry["op"] == "replace":
-                        parent = ids_before.get(int(rows[row, 1]))
-                    else:
-                        parents = [
-                            int(u) for u in np.flatnonzero(inherited[:, child]) if int(u) in ids_before
-                        ]
-                        parent = ids_before[parents[0]] if parents else None
-                    agent = team.place(
-                        child, role, entry.get("goal") or default_goal, constraint, born=t, parent=parent
-                    )
-                    out["new"] = agent.id
-            if "role" in entry:
-                out["role"] = entry["role"]
-            ops_out.append(out)
-        team.adj = proj.adj[0].copy()
-        team.alive = proj.alive[0].copy()
-        team.roles = proj.roles[0].copy()
-        team.generation = proj.generation[0].copy()
-
-        # agent feedback: alive ids and the newborns' placeholders
-        feedback: dict[str, dict[str, str]] = {}
-        for key, fb in plan.feedback.items():
-            slot = team.slot_of(str(key))
-            if slot is None and str(key) in encoded.placeholders:
-                child = int(new_node[encoded.placeholders[str(key)]])
-                slot = child if child >= 0 and child in team.agents else None
-            if slot is None:
-                calls.error("meta", "agent_feedback", f"feedback for an unknown agent {key!r} dropped")
-                continue
-            if not isinstance(fb, dict):
-                calls.error("meta", "agent_feedback", f"feedback for {key!r} is not an object: dropped")
-                continue
-            delta = fb.get("prompt_delta") if isinstance(fb.get("prompt_delta"), str) else ""
-            seed = fb.get("memory_seed") if isinstance(fb.get("memory_seed"), str) else ""
-            team.add_prompt_delta(slot, str(delta)[:400], s.prompt_deltas)
-            team.remember(
-                slot,
-                f"Meta-controller note: {str(seed)[:400]}" if seed and str(seed).strip() else "",
-                s.memory_items,
-            )
-            feedback[team.name(slot)] = {"prompt_delta": str(delta)[:400], "memory_seed": str(seed)[:400]}
-
-        ids_after = {v: a.id for v, a in team.agents.items()}
-        e_before = {(ids_before[int(a)], ids_before[int(b)]) for a, b in zip(*np.nonzero(before["adj"]))}
-        e_after = {(ids_after[int(a)], ids_after[int(b)]) for a, b in zip(*np.nonzero(team.adj))}
-        inh = {(ids_after[int(a)], ids_after[int(b)]) for a, b in zip(*np.nonzero(inherited))}
-        rep = {(ids_after[int(a)], ids_after[int(b)]) for a, b in zip(*np.nonzero(repaired))}
-        with rc.routing():
-            distance = ops.topology_distance(
-                before["adj"][None],
-                before["alive"][None],
-                team.adj[None],
-                team.alive[None],
-                gen_a=before["generation"][None],
-                gen_b=team.generation[None],
-            )
-        diff = {
-            "nodes_added": [i for i in ids_after.values() if i not in set(ids_before.values())],
-            "nodes_removed": removed,
-            "edges_added": sorted([list(e) for e in e_after - e_before - inh - rep]),
-            "edges_removed": sorted([list(e) for e in e_before - e_after]),
-            "inherited": sorted([list(e) for e in inh]),
-            "repaired": sorted([list(e) for e in rep]),
-        }
-        return {
-            "rationale": plan.rationale,
-            "time_control": plan.time_control,
-            "ops": ops_out,
-            "diff": diff,
-            "distance": int(distance[0]),
-            "feedback": feedback,
-        }
 
     # ------------------------------------------------------------------------------------------ record
 
