@@ -50,7 +50,7 @@ from ..episode import (
 )
 from ..episode import request_seed as _seed
 from ..waves import Call, CallLog, run_waves
-from . import _prompts, parsing
+from . import _prompts, parsing, steps
 from .environment import Outcome, code_outcome, math_outcome
 from .graph import SINK, SOURCE, AgentState, HiVAGraph, Tool, word_similarity, words
 from .settings import HiVASettings
@@ -296,9 +296,7 @@ class _Episode(KindEpisode[HiVASettings]):
         await self._forward(t, levels(), sigma, p, rc, route)
 
         # ---- aggregation
-        contributors = [i for i in p.executed if routed[i, SINK] > 0]
-        if not contributors:
-            contributors = [i for i in p.executed if not any(routed[i, j] > 0 for j in p.executed)]
+        contributors = steps.contributors(p.executed, routed)
         answer = await self._aggregate(t, contributors, p, rc)
         for i in contributors:
             p.edge_tokens.append(EdgeUsage(g.name(i), g.name(SINK), p.forward_tokens.get(i, 0)))
@@ -332,7 +330,7 @@ class _Episode(KindEpisode[HiVASettings]):
                 km[i] = cos
             g.update_beliefs(p.executed, rewards, km, gamma=s.gamma, delta=s.delta)
             g.update_synergy(routed, rewards, lr=s.synergy_lr)
-            edits = self._apply(decisions, p)
+            edits = steps.apply_decisions(g, decisions, max_out=s.max_out, domain=self.domain, errors=p)
         synthesised = await self._new_agents(t, edits, p, rc)
         with rc.routing():
             repair = g.repair(threshold=s.prune_threshold, min_obs=s.min_obs, max_out=s.max_out)
@@ -824,7 +822,7 @@ class _Episode(KindEpisode[HiVASettings]):
                     f"parallelisability {0.0 if par is None else par.score:g} < {self.s.parallel_threshold:g}"
                 )
             if action == "REMOVE_SUCCESSOR":
-                target, why = self._target(i, d.arg)
+                target, why = steps.remove_target(self.g, i, d.arg)
                 if why is not None:
                     p.error(a.name, "decision", f"{why}: NO_CHANGE")
                     entry["error"] = why
@@ -836,51 +834,6 @@ class _Episode(KindEpisode[HiVASettings]):
             entry["description"] = d.arg if action in ("ADD_PARALLEL", "ADD_SERIAL") else ""
             decisions.append(entry)
         return decisions
-
-    def _target(self, node: int, arg: str) -> tuple[int, str | None]:
-        """The successor slot REMOVE_SUCCESSOR names: an id, ``least_visited`` or a 1-based index."""
-        g = self.g
-        succ = g.successors(node)
-        key = arg.strip().strip(".'\"`").split()[0] if arg.strip() else ""
-        if not key:
-            return -1, "REMOVE_SUCCESSOR names no successor"
-        if key.lower() == "least_visited":
-            workers = [j for j in succ if j != SINK]
-            if not workers:
-                return -1, "REMOVE_SUCCESSOR least_visited: no successor but the aggregator"
-            return min(workers, key=lambda j: (g.agents[j].visits, j)), None
-        slot = g.slot_of(key)
-        if slot is None and key.isdigit() and 1 <= int(key) <= len(succ):
-            slot = succ[int(key) - 1]
-        if slot is None:
-            return -1, f"REMOVE_SUCCESSOR names an unknown agent {key!r}"
-        return slot, None  # a non-successor is left to ops.dag_edit to reject, with its reason
-
-    def _apply(self, decisions: list[dict[str, Any]], p: _Pass) -> list[tuple[int, dict[str, Any]]]:
-        """Applies every decision's edit in order; returns the new slots with their decision."""
-        g = self.g
-        results = g.apply_edits([tuple(d["edit"]) for d in decisions], max_out=self.s.max_out)
-        made = []
-        for d, (ok, reason, new) in zip(decisions, results):
-            d.update(accepted=ok, reason=reason)
-            if not ok:
-                p.error(d["agent"], "edit", f"{d['applied_action']} rejected: {reason}")
-            if new >= 0:
-                parent = g.agents.get(d["node"])
-                desc = d["description"] or "help the team solve the task"
-                tool = Tool(f"default_{self.domain}_tool", _prompts.default_tool_source(self.domain))
-                agent = AgentState(
-                    g.new_name(),
-                    "worker",
-                    f"You are a worker agent. Your job: {desc}",
-                    tool,
-                    created=g.iteration,
-                    description=desc,
-                )
-                g.add_agent(new, agent)
-                d["new_agent"] = agent.name
-                made.append((new, {"parent": parent.name if parent else "", **d}))
-        return made
 
     async def _new_agents(
         self, t: int, made: list[tuple[int, dict[str, Any]]], p: _Pass, rc: Clock
@@ -982,7 +935,7 @@ class _Episode(KindEpisode[HiVASettings]):
             "step": step,
             "graph": start,
             "graph_after": g.snapshot(),
-            "levels": _levels(sigma, level, names),
+            "levels": steps.levels_by_name(sigma, level, names),
             "executed": [names[i] for i in p.executed],
             "executed_edges": [[names[int(s)], names[int(d)]] for s, d in zip(*np.nonzero(routed))],
             "bandit": p.bandit,
@@ -1021,10 +974,3 @@ class _Episode(KindEpisode[HiVASettings]):
             "answer": clip(answer, 4000),
         }
         return self.record(t, graph, messages, usage, rc.timing(), {"hiva": block})
-
-
-def _levels(sigma: list[int], level: dict[int, int], names: dict[int, str]) -> list[list[str]]:
-    out: dict[int, list[str]] = {}
-    for i in sigma:
-        out.setdefault(level[i], []).append(names[i])
-    return [out[k] for k in sorted(out)]
