@@ -10,7 +10,7 @@ layered DAG, the layers run in order with the tester's feedback, and a rule-base
 """
 
 from ._prompts import GRAMMARS, plan_regex
-from .method import Conductor, ConductorSettings
+from .method import Conductor
 from .reward import (
     CAPS,
     EXEC_REWARD,
@@ -20,6 +20,7 @@ from .reward import (
     trajectory_return,
     turn_rewards,
 )
+from .settings import ConductorSettings
 
 __all__ = [
     "CAPS",

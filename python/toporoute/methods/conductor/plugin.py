@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..options import MethodSpec, OptionGroup, builder
-from .method import ConductorSettings
+from .settings import ConductorSettings
 
 __all__ = ["OPTIONS", "SPEC"]
 

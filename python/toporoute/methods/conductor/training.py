@@ -28,8 +28,8 @@ from ... import ops
 from ..._atomic import write_bytes_atomic
 from ...errors import InvalidArgumentError
 from ...types.conductor_topology import CheckOptions, Context, Node, TurnGraph
-from .method import LEVELS_BY_LABEL
 from .reward import CAPS, RewardConfig, grpo_advantages, trajectory_return, turn_rewards
+from .settings import LEVELS_BY_LABEL
 
 if TYPE_CHECKING:
     from ...llm.base import Engine

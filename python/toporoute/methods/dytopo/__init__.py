@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .answer import final_answer
 from .graphs import FIXED_TOPOLOGIES, RoundGraph, fixed_adjacency, random_adjacency, round_graph
-from .loop import TAU_PRESETS, TOPOLOGIES, DyTopo, LoopConfig, WorkerLoop
+from .loop import DyTopo, WorkerLoop
+from .settings import TAU_PRESETS, TOPOLOGIES, LoopConfig
 from .team import Team, load_team
 
 __all__ = [

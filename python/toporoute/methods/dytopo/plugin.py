@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..options import MethodSpec, OptionGroup, builder
-from .loop import LoopConfig
+from .settings import LoopConfig
 
 __all__ = ["LOOP_OPTIONS", "SPEC"]
 

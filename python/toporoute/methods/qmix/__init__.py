@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ._features import Features, global_state, hash_task_feature, observations
 from ._graph import ACTIONS, Schedule, actions_to_graph, schedule
-from .method import ROUNDS, QMix, QMixPolicy, QMixSettings
+from .method import QMix, QMixPolicy
+from .settings import ROUNDS, QMixSettings
 
 __all__ = [
     "ACTIONS",

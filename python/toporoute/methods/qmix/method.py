@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
-from ..._checks import at_least, within
 from ...errors import InvalidArgumentError
 from ...llm.structured import strip_reasoning
 from ...llm.types import Request, Result, Tags
@@ -34,84 +33,23 @@ from ..episode import (
     Clock,
     Emit,
     EpisodeOutput,
-    SamplingSettings,
     call_error,
     domain_of,
     first_answer,
     record_edges,
     request_seed,
 )
-from ..options import option
 from ..waves import run_waves
 from ._features import Features, global_state, observations
 from ._graph import ACTIONS, Schedule, actions_to_graph, schedule
+from .settings import QMixSettings
 from .team import DOMAINS, QMixTeam, final_prompt, load_qmix_team, role_offset_for, worker_prompt
 
 if TYPE_CHECKING:
     from ...embed import Encoder
     from ...runtime import EpisodeContext
 
-__all__ = ["ROUNDS", "QMix", "QMixPolicy", "QMixSettings", "QMixStepRecord"]
-
-ROUNDS = {"code": 2, "math": 3, "choice": 2}
-
-
-@dataclass(frozen=True)
-class QMixSettings(SamplingSettings):
-    """Settings of the Q-Mix episode loop (defaults: the paper's intent, spec §6 [R]).
-
-    Parameters
-    ----------
-    temperature, top_p, max_tokens, seed : see :class:`~toporoute.methods.episode.SamplingSettings` (the
-        original: 0.2, 1.0, >= 4096); ``seed`` also roots the role rotation and exploration.
-    rounds : int, optional
-        T; None takes the domain's (code 2, math 3, choice 2).
-    reselect_each_round : bool
-        Choose actions every round (the paper); False chooses once from the initial observation and reuses
-        them (the original evaluation code).
-    initial_adj : {"identity", "zeros"}
-        The graph the GNN reads in round 0 (the paper's A0 = I; the original code used zeros).
-    legacy_repo_exec : bool
-        Reproduce the original scheduler bug: only agents without incoming edges run, and no message is ever
-        delivered (spec §2.5).
-    epsilon : float
-        Per-agent probability of a uniformly random action (training; 0 = greedy).
-    adversarial_agent_index : int, optional
-        Replace that agent's prompt with the misleading one (robustness experiments).
-    backend : str, optional
-        Core backend of ``ops.qmix_forward`` (default: the compiled CPU core).
-    """
-
-    rounds: int | None = None
-    reselect_each_round: bool = option(
-        True,
-        name="--select-once",
-        off=True,
-        help="choose actions once from the first observation (the original evaluation code)",
-    )
-    initial_adj: str = option(
-        "identity",
-        choices=("identity", "zeros"),
-        help="the graph round 0 reads (default identity; the original: zeros)",
-    )
-    legacy_repo_exec: bool = option(
-        False, help="reproduce the original scheduler bug (no message is delivered)"
-    )
-    epsilon: float = 0.0
-    temperature: float = 0.2
-    adversarial_agent_index: int | None = option(
-        None, name="--adversary", type=int, help="index of an adversarial agent (default: none)"
-    )
-    backend: str | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.rounds is not None:
-            at_least("rounds", self.rounds, 1)
-        within("epsilon", self.epsilon, 0, 1)
-
-    def rounds_for(self, domain: str) -> int:
-        return ROUNDS[domain] if self.rounds is None else self.rounds
+__all__ = ["QMix", "QMixPolicy", "QMixStepRecord"]
 
 
 class QMixPolicy:

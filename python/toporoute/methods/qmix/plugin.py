@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidArgumentError
 from ...types.qmix_params import ADJ_MODES, QMixConfig
 from ..options import MethodSpec, OptionGroup, settings_of
-from .method import QMixSettings
+from .settings import QMixSettings
 
 if TYPE_CHECKING:
     from ...embed import Encoder

@@ -49,8 +49,9 @@ from ...tasks import Task
 from ...types.qmix_params import QMixConfig, QMixParams
 from ..harness import check_resume, episode_fn, versions
 from ._features import Features
-from .method import QMix, QMixPolicy, QMixSettings
+from .method import QMix, QMixPolicy
 from .model import QMixNets
+from .settings import QMixSettings
 from .train_config import TrainConfig
 
 __all__ = ["TrainConfig", "Trainer", "epsilon_at"]
