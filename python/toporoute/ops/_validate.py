@@ -128,8 +128,8 @@ def route(args: Args) -> Args:
         and type(tau_value) is float
         and type(k_in_value) is int
         and type(q) is type(k)
-        and q.dtype in _DEVICE_F32
-        and k.dtype in _DEVICE_F32
+        and getattr(q, "dtype", None) in _DEVICE_F32  # a list or a scalar has none: the full checks say why
+        and getattr(k, "dtype", None) in _DEVICE_F32
         and 2 <= len(shape := q.shape) <= 3
         and shape == k.shape
         and -1.0 <= tau_value <= 1.0
