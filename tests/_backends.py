@@ -17,7 +17,7 @@ on the backends that register a kernel for it (:func:`toporoute.backends.kernels
 of the table: ``backend.<op>(...)`` calls ``toporoute.ops.<op>(..., backend=...)`` with the inputs put on the
 backend and the results fetched (its ``__getattr__``), so a new op needs no line here; only an op that needs more
 (another SIMD level called directly, an output written in place, a device-only input form) has a method of its
-own. tests/test_parity.py fails naming an op the grid cannot run. Its op methods take what :mod:`toporoute.ops`
+own. tests/ops/test_parity.py fails naming an op the grid cannot run. Its op methods take what :mod:`toporoute.ops`
 takes (a single graph without the batch axis too) and return numpy results.
 :func:`on_backends` parametrises a test over the backends of one op, :func:`on_backend_names` over the names of
 the host backends (for tests that call :mod:`toporoute.ops` themselves); a backend that cannot run here carries
@@ -58,7 +58,8 @@ OPS: tuple[str, ...] = tuple(OP_TABLE)
 REGISTERED: dict[str, frozenset[str]] = {name: kernels(name) for name in NAMES}
 CUDA_OPS = REGISTERED["cuda"]
 # Ops whose CPU functions take ``isa=`` (nothing in the package lists them but their signatures): declared here so
-# that a kernel losing its ``isa=`` fails tests/test_parity.py instead of quietly dropping its SIMD levels.
+# that a kernel losing its ``isa=`` fails tests/ops/test_parity.py instead of quietly dropping its SIMD
+# levels.
 SIMD_OPS = frozenset({"route", "route_indexed", "qmix_forward", "qmix_mix"})
 HOST = ("reference", "cpu")  # the backends that take and return numpy arrays
 
@@ -363,7 +364,7 @@ class Backend:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         """``backend.<op>`` for an op of the table without a method below: ``toporoute.ops.<op>`` on this backend,
         inputs put and results fetched (most ops need nothing more). An op whose public function is missing has
-        no such method (tests/test_parity.py names it)."""
+        no such method (tests/ops/test_parity.py names it)."""
         if name not in OP_TABLE or not callable(getattr(ops, name, None)):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return functools.partial(self._ops, getattr(ops, name))

@@ -1,7 +1,7 @@
 """AgentConductor plans for the conductor_check tests: hand-written cases (every message the compiled core
 writes, every extraction rule), hostile inputs, and hypothesis strategies of random plans in several block
-layouts and of text mutations. tests/test_parity.py checks every backend against the reference on them;
-tests/test_conductor_core.py checks what the compiled core decides itself."""
+layouts and of text mutations. tests/ops/test_parity.py checks every backend against the reference on them;
+tests/ops/test_conductor_core.py checks what the compiled core decides itself."""
 
 from __future__ import annotations
 

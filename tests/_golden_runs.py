@@ -162,7 +162,10 @@ def golden_runs(root: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
+    # the method tests it imports by name, and tests/ for their helpers: the folders pyproject.toml's pytest
+    # pythonpath puts on sys.path
+    for folder in ("methods/tacomas", "methods/qmix", "methods/hiva", "methods/conductor", "methods", "."):
+        sys.path.insert(0, str((Path(__file__).parent / folder).resolve()))
     with tempfile.TemporaryDirectory() as tmp:
         record = golden_runs(Path(tmp))
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")

@@ -6,7 +6,7 @@ Starting vLLM on CPU takes tens of seconds (its EngineCore and worker processes 
 so the end-to-end tests (DyTopo, Agent Q-Mix training and acting, AgentConductor, HiVA, TacoMAS, the prompting
 baselines, the engine failure) run ``toporoute.cli.main`` in this process, and the command's
 ``VLLMEngine.open`` is answered with the one engine opened here with the same arguments (the embedded model,
-the command's context length). tests/test_llm_vllm.py drives the same engine directly (fixture
+the command's context length). tests/llm/test_llm_vllm.py drives the same engine directly (fixture
 ``shared_vllm``). That engine runs on its own event-loop thread: vLLM's client binds to one loop, and each
 command runs its own. It is closed after the last test that uses it; a test marked ``closes_shared_vllm``
 (test_llm_vllm's close test) closes it itself, and tests/conftest.py moves such a test after every other user.
@@ -53,7 +53,7 @@ FIXTURE = "toporoute_cli"
 """The fixture name the test modules give :func:`cli_runner`."""
 
 ENGINE_FIXTURE = "shared_vllm"
-"""The fixture name of :func:`shared_engine` (the engine itself, for tests/test_llm_vllm.py)."""
+"""The fixture name of :func:`shared_engine` (the engine itself, for tests/llm/test_llm_vllm.py)."""
 
 USERS = (FIXTURE, ENGINE_FIXTURE)
 """The fixtures that open the shared engine; it closes after the last test that uses one of them."""
@@ -135,7 +135,7 @@ class _SharedEngine:
 
 
 class SharedVLLM:
-    """The shared engine as tests/test_llm_vllm.py sees it: the real ``VLLMEngine``, :meth:`run` for its
+    """The shared engine as tests/llm/test_llm_vllm.py sees it: the real ``VLLMEngine``, :meth:`run` for its
     coroutines (on the engine's loop thread), and what the process looked like just before and after the
     engine started (its environment, its child processes)."""
 
@@ -220,12 +220,12 @@ def shared_engine(request: pytest.FixtureRequest) -> SharedVLLM:
 
 
 SLOW_FIRST = (
-    "tests/test_tacomas_vllm.py",  # 179 s
-    "tests/test_dytopo_vllm.py",  # 153 s (+ 99 s: the first engine start of its worker)
-    "tests/test_hiva_vllm.py",  # 151 s
-    "tests/test_prompt_baselines_vllm.py",  # 132 s
-    "tests/test_qmix_vllm.py",  # 103 + 40 s
-    "tests/test_conductor_vllm.py",  # 72 s (+ 79 s engine start)
+    "tests/methods/tacomas/test_tacomas_vllm.py",  # 179 s
+    "tests/methods/dytopo/test_dytopo_vllm.py",  # 153 s (+ 99 s: the first engine start of its worker)
+    "tests/methods/hiva/test_hiva_vllm.py",  # 151 s
+    "tests/methods/prompting/test_prompt_baselines_vllm.py",  # 132 s
+    "tests/methods/qmix/test_qmix_vllm.py",  # 103 + 40 s
+    "tests/methods/conductor/test_conductor_vllm.py",  # 72 s (+ 79 s engine start)
 )
 """The end-to-end method runs on the shared engine, longest first (a fresh-clone CI run on a 2-core AMD EPYC,
 pytest's durations): :func:`slow_tests_first` runs them before every other test."""
@@ -238,8 +238,8 @@ def slow_tests_first(items: list[pytest.Item]) -> None:
     minutes-long runs are spread over both workers from the start (each worker's shared engine serves its share)
     and the short tests fill in after them, instead of a long run starting late and ending the session alone.
     Modules whose fixtures start an engine or a server of their own (bench/test_bench_llm.py,
-    tests/test_openai_vllm_server.py) keep their place: dealt out in turn, their tests would start one on each
-    worker."""
+    tests/llm/test_openai_vllm_server.py) keep their place: dealt out in turn, their tests would start one on
+    each worker."""
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 

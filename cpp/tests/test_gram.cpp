@@ -1,7 +1,7 @@
 // Unit tests of the gram driver (cpp/src/simd/gram_kernels.inl) through the portable lanes of gram_generic.cpp:
 // the build's width and block, and other widths and blocks so every full step, partial step and clamped edge
 // block of the driver runs. The ISA traits (AVX2, AVX-512) run the same driver and are checked from Python
-// (tests/test_parity.py, route at every SIMD level).
+// (tests/ops/test_parity.py, route at every SIMD level).
 #include <cmath>
 #include <cstdint>
 #include <random>

@@ -1,7 +1,7 @@
 # Type stub of the private compiled module toporoute._core (cpp/bindings/). Public API: toporoute.ops.
 # It declares what typed code calls by name. An op of the op table (toporoute.types.op_table.OPS) whose binding
 # takes the table's arguments in order (then `isa` where there is a kernel per SIMD level) is declared there
-# instead, once, and called only through backends/cpu.py's generated kernels. tests/test_core_stub.py checks that
+# instead, once, and called only through backends/cpu.py's generated kernels. tests/ops/test_core_stub.py checks that
 # every function here exists in the module, and that every other function of the module is such a table op.
 # Errors: every function raises only toporoute.errors classes: the ValueError family for bad input,
 # OutOfMemoryError (a MemoryError) when scratch, staging or output memory cannot be allocated,

@@ -10,7 +10,7 @@
 /// -ffp-contract=off. sqrt and division are correctly rounded on both. log, cos, exp and pow are the C library's
 /// on the host (as the reference's math.* calls) and CUDA's on the device; both are within an ulp or two of the
 /// exact value, so the two backends draw the same theta except when such an ulp moves theta across a float32
-/// rounding boundary or flips an acceptance test (tests/test_cuda_stats.py measures how rarely).
+/// rounding boundary or flips an acceptance test (tests/ops/test_cuda_stats.py measures how rarely).
 #include <cmath>
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 // AMX qmix kernels (compiled with the AVX-512 flags plus -mamx-tile -mamx-bf16 -mavx512bw): the Linear and
 // GRUCell products run on AMX tiles whenever the call carries AMX weights, everything else is the AVX-512
 // code. At every row count, not from a threshold: a batch must give each episode its B = 1 result bit for
-// bit (tests/test_qmix_core.py), and a tile's row count depends on the batch and the thread count.
+// bit (tests/ops/test_qmix_core.py), and a tile's row count depends on the batch and the thread count.
 //
 // bf16x3: each float32 x is hi + mid + lo exactly (three bf16 truncations of what is left: 8 + 8 + 8 of its
 // 24 significant bits), and a product a b is summed as the six terms that reach float32 precision, ah bh +

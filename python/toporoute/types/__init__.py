@@ -4,5 +4,6 @@ AgentConductor plan language and its PyYAML reference checker (:mod:`.conductor_
 of the HiVA DAG edits (:mod:`.dag_codes`) and the TacoMAS team operations (:mod:`.team_codes`).
 
 Imports point down (DESIGN.md): ``ops`` -> ``backends`` -> ``types`` / ``_core``. Nothing here imports
-``ops`` or ``backends`` (tests/test_layering.py); the public names are re-exported by :mod:`toporoute.ops`.
+``ops`` or ``backends`` (tests/project/test_layering.py); the public names are re-exported by
+:mod:`toporoute.ops`.
 """

@@ -2,7 +2,8 @@
 kinds of an ``edits[b, e] = (kind, node, arg)`` row and the reason codes of each edit's outcome.
 
 The one definition shared by the facade, the numpy reference and the tests; ``cpp/include/toporoute/dag.hpp``
-mirrors it (``EditKind``, ``EditReason``) and ``tests/test_hiva_dag.py`` checks that the compiled core agrees.
+mirrors it (``EditKind``, ``EditReason``) and ``tests/ops/test_hiva_dag.py`` checks that the compiled core
+agrees.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``edits[b, p] = (kind, a, b, role)`` row, the reason codes of each row's outcome and the placeholder encoding.
 
 The one definition shared by the facade, the numpy reference and the tests; ``cpp/include/toporoute/team_project.hpp``
-mirrors it (``TeamKind``, ``TeamReason``) and ``tests/test_team_project.py`` checks that the compiled core agrees.
+mirrors it (``TeamKind``, ``TeamReason``) and ``tests/ops/test_team_project.py`` checks that the compiled core agrees.
 """
 
 from __future__ import annotations
