@@ -52,6 +52,9 @@ def test_route_list_input_is_dtype_error(backend: str) -> None:
     with pytest.raises(errors.DTypeError) as e:
         ops.route(Q.tolist(), K, backend=backend)
     check(e, errors.DTypeError, "q", "list")
+    with pytest.raises(errors.DTypeError) as e:  # both lists: past the device arrays' fast path too
+        ops.route(Q.tolist(), K.tolist(), tau=0.3, k_in=2, backend=backend)
+    check(e, errors.DTypeError, "q", "list")
     with pytest.raises(errors.DTypeError) as e:
         ops.route(Q, K, active=[[True] * 4] * 2, backend=backend)
     check(e, errors.DTypeError, "active", "list")
