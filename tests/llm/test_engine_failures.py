@@ -19,6 +19,7 @@ from _procs import run_toporoute as toporoute
 
 from toporoute.llm import ErrorRecord, Request, Structured, Tags
 from toporoute.llm.scripted import ScriptedEngine
+from toporoute.llm.vllm_engine import finish_error
 from toporoute.runtime import EngineFailureError, Runtime
 from toporoute.trace.reader import load_run, summarize
 
@@ -107,6 +108,17 @@ def test_the_all_rule_goes_on_when_only_some_calls_of_a_batch_failed(tmp_path: P
     assert summary.outcomes[0].status == "error" and "3 of 3" in (summary.outcomes[0].cause or "")
     with pytest.raises(ValueError, match="engine_failures"):
         Runtime(every, engine_failures="some")
+
+
+def test_a_vllm_completion_that_ended_in_error_is_an_error_not_an_empty_reply() -> None:
+    assert finish_error("stop", closed=False) is None and finish_error("length", closed=True) is None
+    failed = finish_error("error", closed=False)
+    assert failed is not None and failed.kind == "engine" and failed.engine_failure
+    for reason in ("abort", "error"):  # at close: the request was cut, or refused by the closing core
+        cut = finish_error(reason, closed=True)
+        assert cut is not None and cut.kind == "cancelled" and reason in cut.message
+    aborted = finish_error("abort", closed=False)
+    assert aborted is not None and aborted.kind == "cancelled"
 
 
 def test_the_methods_rules() -> None:

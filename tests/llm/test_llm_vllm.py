@@ -250,7 +250,9 @@ def test_aclose_stops_vllm_processes(shared_vllm: SharedVLLM) -> None:
     shared_vllm.run(engine.aclose())
     (cut,) = running.result(60)
     assert cut.error is not None and cut.error.kind == "cancelled", cut
-    assert cut.finish_reason == "abort" and 0 < cut.usage.completion_tokens < 1000
+    # Mostly it was decoding (abort, its partial text kept); on a loaded machine it may not yet have reached vLLM's
+    # core, which refuses it while closing (error, no tokens; CI saw this once): cancelled either way.
+    assert cut.finish_reason in ("abort", "error") and cut.usage.completion_tokens < 1000, cut
     deadline = time.monotonic() + 10
     while vllm_children() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -276,9 +276,7 @@ class VLLMEngine:
                 tags=request.tags,
             )
         completion = final.outputs[0]
-        text, error = completion.text, None
-        if completion.finish_reason == "abort":  # the engine was closed while this request ran
-            error = ErrorRecord("cancelled", "vLLM aborted the request: the engine was closed")
+        text, error = completion.text, finish_error(completion.finish_reason, closed=self._llm is None)
         return Result(
             text,
             usage=Usage(len(final.prompt_token_ids or ()), len(completion.token_ids)),
@@ -315,6 +313,21 @@ class VLLMEngine:
     def __repr__(self) -> str:
         state = "closed" if self._llm is None else "open"
         return f"VLLMEngine({self.name!r}, path={self.model_path!r}, {state})"
+
+
+def finish_error(finish_reason: str | None, *, closed: bool) -> ErrorRecord | None:
+    """The error of a completion vLLM ended with ``finish_reason``, None for a reply (``stop``, ``length``).
+
+    ``abort`` is the engine's close; ``error`` is vLLM failing the request (its log says why: a grammar it could
+    not build, a request it could not pre-process), which is the close too when it came while the engine was
+    closing (the engine's workers refuse new work then). Either way the request has no reply, so it must not pass
+    for an empty one.
+    """
+    if finish_reason == "abort" or (finish_reason == "error" and closed):
+        return ErrorRecord("cancelled", f"vLLM ended the request ({finish_reason}): the engine was closed")
+    if finish_reason == "error":
+        return ErrorRecord("engine", "vLLM ended the request with an error (its log says why)")
+    return None
 
 
 def engine_name(model: str | os.PathLike[str] | None, name: str | None = None) -> str:
