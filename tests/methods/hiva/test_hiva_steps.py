@@ -1,6 +1,7 @@
 """HiVA's steps that need no engine (``toporoute.methods.hiva.steps``) on a fresh graph (the source wired to
 the aggregator): the topology decisions applied through ``ops.dag_edit``, the successor a REMOVE_SUCCESSOR
-names, the aggregator's contributors and the levels by name."""
+names, the aggregator's contributors and the levels by name; and an iteration's trace record
+(``toporoute.methods.hiva.record``) from its state alone."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import numpy as np
 
 from toporoute.methods.episode import RoundErrors
 from toporoute.methods.hiva import HiVASettings, steps
+from toporoute.methods.hiva.environment import Outcome
 from toporoute.methods.hiva.graph import SINK, SOURCE
 from toporoute.methods.hiva.method import fresh_graph
+from toporoute.methods.hiva.record import Iteration, Pass, iteration_record
 
 NO_CHANGE, ADD_PARALLEL, ADD_SERIAL, REMOVE_SUCCESSOR = 0, 1, 2, 3
 
@@ -76,3 +79,53 @@ def test_contributors_are_the_agents_routed_to_the_aggregator_else_the_last_ones
         ["a", "b"],
         ["aggregator"],
     ]
+
+
+def test_an_iterations_record_shows_the_graph_it_started_on_and_what_it_learned() -> None:
+    g = fresh_graph(HiVASettings(), "code")
+    g.iteration += 1
+    sigma, level = g.levels()
+    it = Iteration.begin(0, g, sigma, level)
+    p = Pass(executed=[SOURCE, SINK], inputs={SOURCE: "the task", SINK: "the source's output"})
+    p.outputs = {SOURCE: "def f(): return 1", SINK: "final"}
+    it.routed[SOURCE, SINK] = 1
+    it.contributors, it.answer = [SOURCE], "def f(): return 1"
+    it.outcome = Outcome("1 of 1 examples passed", True, 1.0, True, "public-tests")
+    it.decisions = [
+        {
+            "agent": "source",
+            "node": SOURCE,
+            "applied_action": "ADD_SERIAL",
+            "accepted": True,
+            "new_agent": "a1",
+        },
+        {
+            "agent": "source",
+            "node": SOURCE,
+            "applied_action": "REMOVE_SUCCESSOR",
+            "accepted": False,
+            "reason": "not_a_successor",
+        },
+    ]
+    steps.apply_decisions(
+        g,
+        [decision(SOURCE, "ADD_SERIAL", ADD_SERIAL, description="x")],
+        max_out=5,
+        domain="code",
+        errors=RoundErrors(),
+    )
+    graph, messages, block = iteration_record(it, p, g.snapshot())
+    # the record's graph is the one the pass ran on (two nodes), not the grown one after the edit
+    assert graph.agents == [it.names[SOURCE], it.names[SINK]] and [(e.src, e.dst) for e in graph.edges] == [
+        ("source", "aggregator")
+    ]
+    assert set(messages) == {it.names[SOURCE], it.names[SINK]}
+    assert messages[it.names[SINK]].answer == it.answer and messages[it.names[SOURCE]].answer is None
+    assert block["graph"] == it.start and block["graph_after"] != it.start and block["step"] == 1
+    assert block["executed_edges"] == [[it.names[SOURCE], it.names[SINK]]]
+    assert block["aggregation"]["contributors"] == [it.names[SOURCE]]
+    assert block["edits"] == {
+        "applied": [["source", "ADD_SERIAL", "a1"]],
+        "rejected": [["source", "REMOVE_SUCCESSOR", "not_a_successor"]],
+    }
+    assert all("node" not in d for d in block["decisions"]) and block["environment"]["success"] is True

@@ -27,7 +27,6 @@ import asyncio
 import random
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +35,7 @@ from ...llm.types import Request, Result
 from ...tasks import Task
 from ...tasks.codetest import public_examples
 from ...tasks.tools import ToolRun, check_tool_source, run_tool
-from ...trace.schema import EdgeUsage, Graph, Message, RoundRecord, clip
+from ...trace.schema import EdgeUsage, clip
 from ..episode import (
     Clock,
     Emit,
@@ -44,15 +43,15 @@ from ..episode import (
     KindEpisode,
     SettingsMethod,
     answer_from,
-    call_error,
     domain_of,
     first_answer,
 )
 from ..episode import request_seed as _seed
-from ..waves import Call, CallLog, run_waves
+from ..waves import Call, run_waves
 from . import _prompts, parsing, steps
 from .environment import Outcome, code_outcome, math_outcome
 from .graph import SINK, SOURCE, AgentState, HiVAGraph, Tool, word_similarity, words
+from .record import Iteration, Pass, bandit_entry, iteration_record
 from .settings import HiVASettings
 
 if TYPE_CHECKING:
@@ -69,11 +68,6 @@ _EDIT = {
     "CONNECT_TO_AGGREGATOR": 4,
 }
 _SHOWN = 1500  # characters of one text inside another prompt
-
-
-def _own_reply(name: str) -> Callable[[Call], bool]:
-    """Whether a logged call is agent ``name``'s own reply of the pass (its forward or aggregate call)."""
-    return lambda c: c.key.startswith(f"{name}:") and c.key.endswith(("forward", "aggregate"))
 
 
 def fresh_graph(settings: HiVASettings, domain: str) -> HiVAGraph:
@@ -148,21 +142,6 @@ class HiVA(SettingsMethod[HiVASettings]):
             out = await _Episode(self.name, s, ctx, task, domain, graph, emit, self._embed).run()
             self._stream[domain] = graph
             return out
-
-
-@dataclass
-class _Pass(CallLog):
-    """One iteration's working state, its calls (keyed ``<agent>:<step>``) and its errors."""
-
-    instructions: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
-    inputs: dict[int, str] = field(default_factory=dict)
-    outputs: dict[int, str] = field(default_factory=dict)
-    tools: dict[int, ToolRun] = field(default_factory=dict)
-    executed: list[int] = field(default_factory=list)
-    edge_tokens: list[EdgeUsage] = field(default_factory=list)
-    bandit: list[dict[str, Any]] = field(default_factory=list)
-    forward_tokens: dict[int, int] = field(default_factory=dict)
-    tool_used: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
 class _Episode(KindEpisode[HiVASettings]):
@@ -247,15 +226,10 @@ class _Episode(KindEpisode[HiVASettings]):
         s, g = self.s, self.g
         rc = clock.round()
         g.iteration += 1
-        step = g.iteration
-        p = _Pass()
-        start = g.snapshot()
-        start_nodes = g.nodes()
-        start_names = {i: g.name(i) for i in start_nodes}
-        start_roles = {i: g.agents[i].role for i in start_nodes}
+        p = Pass()
         with rc.routing():
             sigma, level = g.levels()
-        routed = np.zeros((g.capacity, g.capacity), np.int32)
+        it = Iteration.begin(t, g, sigma, level)
         p.instructions[SOURCE] = [(-1, self.x0)]
 
         # ---- forward, level by level: a level runs the nodes that earlier levels routed instructions to
@@ -266,108 +240,71 @@ class _Episode(KindEpisode[HiVASettings]):
                     yield nodes
 
         async def route(wave: Sequence[int]) -> None:
-            nodes, lv = list(wave), level[wave[0]]
+            nodes = list(wave)
             with rc.routing():
                 similarity = await self._similarity(g.nodes())
                 weights, psi = g.weights(
                     set(p.executed), similarity, s.lam, s.eta, s.omega, s.distance_threshold
                 )
                 sel = g.select(
-                    nodes, weights, k=s.top_k, seed=self.bandit_seed, step=step, mode=s.bandit_mode
+                    nodes, weights, k=s.top_k, seed=self.bandit_seed, step=it.step, mode=s.bandit_mode
                 )
             for i in nodes:
                 for j in sel.chosen[i]:
-                    routed[i, j] += 1
-            p.bandit.append(
-                {
-                    "level": lv,
-                    "sources": [g.name(i) for i in nodes],
-                    "theta": {g.name(i): round(float(sel.theta[i]), 4) for i in g.nodes()},
-                    "candidates": {
-                        g.name(i): {g.name(j): round(float(weights[i, j]), 4) for j in g.successors(i)}
-                        for i in nodes
-                    },
-                    "chosen": {g.name(i): [g.name(j) for j in sel.chosen[i]] for i in nodes},
-                    "psi": {g.name(i): round(float(psi[i]), 4) for i in g.nodes()},
-                }
-            )
+                    it.routed[i, j] += 1
+            p.bandit.append(bandit_entry(g, nodes, level[nodes[0]], sel.theta, weights, psi, sel.chosen))
             await self._instructions(t, nodes, sel.chosen, p, rc)
 
         await self._forward(t, levels(), sigma, p, rc, route)
 
         # ---- aggregation
-        contributors = steps.contributors(p.executed, routed)
-        answer = await self._aggregate(t, contributors, p, rc)
-        for i in contributors:
+        it.contributors = steps.contributors(p.executed, it.routed)
+        it.answer = await self._aggregate(t, it.contributors, p, rc)
+        for i in it.contributors:
             p.edge_tokens.append(EdgeUsage(g.name(i), g.name(SINK), p.forward_tokens.get(i, 0)))
 
         # ---- environment, loss, global gradient
-        outcome = await self._environment(t, answer, p, rc)
-        loss, global_grad = await self._loss(t, answer, outcome, contributors, p, rc)
+        outcome = it.outcome = await self._environment(t, it.answer, p, rc)
+        it.loss, it.global_grad = await self._loss(t, it.answer, outcome, it.contributors, p, rc)
 
         # ---- backward over the executed nodes, reverse level order
-        grads: dict[int, parsing.Gradient] = {SINK: parsing.Gradient(global_grad, "", global_grad)}
+        it.grads = {SINK: parsing.Gradient(it.global_grad, "", it.global_grad)}
         workers = [i for i in p.executed if i != SINK]
         for lv in sorted({level[i] for i in workers}, reverse=True):
             nodes = [i for i in workers if level[i] == lv]
-            await self._gradients(t, nodes, routed, grads, p, rc)
+            await self._gradients(t, nodes, it.routed, it.grads, p, rc)
 
         # ---- semantic updates, parallelisability, sentiment (one batch), then tools checked in the sandbox
-        prompt_updates, tool_updates, parallel, sentiment = await self._updates(
-            t, workers, grads, outcome, p, rc
+        it.prompt_updates, it.tool_updates, it.parallel, it.sentiment = await self._updates(
+            t, workers, it.grads, outcome, p, rc
         )
 
         # ---- topology decisions and edits (reverse topological order)
         order = [i for i in reversed(sigma) if i in workers]
-        decisions = await self._decide(t, order, grads, parallel, p, rc)
+        it.decisions = await self._decide(t, order, it.grads, it.parallel, p, rc)
 
         # ---- beliefs and synergy (on the slots of this pass, before new nodes reuse freed slots)
-        rewards = {i: sentiment[i]["reward"] for i in sentiment}
+        rewards = {i: it.sentiment[i]["reward"] for i in it.sentiment}
         km = np.zeros(g.capacity, np.float64)
         with rc.routing():
             # KM = ρ_overlap · cos(agent, task), ρ = 1 without a knowledge graph (spec §3.3)
             for i, (_, cos) in (await self._similarity([i for i in p.executed if i in g.agents])).items():
                 km[i] = cos
             g.update_beliefs(p.executed, rewards, km, gamma=s.gamma, delta=s.delta)
-            g.update_synergy(routed, rewards, lr=s.synergy_lr)
-            edits = steps.apply_decisions(g, decisions, max_out=s.max_out, domain=self.domain, errors=p)
-        synthesised = await self._new_agents(t, edits, p, rc)
+            g.update_synergy(it.routed, rewards, lr=s.synergy_lr)
+            edits = steps.apply_decisions(g, it.decisions, max_out=s.max_out, domain=self.domain, errors=p)
+        it.synthesised = await self._new_agents(t, edits, p, rc)
         with rc.routing():
-            repair = g.repair(threshold=s.prune_threshold, min_obs=s.min_obs, max_out=s.max_out)
+            it.repair = g.repair(threshold=s.prune_threshold, min_obs=s.min_obs, max_out=s.max_out)
 
-        self.emit(
-            self._record(
-                t,
-                step,
-                rc,
-                p,
-                start,
-                start_nodes,
-                start_names,
-                start_roles,
-                sigma,
-                level,
-                routed,
-                contributors,
-                answer,
-                outcome,
-                loss,
-                global_grad,
-                grads,
-                prompt_updates,
-                tool_updates,
-                parallel,
-                decisions,
-                sentiment,
-                repair,
-                synthesised,
-            )
-        )
-        return answer, outcome
+        graph, messages, block = iteration_record(it, p, g.snapshot())
+        usage = p.usage(self.ctx, t, p.edge_tokens)
+        self.emit(self.record(t, graph, messages, usage, rc.timing(), {"hiva": block}))
+        return it.answer, outcome
 
     # ------------------------------------------------------------------------------------------ forward
 
-    async def _generate(self, rc: Clock, p: _Pass, keyed: Sequence[tuple[str, Request]]) -> list[Result]:
+    async def _generate(self, rc: Clock, p: Pass, keyed: Sequence[tuple[str, Request]]) -> list[Result]:
         """One LLM batch; each call logged under its key ``<agent>:<step>``, a failure recorded as an error."""
         return await p.generate(self.ctx, rc, [(Call(k, *k.split(":", 1)), r) for k, r in keyed])
 
@@ -403,7 +340,7 @@ class _Episode(KindEpisode[HiVASettings]):
         t: int,
         levels: Iterable[list[int]],
         sigma: list[int],
-        p: _Pass,
+        p: Pass,
         rc: Clock,
         route: Callable[[Sequence[int]], Awaitable[None]],
     ) -> None:
@@ -457,7 +394,7 @@ class _Episode(KindEpisode[HiVASettings]):
         await run_waves(levels, request, generate, deliver, prepare=prepare, finish=route)
 
     async def _instructions(
-        self, t: int, nodes: list[int], chosen: dict[int, list[int]], p: _Pass, rc: Clock
+        self, t: int, nodes: list[int], chosen: dict[int, list[int]], p: Pass, rc: Clock
     ) -> None:
         g = self.g
         pairs = [(i, j) for i in nodes for j in chosen[i] if j != SINK]
@@ -491,7 +428,7 @@ class _Episode(KindEpisode[HiVASettings]):
             p.instructions.setdefault(j, []).append((i, text))
             p.edge_tokens.append(EdgeUsage(g.name(i), g.name(j), r.usage.completion_tokens if r.ok else 0))
 
-    async def _aggregate(self, t: int, contributors: list[int], p: _Pass, rc: Clock) -> str:
+    async def _aggregate(self, t: int, contributors: list[int], p: Pass, rc: Clock) -> str:
         g = self.g
         responses = "\n\n".join(
             f"[{g.name(i)}] role: {clip(g.agents[i].prompt, 300)}\nresponse:\n{p.outputs.get(i, '')}"
@@ -517,7 +454,7 @@ class _Episode(KindEpisode[HiVASettings]):
 
     # ------------------------------------------------------------------------------------------ loss
 
-    async def _environment(self, t: int, answer: str, p: _Pass, rc: Clock) -> Outcome:
+    async def _environment(self, t: int, answer: str, p: Pass, rc: Clock) -> Outcome:
         s = self.s
         if self.domain == "code":
             return await code_outcome(
@@ -544,7 +481,7 @@ class _Episode(KindEpisode[HiVASettings]):
         return math_outcome(self.task, answer, r.text if r.ok else "", verdict, oracle=s.oracle_feedback)
 
     async def _loss(
-        self, t: int, answer: str, outcome: Outcome, contributors: list[int], p: _Pass, rc: Clock
+        self, t: int, answer: str, outcome: Outcome, contributors: list[int], p: Pass, rc: Clock
     ) -> tuple[str, str]:
         g = self.g
         criteria = (
@@ -605,7 +542,7 @@ class _Episode(KindEpisode[HiVASettings]):
         nodes: list[int],
         routed: np.ndarray,
         grads: dict[int, parsing.Gradient],
-        p: _Pass,
+        p: Pass,
         rc: Clock,
     ) -> None:
         g = self.g
@@ -649,7 +586,7 @@ class _Episode(KindEpisode[HiVASettings]):
         workers: list[int],
         grads: dict[int, parsing.Gradient],
         outcome: Outcome,
-        p: _Pass,
+        p: Pass,
         rc: Clock,
     ) -> tuple[
         list[dict[str, Any]], list[dict[str, Any]], dict[int, parsing.Parallelism], dict[int, dict[str, Any]]
@@ -733,7 +670,7 @@ class _Episode(KindEpisode[HiVASettings]):
         )
         return prompt_updates, tool_updates, parallel, sentiment
 
-    async def _new_tool(self, i: int, text: str, kind: str, trial_input: str, p: _Pass) -> dict[str, Any]:
+    async def _new_tool(self, i: int, text: str, kind: str, trial_input: str, p: Pass) -> dict[str, Any]:
         """A tool from an LLM output, kept only when it passes the static check and a trial run in the sandbox
         on ``trial_input``; else the agent keeps its tool (recorded)."""
         a = self.g.agents[i]
@@ -768,7 +705,7 @@ class _Episode(KindEpisode[HiVASettings]):
         order: list[int],
         grads: dict[int, parsing.Gradient],
         parallel: dict[int, parsing.Parallelism],
-        p: _Pass,
+        p: Pass,
         rc: Clock,
     ) -> list[dict[str, Any]]:
         g = self.g
@@ -836,7 +773,7 @@ class _Episode(KindEpisode[HiVASettings]):
         return decisions
 
     async def _new_agents(
-        self, t: int, made: list[tuple[int, dict[str, Any]]], p: _Pass, rc: Clock
+        self, t: int, made: list[tuple[int, dict[str, Any]]], p: Pass, rc: Clock
     ) -> list[dict[str, Any]]:
         """The new agents' prompts and (``synthesize_tools``) tools, in one batch; returns the tool records."""
         g = self.g
@@ -877,100 +814,3 @@ class _Episode(KindEpisode[HiVASettings]):
         return list(await asyncio.gather(*jobs))
 
     # ------------------------------------------------------------------------------------------ record
-
-    def _record(
-        self,
-        t: int,
-        step: int,
-        rc: Clock,
-        p: _Pass,
-        start: dict[str, Any],
-        nodes: list[int],
-        names: dict[int, str],
-        roles: dict[int, str],
-        sigma: list[int],
-        level: dict[int, int],
-        routed: np.ndarray,
-        contributors: list[int],
-        answer: str,
-        outcome: Outcome,
-        loss: str,
-        global_grad: str,
-        grads: dict[int, parsing.Gradient],
-        prompt_updates: list[dict[str, Any]],
-        tool_updates: list[dict[str, Any]],
-        parallel: dict[int, parsing.Parallelism],
-        decisions: list[dict[str, Any]],
-        sentiment: dict[int, dict[str, Any]],
-        repair: dict[str, Any],
-        synthesised: list[dict[str, Any]],
-    ) -> RoundRecord:
-        g = self.g
-        index = {slot: k for k, slot in enumerate(nodes)}
-        executed = set(p.executed)
-        run_edges = [(index[s], index[d]) for s, d in zip(*np.nonzero(routed)) if s in index and d in index]
-        inbox = {index[d]: [index[s] for s in nodes if routed[s, d] > 0] for d in nodes if d in executed}
-        graph = Graph.build(
-            [names[i] for i in nodes],
-            [roles[i] for i in nodes],
-            run_edges,
-            order=[index[i] for i in sigma if i in index],
-            levels=[level[i] if i in executed else -1 for i in nodes],
-            is_dag=True,
-            inbox=inbox,
-        )
-        messages = {
-            names[i]: Message.of(
-                p.outputs.get(i, ""),
-                p.inputs.get(i, ""),
-                answer if i == SINK else None,
-                call_error(p.first(_own_reply(names[i]))),
-            )
-            for i in nodes
-            if i in executed
-        }
-        usage = p.usage(self.ctx, t, p.edge_tokens)
-        block = {
-            "iteration": t,
-            "step": step,
-            "graph": start,
-            "graph_after": g.snapshot(),
-            "levels": steps.levels_by_name(sigma, level, names),
-            "executed": [names[i] for i in p.executed],
-            "executed_edges": [[names[int(s)], names[int(d)]] for s, d in zip(*np.nonzero(routed))],
-            "bandit": p.bandit,
-            "instructions": {names[i]: clip(p.inputs[i], 4000) for i in p.executed if i in p.inputs},
-            "tool_calls": [
-                {"agent": names[i], "tool": p.tool_used[i][0], "version": p.tool_used[i][1], **run.to_json()}
-                for i, run in p.tools.items()
-            ],
-            "aggregation": {"contributors": [names[i] for i in contributors], "answer": clip(answer, 4000)},
-            "environment": outcome.to_json(),
-            "loss": loss,
-            "global_gradient": global_grad,
-            "gradients": {names[i]: gr.to_json() for i, gr in grads.items() if i in names},
-            "prompt_updates": prompt_updates,
-            "tool_updates": tool_updates + synthesised,
-            "parallelism": {
-                names[i]: {"score": par.score, "text": par.describe(), "error": par.error}
-                for i, par in parallel.items()
-            },
-            "decisions": [{k: v for k, v in d.items() if k != "node"} for d in decisions],
-            "edits": {
-                "applied": [
-                    [d["agent"], d["applied_action"], d.get("new_agent")]
-                    for d in decisions
-                    if d.get("accepted") and d["applied_action"] != "NO_CHANGE"
-                ],
-                "rejected": [
-                    [d["agent"], d["applied_action"], d.get("reason")]
-                    for d in decisions
-                    if not d.get("accepted")
-                ],
-            },
-            "sentiment": {names[i]: v for i, v in sentiment.items()},
-            "repair": repair,
-            "errors": p.errors,
-            "answer": clip(answer, 4000),
-        }
-        return self.record(t, graph, messages, usage, rc.timing(), {"hiva": block})
