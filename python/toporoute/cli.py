@@ -196,9 +196,10 @@ def _serve_args(sub: Any) -> None:
     s = sub.add_parser(
         "serve",
         help="serve the routing ops and the text Router over HTTP (FastAPI + uvicorn)",
-        description="Serves /v1/route, /v1/embed, /v1/toposort, /v1/conductor/check, /v1/qmix/act, /health and "
-        "/metrics. SIGTERM shuts down gracefully: new connections are refused, requests in flight finish "
-        "(at most --graceful-timeout seconds), then the command exits 0.",
+        description="Serves /v1/route, /v1/embed, /v1/embeddings (OpenAI-compatible), /v1/toposort, "
+        "/v1/conductor/check, /v1/qmix/act, /health, /metrics, /openapi.json and /docs. SIGTERM shuts down "
+        "gracefully: new connections are refused, requests in flight finish (at most --graceful-timeout "
+        "seconds), then the command exits 0.",
         allow_abbrev=False,
     )
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")

@@ -4,10 +4,12 @@ One method per endpoint. Arrays go in and come out as numpy; large float arrays 
 (``binary=True``, the default for ``q``/``k``). Results are the in-process types where one exists
 (:class:`~toporoute.types.results.Order`, :class:`~toporoute.types.results.QMixStep`) and :class:`RoutedEpisode`
 for ``/v1/route``. A 4xx answer about the request raises the matching :mod:`toporoute.errors` ``ValueError``
-subclass (``ShapeError``, ``NonFiniteError``, ...; :class:`~toporoute.errors.InvalidArgumentError` otherwise)
-whose ``arg`` is the server's ``field``; 401 raises :class:`AuthenticationError`, 409/503
-:class:`ServiceUnavailableError`, anything else :class:`ServiceError`. Every raised error carries ``status``,
-``error_type`` and ``request_id``.
+subclass by the answer's ``type`` (``shape_mismatch``: ``ShapeError``, ``non_finite``: ``NonFiniteError``,
+``out_of_range``: ``OutOfRangeError``; :class:`~toporoute.errors.InvalidArgumentError` otherwise) whose ``arg``
+is the server's ``field``; 401 raises :class:`AuthenticationError`, 409/503 :class:`ServiceUnavailableError`,
+a server that cannot be reached (connection refused, no answer in time) :class:`ServiceConnectionError` naming
+the URL, anything else :class:`ServiceError`. Every raised error carries ``status``, ``error_type`` and
+``request_id``.
 
 Examples
 --------
@@ -38,6 +40,7 @@ __all__ = [
     "AuthenticationError",
     "Client",
     "RoutedEpisode",
+    "ServiceConnectionError",
     "ServiceError",
     "ServiceUnavailableError",
     "decode_array",
@@ -60,15 +63,27 @@ class ServiceUnavailableError(ServiceError):
     """409/503: the endpoint cannot serve now (e.g. ``/v1/qmix/act`` without a checkpoint loaded)."""
 
 
+class ServiceConnectionError(ServiceError, ConnectionError):
+    """The service could not be reached (connection refused, name not resolved, no answer in time); the
+    message names the URL. Also a :class:`ConnectionError`; the httpx error is its ``__cause__``."""
+
+
 _VALUE_ERRORS: dict[str, type[InvalidArgumentError]] = {
-    cls.__name__: cls
-    for cls in (
-        errors.InvalidArgumentError,
-        errors.ShapeError,
-        errors.DTypeError,
-        errors.NonFiniteError,
-        errors.OutOfRangeError,
-    )
+    "invalid_argument": errors.InvalidArgumentError,
+    "shape_mismatch": errors.ShapeError,
+    "non_finite": errors.NonFiniteError,
+    "out_of_range": errors.OutOfRangeError,
+    # the class names older servers sent as the type
+    **{
+        cls.__name__: cls
+        for cls in (
+            errors.InvalidArgumentError,
+            errors.ShapeError,
+            errors.DTypeError,
+            errors.NonFiniteError,
+            errors.OutOfRangeError,
+        )
+    },
 }
 
 
@@ -80,10 +95,11 @@ class RoutedEpisode:
     ----------
     edges : (E, 2) int64
         Message edges ``[src, dst]`` in row-major order of the adjacency.
-    inboxes : list of (K_i,) int64
-        Agent ``i``'s providers by descending score.
-    in_degree, order, levels : (n,) int64
-        As :class:`~toporoute.types.results.Routes` ``in_degree`` and :class:`~toporoute.types.results.Order`.
+    inbox : list of (K_i,) int64
+        Agent ``i``'s providers by descending score (``inboxes`` is the same list, its former name).
+    in_degree, order, level : (n,) int64
+        As :class:`~toporoute.types.results.Routes` ``in_degree`` and :class:`~toporoute.types.results.Order`
+        (``levels`` is ``level``, its former name).
     removed : (R, 2) int64
         Back edges ``[src, dst]`` dropped to break cycles.
     scores : (n, n) float32 or None
@@ -91,12 +107,22 @@ class RoutedEpisode:
     """
 
     edges: np.ndarray
-    inboxes: list[np.ndarray]
+    inbox: list[np.ndarray]
     in_degree: np.ndarray
     order: np.ndarray
-    levels: np.ndarray
+    level: np.ndarray
     removed: np.ndarray
     scores: np.ndarray | None
+
+    @property
+    def inboxes(self) -> list[np.ndarray]:
+        """``inbox`` (the name before it matched :class:`~toporoute.types.results.Routes`)."""
+        return self.inbox
+
+    @property
+    def levels(self) -> np.ndarray:
+        """``level`` (the name before it matched :class:`~toporoute.types.results.Order`)."""
+        return self.level
 
     @property
     def n(self) -> int:
@@ -141,13 +167,18 @@ def _edge_matrix(edges: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _renamed(item: dict[str, Any], name: str, former: str) -> Any:
+    """``item[name]``, or ``item[former]`` from a server older than the rename."""
+    return item[name] if name in item else item[former]
+
+
 def _routed(ep: dict[str, Any]) -> RoutedEpisode:
     return RoutedEpisode(
         edges=_edges(ep["edges"]),
-        inboxes=[np.asarray(row, dtype=np.int64) for row in ep["inboxes"]],
+        inbox=[np.asarray(row, dtype=np.int64) for row in _renamed(ep, "inbox", "inboxes")],
         in_degree=np.asarray(ep["in_degree"], dtype=np.int64),
         order=np.asarray(ep["order"], dtype=np.int64),
-        levels=np.asarray(ep["levels"], dtype=np.int64),
+        level=np.asarray(_renamed(ep, "level", "levels"), dtype=np.int64),
         removed=_edges(ep["removed"]),
         scores=decode_array(ep["scores"]) if ep.get("scores") is not None else None,
     )
@@ -293,7 +324,7 @@ def _toposort_call(graphs: Any, weights: Any, active: Any) -> _Call[Order]:
 
         order = Order(
             order=np.asarray([g["order"] for g in items], dtype=np.int32),
-            level=np.asarray([g["levels"] for g in items], dtype=np.int32),
+            level=np.asarray([_renamed(g, "level", "levels") for g in items], dtype=np.int32),
             removed=np.stack([removed(g["removed"]) for g in items]) if items else np.zeros((0, n, n), bool),
             is_dag=np.asarray([g["is_dag"] for g in items], dtype=bool),
         )
@@ -354,6 +385,19 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token is not None else {}
 
 
+def _unreachable(base_url: httpx.URL, call: _Call[Any], exc: httpx.TransportError) -> ServiceConnectionError:
+    """The error for a request that got no answer, naming the URL and why."""
+    url = str(base_url.join(call.path))
+    if isinstance(exc, httpx.TimeoutException):
+        why = f"no answer in time ({type(exc).__name__})"
+    else:
+        why = str(exc) or type(exc).__name__
+    hint = " (is `toporoute serve` running there?)" if isinstance(exc, httpx.ConnectError) else ""
+    err = ServiceConnectionError(f"cannot reach the toporoute service at {call.method} {url}: {why}{hint}")
+    vars(err).update(status=None, error_type="connection_error", request_id=None, url=url)
+    return err
+
+
 # -- the clients ---------------------------------------------------------------------------------------------
 
 
@@ -394,7 +438,10 @@ class Client:
         self._http.close()
 
     def _do(self, call: _Call[T]) -> T:
-        response = self._http.request(call.method, call.path, json=call.body)
+        try:
+            response = self._http.request(call.method, call.path, json=call.body)
+        except httpx.TransportError as exc:
+            raise _unreachable(self._http.base_url, call, exc) from exc
         raise_for_error(response)
         return call.parse(response)
 
@@ -505,7 +552,10 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _do(self, call: _Call[T]) -> T:
-        response = await self._http.request(call.method, call.path, json=call.body)
+        try:
+            response = await self._http.request(call.method, call.path, json=call.body)
+        except httpx.TransportError as exc:
+            raise _unreachable(self._http.base_url, call, exc) from exc
         raise_for_error(response)
         return call.parse(response)
 

@@ -252,3 +252,49 @@ def test_async_client_raises_the_same_errors(url: str) -> None:
             np.testing.assert_array_equal(order.order, [0, 1, 2])
 
     asyncio.run(main())
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_refused_connection_is_a_toporoute_error_naming_the_url() -> None:
+    from toporoute.client import ServiceConnectionError
+
+    base = f"http://127.0.0.1:{_unused_port()}"  # nothing listens there
+    with Client(base) as c, pytest.raises(ServiceConnectionError) as info:
+        c.toposort(np.zeros((2, 2), dtype=bool))
+    err = info.value
+    assert f"{base}/v1/toposort" in str(err) and "refused" in str(err).lower()
+    assert isinstance(err, errors.ToporouteError) and isinstance(err, ConnectionError)
+    assert err.status is None and err.error_type == "connection_error"  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        async with AsyncClient(base) as ac:
+            with pytest.raises(ServiceConnectionError) as async_info:
+                await ac.health()
+            assert f"{base}/health" in str(async_info.value)
+
+    asyncio.run(main())
+
+
+def test_routed_episodes_use_the_python_names_and_keep_the_former_ones(client: Client) -> None:
+    import httpx
+
+    ep = client.route(needs=NEEDS[0], offers=OFFERS[0], tau=0.2, k_in=2)
+    assert ep.inboxes is ep.inbox and ep.levels is ep.level
+    former = {  # what a server before the rename answers
+        "episodes": [
+            {"edges": [[1, 0]], "inboxes": [[1], []], "in_degree": [1, 0], "order": [1, 0], "levels": [1, 0],
+             "removed": []}
+        ]
+    }  # fmt: skip
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=former))
+    with Client("http://old-server", transport=transport) as old:
+        got = old.route(needs=["a", "b"], offers=["c", "d"])
+    np.testing.assert_array_equal(got.level, [1, 0])
+    assert [row.tolist() for row in got.inbox] == [[1], []]

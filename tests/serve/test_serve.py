@@ -141,10 +141,10 @@ def _expected_episode(adj: np.ndarray, inbox: np.ndarray, in_degree: np.ndarray)
     order = ops.toposort(adj)
     return {
         "edges": np.argwhere(adj).tolist(),
-        "inboxes": [[int(j) for j in row if j >= 0] for row in inbox],
+        "inbox": [[int(j) for j in row if j >= 0] for row in inbox],
         "in_degree": in_degree.tolist(),
         "order": order.order.tolist(),
-        "levels": order.level.tolist(),
+        "level": order.level.tolist(),
         "removed": np.argwhere(order.removed).tolist(),
     }
 
@@ -255,7 +255,7 @@ def test_toposort_matches_ops(client: httpx.Client) -> None:
         assert got == [
             {
                 "order": want.order[b].tolist(),
-                "levels": want.level[b].tolist(),
+                "level": want.level[b].tolist(),
                 "removed": np.argwhere(want.removed[b]).tolist(),
                 "is_dag": bool(want.is_dag[b]),
             }
@@ -266,7 +266,7 @@ def test_toposort_matches_ops(client: httpx.Client) -> None:
     assert one == [
         {
             "order": want1.order.tolist(),
-            "levels": want1.level.tolist(),
+            "level": want1.level.tolist(),
             "removed": np.argwhere(want1.removed).tolist(),
             "is_dag": bool(want1.is_dag),
         }
@@ -637,3 +637,231 @@ def test_the_server_never_imports_the_methods_or_the_llm_layer(tmp_path: Path) -
     out = run_python(code, tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# -- the service as other systems see it: HTTP semantics, the schema, the docs page, the command ----------------
+
+
+def _spec(url: str) -> dict[str, Any]:
+    return httpx.get(url + "/openapi.json").json()
+
+
+def test_405_names_the_allowed_methods_on_every_path(served: tuple[str, Any]) -> None:
+    url = served[0]
+    paths = _spec(url)["paths"]
+    assert len(paths) == 8
+    for path, item in paths.items():
+        allowed = {m.upper() for m in item}
+        for method in ("GET", "POST", "PUT", "DELETE", "PATCH", "TRACE"):
+            if method in allowed:
+                continue
+            r = httpx.request(method, url + path, headers=AUTH)
+            err = _error(r, 405, None)
+            assert err["type"] == "method_not_allowed"
+            assert {m.strip() for m in r.headers["allow"].split(",")} == allowed, (path, method)
+
+
+def test_error_types_are_one_documented_snake_case_scheme(served: tuple[str, Any], limited: str) -> None:
+    from toporoute.serve.schemas import ERROR_TYPES
+
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", t) for t in ERROR_TYPES)
+    spec = _spec(served[0])
+    assert spec["components"]["schemas"]["ErrorBody"]["properties"]["type"]["enum"] == list(ERROR_TYPES)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert all(f"`{t}`" in readme for t in ERROR_TYPES), "the README's error table names every type"
+    c = httpx.Client(base_url=limited, timeout=30)
+    q = [[1.0, 0.0], [0.0, 1.0]]
+    json_body = {"content-type": "application/json"}
+    cases = [
+        (c.post("/v1/embed", content=b"{", headers=json_body), 400, "invalid_json"),
+        (c.get("/nowhere"), 404, "not_found"),
+        (c.put("/v1/embed"), 405, "method_not_allowed"),
+        (c.post("/v1/embed", json={"texts": ["z" * 30] * 200}), 413, "body_too_large"),
+        (c.post("/v1/embed", json={"texts": "one"}), 422, "validation_error"),
+        (c.post("/v1/embed", json={"texts": ["a"], "binary": 0}), 422, "validation_error"),  # no bool
+        (c.post("/v1/route", json={"episodes": [], "k_in": -1}), 422, "out_of_range"),
+        (c.post("/v1/route", json={"episodes": [], "k_in": 4}), 422, "out_of_range"),  # > max_agents
+        (c.post("/v1/route", json={"episodes": [{"q": q, "k": [[1e39, 0.0], [0.0, 1.0]]}]}), 422, "out_of_range"),
+        (c.post("/v1/route", content=b'{"episodes": [{"q": [[NaN]], "k": [[1.0]]}]}', headers=json_body), 422,
+         "non_finite"),
+        (c.post("/v1/route", json={"episodes": [{"q": q, "k": [[1.0, 0.0]]}]}), 422, "shape_mismatch"),
+        (c.post("/v1/route", json={"episodes": [{"q": q, "k": q}, {"needs": ["a"], "offers": ["b"]}]}), 422,
+         "invalid_argument"),
+        (c.post("/v1/qmix/act", json={"obs": [[0.0]], "adj": [[False]]}), 503, "qmix_unavailable"),
+    ]  # fmt: skip
+    for r, status, type_ in cases:
+        assert r.status_code == status, r.text
+        assert r.json()["error"]["type"] == type_, r.text
+    no_token = httpx.post(served[0] + "/v1/embed", json={"texts": ["a"]})
+    assert no_token.json()["error"]["type"] == "unauthorized"
+
+
+def test_text_and_embeddings_in_one_episode_name_the_problem(limited: str) -> None:
+    for episode in (
+        {"needs": ["a"], "offers": ["b"], "q": [[1.0]]},
+        {"needs": ["a"], "q": [[1.0]]},
+        {"offers": ["b"], "k": [[1.0]], "q": [[1.0]]},
+    ):
+        r = httpx.post(limited + "/v1/route", json={"episodes": [episode]})
+        err = _error(r, 422, "episodes[0]")
+        assert "either texts (needs, offers) or embeddings (q, k), not both" in err["message"], err
+        assert "Field required" not in err["message"]
+
+
+def _validator(spec: dict[str, Any], name: str) -> Any:
+    jsonschema_rs = pytest.importorskip("jsonschema_rs", reason="jsonschema-rs comes with schemathesis")
+    return jsonschema_rs.Draft202012Validator(
+        {"$ref": f"#/components/schemas/{name}", "components": spec["components"]}
+    )
+
+
+def test_the_schema_declares_the_limits_the_server_checks(limited: str) -> None:
+    """Around each limit of the ``limited`` server (3 agents, 2 episodes, 40 characters, no checkpoint): the
+    schema admits a body exactly when the server accepts it."""
+    from toporoute.types.conductor_topology import ROLES
+
+    spec = _spec(limited)
+    two = {"needs": ["a", "b"], "offers": ["c", "d"]}
+    q2 = [[1.0, 0.0], [0.0, 1.0]]
+    pool = list(ROLES)
+    bodies: dict[str, list[dict[str, Any]]] = {
+        "/v1/route": [
+            {"episodes": [two], "k_in": 3},
+            {"episodes": [two], "k_in": 4},
+            {"episodes": [two, two]},
+            {"episodes": [two, two, two]},
+            {"episodes": [{"needs": ["a"] * 3, "offers": ["b"] * 3}]},
+            {"episodes": [{"needs": ["a"] * 4, "offers": ["b"] * 4}]},
+            {"episodes": [{"needs": [], "offers": []}]},
+            {"episodes": [{"needs": ["x" * 40], "offers": ["y"]}]},
+            {"episodes": [{"needs": ["x" * 41], "offers": ["y"]}]},
+            {"episodes": [{"q": q2, "k": q2}], "tau": 1.0},
+            {"episodes": [{"q": q2, "k": q2}], "tau": 1.01},
+            {"episodes": [{"q": [[1.0]] * 4, "k": [[1.0]] * 4}]},
+            {"episodes": [{"q": [[3.4e38]], "k": [[1.0]]}]},
+            {"episodes": [{"q": [[3.5e38]], "k": [[1.0]]}]},
+            {"episodes": [{"q": {"b64": "AACAPw==", "shape": [1, 1]}, "k": [[1.0]]}]},
+            {"episodes": [{"q": {"b64": "AACAP", "shape": [1, 1]}, "k": [[1.0]]}]},
+            {"episodes": [{"q": {"b64": "AACAPw==", "shape": [1, 1, 1]}, "k": [[1.0]]}]},
+            {"episodes": [{"q": q2, "k": q2}, two]},
+        ],
+        "/v1/embed": [{"texts": ["x" * 40]}, {"texts": ["x" * 41]}, {"texts": []}],
+        "/v1/toposort": [
+            {"graphs": [[False]]},
+            {"graphs": []},
+            {"graphs": [[]]},
+            {"graphs": [[[False] * 3] * 3] * 2},
+            {"graphs": [[[False] * 3] * 3] * 3},
+            {"graphs": [[False] * 4] * 4},
+            {"graphs": [[False, True], [False, False]], "weights": [[0.0, 1.0], [0.0, 0.0]]},
+            {"graphs": [[False, True], [False, False]], "weights": [[0.0, -1.0], [0.0, 0.0]]},
+        ],
+        "/v1/conductor/check": [
+            {"plans": ["x"], "options": {"pool": pool}},
+            {"plans": ["x"], "options": {"pool": [*pool, "a-b c"]}},
+            {"plans": ["x"], "options": {"pool": [*pool, "2nd"]}},
+            {"plans": ["x"], "options": {"pool": [*pool, "x_y"]}},
+            {"plans": ["x"], "options": {"pool": ["coder", "tester"]}},
+            {"plans": ["x"], "options": {"pool": [*pool, "coder"]}},
+            {"plans": ["x", "y"]},
+            {"plans": ["x", "y", "z"]},
+            {"plans": ["x"], "n_max": [4]},
+            {"plans": ["x"], "n_max": 0},
+        ],
+    }
+    validators = {
+        path: _validator(spec, spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+                         ["schema"]["$ref"].rsplit("/", 1)[-1])
+        for path in bodies
+    }  # fmt: skip
+    for path, cases in bodies.items():
+        for body in cases:
+            r = httpx.post(limited + path, json=body, timeout=30)
+            admitted = validators[path].is_valid(body)
+            assert admitted == (r.status_code == 200), (path, body, admitted, r.status_code, r.text[:300])
+
+
+def test_qmix_is_in_the_schema_only_with_a_checkpoint(served: tuple[str, Any], limited: str) -> None:
+    with_checkpoint = _spec(served[0])["paths"]["/v1/qmix/act"]["post"]
+    assert "503" in with_checkpoint["responses"]
+    assert with_checkpoint["responses"]["503"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorResponse"
+    }
+    assert "/v1/qmix/act" not in _spec(limited)["paths"]
+    assert httpx.post(limited + "/v1/qmix/act", json={"obs": [[0.0]], "adj": [[False]]}).status_code == 503
+
+
+def test_security_scheme_operation_ids_and_descriptions(served: tuple[str, Any], limited: str) -> None:
+    spec = _spec(served[0])
+    assert spec["components"]["securitySchemes"] == {
+        "bearer": {"type": "http", "scheme": "bearer", "description": ANY_TEXT}
+    }
+    ids = {}
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            ids[(method.upper(), path)] = op["operationId"]
+            assert op["description"].strip(), (method, path)
+            assert op.get("security") == (None if path == "/health" else [{"bearer": []}]), (method, path)
+    assert ids == {
+        ("GET", "/health"): "health",
+        ("GET", "/metrics"): "metrics",
+        ("POST", "/v1/route"): "route",
+        ("POST", "/v1/embed"): "embed",
+        ("POST", "/v1/embeddings"): "create_embeddings",
+        ("POST", "/v1/toposort"): "toposort",
+        ("POST", "/v1/conductor/check"): "conductor_check",
+        ("POST", "/v1/qmix/act"): "qmix_act",
+    }
+    undescribed = [
+        f"{name}.{prop}"
+        for name, model in spec["components"]["schemas"].items()
+        for prop, sub in model.get("properties", {}).items()
+        if not sub.get("description")
+    ]
+    assert not undescribed
+    assert sum(len(m.get("properties", {})) for m in spec["components"]["schemas"].values()) > 75
+    open_spec = _spec(limited)  # no token: nothing to declare
+    assert "securitySchemes" not in open_spec["components"]
+    assert all("security" not in op for item in open_spec["paths"].values() for op in item.values())
+
+
+class _AnyText:
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(other)
+
+
+ANY_TEXT = _AnyText()
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_docs_work_offline(served: tuple[str, Any], page: str) -> None:
+    pytest.importorskip("fastapi_offline", reason="the serve extra's fastapi-offline ships the page's assets")
+    url = served[0]
+    r = httpx.get(url + page)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert not re.search(r"(?:src|href)=['\"]?(?:https?:)?//", r.text), "the page loads something remotely"
+    quoted = r"['\"]([^'\"]+)['\"]"
+    assets = re.findall(r"(?:src|href)=" + quoted, r.text) + re.findall(r"url: ?" + quoted, r.text)
+    assert any(a.endswith(".js") for a in assets), r.text
+    for asset in assets:
+        got = httpx.get(url + asset)
+        assert got.status_code == 200 and got.content, asset
+    assert "/openapi.json" in r.text
+
+
+def test_a_busy_port_is_one_error_line_and_a_nonzero_exit(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+        env.pop("TOPOROUTE_TOKEN", None)
+        out = subprocess.run(
+            [sys.executable, "-m", "toporoute", "serve", "--port", str(port), "--log-level", "warning"],
+            env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
+        )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert lines and lines[-1].startswith("toporoute: error: "), out.stderr
+    assert f"127.0.0.1:{port}" in lines[-1] and "--port" in lines[-1], lines[-1]
+    assert "Traceback" not in out.stderr

@@ -10,20 +10,23 @@ responses use that form when the request sets ``"binary": true``):
 
 - ``POST /v1/route``: ``episodes`` of texts ``{"needs", "offers"}`` (through ``Router.aroute_texts``: concurrent
   requests share encoder batches) or of embeddings ``{"q", "k"}`` (``ops.route``), ``tau``, ``k_in``,
-  ``scores`` -> per episode ``edges``, ``inboxes``, ``in_degree``, ``order``, ``levels``, ``removed`` (the
+  ``scores`` -> per episode ``edges``, ``inbox``, ``in_degree``, ``order``, ``level``, ``removed`` (the
   ``ops.toposort`` of its graph) and optionally ``scores``.
 - ``POST /v1/embed``: ``texts`` -> ``{"dim", "vectors"}``.
+- ``POST /v1/embeddings``: OpenAI's embeddings request and answer, from the same encoder.
 - ``POST /v1/toposort``: ``graphs`` ``(N, N)`` or ``(B, N, N)`` (optional ``weights``, ``active``) ->
-  ``{"graphs": [{"order", "levels", "removed", "is_dag"}, ...]}`` (a list even for one graph).
+  ``{"graphs": [{"order", "level", "removed", "is_dag"}, ...]}`` (a list even for one graph).
 - ``POST /v1/conductor/check``: ``plans``, ``n_max`` (alias ``n_agents``; one or one per plan), ``options`` ->
   ``{"plans": [{"class", "tag", "message", "nodes", "layers", "edges", "density"}, ...]}``.
 - ``POST /v1/qmix/act``: ``obs``, ``adj``, ``hidden``, ``active`` -> ``{"q", "actions", "hidden"}`` (503 without
-  ``--qmix-checkpoint``).
-- ``GET /health`` (open), ``GET /metrics`` (Prometheus text), ``GET /openapi.json``, ``GET /docs``.
+  ``--qmix-checkpoint``, and then left out of the schema).
+- ``GET /health`` (open), ``GET /metrics`` (Prometheus text), ``GET /openapi.json`` (every limit declared, see
+  :mod:`.openapi`), ``GET /docs`` and ``GET /redoc`` (assets served locally, see :mod:`.docs`).
 
-Errors are ``{"error": {"type", "message", "field"}}``: 400 (not JSON), 401 (token), 413 (body size), 422 (shape,
-type, non-finite number, limit, or any toporoute ``ValueError``; ``field`` names the request field), 503 (no
-Q-Mix checkpoint), 500 (unexpected: a generic message with the request id, the traceback in the server log only).
+Errors are ``{"error": {"type", "message", "field"}}`` with a snake_case ``type`` (see :mod:`.app`): 400 (not
+JSON), 401 (token), 404, 405 (with ``Allow``), 413 (body size), 422 (type, limit, non-finite number, shapes that
+disagree, or any toporoute ``ValueError``; ``field`` names the request field), 503 (no Q-Mix checkpoint), 500
+(unexpected: a generic message with the request id, the traceback in the server log only).
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """The ASGI app: :func:`create_app` wires the :class:`~.service.Service`, errors, limits, auth and metrics.
 
-Errors are JSON ``{"error": {"type", "message", "field"}}``: 400 for a body that is not JSON, 413 for a body over
-``max_body_bytes``, 422 for a request the models reject or any toporoute ``ValueError`` (``field`` = its
-``arg``), 401 without the right bearer token, and 500 with a generic message and a request id for anything
-unexpected (logged here with its traceback; the response never carries one).
+Errors are JSON ``{"error": {"type", "message", "field"}}`` with one snake_case ``type`` per kind of error
+(:data:`~.schemas.ERROR_TYPES`): 400 ``invalid_json``, 401 ``unauthorized`` without the right bearer token,
+404 ``not_found``, 405 ``method_not_allowed`` (with the ``Allow`` header), 413 ``body_too_large`` over
+``max_body_bytes``, 422 for a request the models reject (``validation_error``; ``out_of_range`` and
+``non_finite`` for those kinds) or a toporoute ``ValueError`` (``invalid_argument``, ``out_of_range``,
+``non_finite``, ``shape_mismatch``; ``field`` = its ``arg``), 503 ``qmix_unavailable``, and 500
+``internal_error`` with a generic message and a request id for anything unexpected (logged here with its
+traceback; the response never carries one).
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from typing import Any, TypeVar
 import numpy as np
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ValidationError
@@ -27,13 +30,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__, backends
-from ..errors import ToporouteError
-from ..types.op_table import OPS
+from ..errors import NonFiniteError, OutOfRangeError, ShapeError, ToporouteError
+from . import openapi
 from .config import ServeConfig
+from .docs import add_docs
 from .metrics import Metrics
 from .schemas import (
     ConductorRequest,
     ConductorResponse,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
     EmbedRequest,
     EmbedResponse,
     ErrorResponse,
@@ -57,6 +63,22 @@ _Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500)
 }
+
+# The ``type`` of a toporoute ValueError (first match; any other is ``invalid_argument``).
+_VALUE_ERROR_TYPES: tuple[tuple[type[Exception], str], ...] = (
+    (ShapeError, "shape_mismatch"),
+    (NonFiniteError, "non_finite"),
+    (OutOfRangeError, "out_of_range"),
+)
+# pydantic's error types that are ranges (numbers, list lengths) or non-finite numbers.
+_PYDANTIC_TYPES = {
+    **dict.fromkeys(
+        ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"),
+        "out_of_range",
+    ),
+    "finite_number": "non_finite",
+}
+_HTTP_TYPES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
 
 
 def _error(status: int, type_: str, message: str, field: str | None, **headers: str) -> JSONResponse:
@@ -98,8 +120,13 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
     app = FastAPI(
         title="toporoute",
         version=__version__,
-        description="Routing engine for LLM multi-agent systems: the ops and the text Router over HTTP.",
+        description="Routing engine for LLM multi-agent systems: the ops and the text Router over HTTP. "
+        "Every limit the server checks is declared here; arrays whose shapes disagree (ragged rows, `needs` "
+        "and `offers` of different lengths, `k` not shaped like `q`, base64 bytes not matching `shape`) are "
+        "answered 422 `shape_mismatch`, the one rule this schema cannot state.",
         responses=_ERRORS,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.config = config
     app.state.service = service
@@ -122,24 +149,29 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         if first.get("type") == "json_invalid":
             return _error(400, "invalid_json", f"the body is not valid JSON: {first.get('msg')}", "body")
         field = _field(tuple(first.get("loc", ())))
-        return _error(422, "validation_error", f"{field or 'body'}: {first.get('msg')}", field)
+        type_ = _PYDANTIC_TYPES.get(str(first.get("type")), "validation_error")
+        return _error(422, type_, f"{field or 'body'}: {first.get('msg')}", field)
 
     @app.exception_handler(ToporouteError)
     async def _toporoute(request: Request, exc: ToporouteError) -> Response:
         if isinstance(exc, ValueError):
-            return _error(422, type(exc).__name__, str(exc), exc.arg)
+            type_ = next((t for cls, t in _VALUE_ERROR_TYPES if isinstance(exc, cls)), "invalid_argument")
+            return _error(422, type_, str(exc), exc.arg)
         raise exc  # a RuntimeError / MemoryError of the core: the generic 500 below
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else {}
-        return _error(exc.status_code, "http_error", str(exc.detail), None, **headers)
+        headers = dict(exc.headers or {})  # Starlette's, e.g. the Allow of a 405 (RFC 9110)
+        if exc.status_code == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        type_ = _HTTP_TYPES.get(exc.status_code, "http_error")
+        return _error(exc.status_code, type_, str(exc.detail), None, **headers)
 
     @app.exception_handler(QMixUnavailable)
     async def _no_qmix(request: Request, exc: QMixUnavailable) -> JSONResponse:
         return _error(503, "qmix_unavailable", str(exc), None)
 
-    @app.get("/health", response_model=Health, tags=["service"])
+    @app.get("/health", response_model=Health, tags=["service"], operation_id="health")
     async def health() -> dict[str, Any]:
         """Liveness and what this server runs; open even when a token is set."""
         return {
@@ -156,6 +188,7 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         # the 200 is documented as Prometheus text below
         dependencies=[Depends(authorize)],
         tags=["service"],
+        operation_id="metrics",
         responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
     )
     async def metrics_text() -> Response:
@@ -164,23 +197,36 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     def op_endpoint(
-        path: str, body: type[BaseModel], reply: type[BaseModel], *ops: str, unavailable: bool = False
+        path: str,
+        operation_id: str,
+        body: type[BaseModel],
+        reply: type[BaseModel],
+        *ops: str,
+        unavailable: bool = False,
+        listed: bool = True,
+        tag: str = "ops",
     ) -> Callable[[_Endpoint], _Endpoint]:
-        """``POST path`` behind the token, tagged "ops": an endpoint that parses ``body`` itself (see
-        :func:`_body`) and answers ``reply`` (or a documented 503 ``ErrorResponse`` where ``unavailable``)."""
+        """``POST path`` behind the token: an endpoint that parses ``body`` itself (see :func:`_parse`) and
+        answers ``reply`` (or a documented 503 ``ErrorResponse`` where ``unavailable``); left out of the
+        schema unless ``listed``."""
         responses: dict[int | str, dict[str, Any]] = {200: {"model": reply}}
         if unavailable:
             responses[503] = {"model": ErrorResponse}
+        protected.add(path)
         return app.post(
             path,
             response_model=None,
-            openapi_extra=_body(body, *ops),
+            openapi_extra=openapi.body(body, *ops),
             responses=responses,
             dependencies=[Depends(authorize)],
-            tags=["ops"],
+            tags=[tag],
+            operation_id=operation_id,
+            include_in_schema=listed,
         )
 
-    @op_endpoint("/v1/route", RouteRequest, RouteResponse, "route", "toposort")
+    protected = {"/metrics"}
+
+    @op_endpoint("/v1/route", "route", RouteRequest, RouteResponse, "route", "toposort")
     async def route(request: Request) -> JSONResponse:
         """Routes episodes of descriptor texts (needs, offers) or of embeddings (q, k): edges, inboxes,
         in-degrees, the topological order and levels of each episode's graph (optionally the scores). Text
@@ -188,52 +234,74 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         req = await _parse(RouteRequest, request)
         return JSONResponse(await service.route(req))
 
-    @op_endpoint("/v1/embed", EmbedRequest, EmbedResponse)
+    @op_endpoint("/v1/embed", "embed", EmbedRequest, EmbedResponse)
     async def embed(request: Request) -> JSONResponse:
         """Texts to unit vectors (the Router's encoder and its cache)."""
         req = await _parse(EmbedRequest, request)
         return JSONResponse(await service.embed(req))
 
-    @op_endpoint("/v1/toposort", ToposortRequest, ToposortResponse, "toposort")
+    @op_endpoint("/v1/embeddings", "create_embeddings", EmbeddingsRequest, EmbeddingsResponse, tag="openai")
+    async def embeddings(request: Request) -> JSONResponse:
+        """OpenAI-compatible embeddings (the descriptor encoder), so OpenAI, LangChain and AutoGen embedding
+        clients can point at this server as they are (`base_url` = this server's `/v1`, `model` = the
+        encoder's name, the token as the API key)."""
+        req = await _parse(EmbeddingsRequest, request)
+        return JSONResponse(await service.embeddings(req))
+
+    @op_endpoint("/v1/toposort", "toposort", ToposortRequest, ToposortResponse, "toposort")
     async def toposort(request: Request) -> JSONResponse:
         """Topological order with cycle breaking (``ops.toposort``) of one graph or a batch."""
         req = await _parse(ToposortRequest, request)
         return JSONResponse(await _run(service.toposort, req, request))
 
     @op_endpoint(
-        "/v1/conductor/check", ConductorRequest, ConductorResponse, "conductor_check", "conductor_density"
+        "/v1/conductor/check",
+        "conductor_check",
+        ConductorRequest,
+        ConductorResponse,
+        "conductor_check",
+        "conductor_density",
     )
     async def conductor_check(request: Request) -> JSONResponse:
         """Checks AgentConductor YAML plans: class, message, layers, edges and the density reward."""
         req = await _parse(ConductorRequest, request)
         return JSONResponse(await _run(service.conductor_check, req, request))
 
-    @op_endpoint("/v1/qmix/act", QMixRequest, QMixResponse, "qmix_forward", unavailable=True)
+    # Without a checkpoint the path still answers (503) but is left out of the schema: no request to it can
+    # succeed, so a generated client should not offer it.
+    @op_endpoint(
+        "/v1/qmix/act",
+        "qmix_act",
+        QMixRequest,
+        QMixResponse,
+        "qmix_forward",
+        unavailable=True,
+        listed=service.qmix is not None,
+    )
     async def qmix_act(request: Request) -> JSONResponse:
         """One Agent Q-Mix round with the checkpoint loaded at start: Q-values, greedy actions, next hidden
-        state (the client keeps the hidden state between rounds). 503 without a checkpoint."""
+        state (the client keeps the hidden state between rounds). 503 `qmix_unavailable` without a
+        checkpoint (and then the path is not in this schema)."""
         req = await _parse(QMixRequest, request)
         return JSONResponse(await _run(service.qmix_act, req, request))
 
+    add_docs(app)
+
+    def document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = openapi.document(
+                app,
+                config,
+                encoder_names=service.model_names(),
+                dim=int(service.encoder.dim),
+                qmix=service.qmix,
+                protected=protected,
+            )
+        return app.openapi_schema
+
     app.add_middleware(_Guard, config=config, metrics=metrics)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign, unused-ignore]
+    app.openapi = document  # type: ignore[method-assign, unused-ignore]
     return app
-
-
-_BODIES = (RouteRequest, EmbedRequest, ToposortRequest, ConductorRequest, QMixRequest)
-
-
-def _body(model: type[BaseModel], *ops: str) -> dict[str, Any]:
-    """The OpenAPI request body of an endpoint that parses ``model`` itself (see :func:`_parse`), and the core ops
-    it runs (``x-toporoute-ops``: each op's name and summary, read from the op table, so the service's
-    description of them cannot drift from :mod:`toporoute.ops`)."""
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    extra: dict[str, Any] = {
-        "requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}
-    }
-    if ops:
-        extra["x-toporoute-ops"] = [{"op": f"toporoute.ops.{n}", "summary": OPS[n].summary} for n in ops]
-    return extra
 
 
 async def _parse(model: type[_M], request: Request) -> _M:
@@ -243,25 +311,6 @@ async def _parse(model: type[_M], request: Request) -> _M:
         return model.model_validate_json(await request.body())
     except ValidationError as exc:
         raise RequestValidationError(exc.errors(include_url=False)) from None
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema plus the request models of the endpoints that parse their body themselves."""
-    if app.openapi_schema is None:
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-        )
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in _BODIES:
-            own = model.model_json_schema(ref_template="#/components/schemas/{model}")
-            for name, sub in own.pop("$defs", {}).items():
-                components.setdefault(name, sub)
-            components[model.__name__] = own
-        app.openapi_schema = schema
-    return app.openapi_schema
 
 
 # Bodies up to this size are computed on the event loop (microseconds of work: a thread hop would cost more);

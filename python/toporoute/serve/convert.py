@@ -10,10 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, NonFiniteError, ShapeError
+from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError, ShapeError
 from .schemas import B64Array
 
-__all__ = ["array_in", "array_out", "bool_array", "check_count", "edge_list", "routed_episode"]
+__all__ = ["FLOAT32_MAX", "array_in", "array_out", "bool_array", "check_count", "edge_list", "routed_episode"]
+
+# The largest float32: a JSON number beyond it is refused (as float32 it would round to this or to infinity).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def bool_array(value: Any, field: str) -> np.ndarray:
@@ -35,6 +38,8 @@ def array_in(value: Any, field: str, ndim: int | None) -> np.ndarray:
         Ragged lists, the wrong number of dimensions, or base64 bytes that do not match ``shape``.
     NonFiniteError
         NaN or infinity (from base64; JSON numbers are checked by the request model).
+    OutOfRangeError
+        A JSON number beyond float32's range.
     """
     if isinstance(value, B64Array):
         try:
@@ -56,17 +61,31 @@ def array_in(value: Any, field: str, ndim: int | None) -> np.ndarray:
                 f"{field}.b64 must hold {expected} bytes (float32 of shape {list(shape)}); got {len(raw)}",
                 f"{field}.b64",
             )
-        arr = np.frombuffer(raw, dtype="<f4").reshape(shape)
+        try:
+            arr = np.frombuffer(raw, dtype="<f4").reshape(shape)
+        except ValueError:  # an empty array whose other dimensions overflow numpy's index type
+            raise ShapeError(
+                f"{field}.shape must describe an array numpy can hold; got {list(shape)}", f"{field}.shape"
+            ) from None
     else:
         try:
-            with np.errstate(over="ignore"):  # a finite float64 beyond float32 becomes inf: refused below
-                arr = np.asarray(value, dtype=np.float32)
+            wide = np.asarray(value, dtype=np.float64)
         except ValueError:
             raise ShapeError(
                 f"{field} must be a rectangular {ndim}-d array; its rows differ in length", field
             ) from None
-        if ndim is not None and arr.ndim != ndim:
-            raise ShapeError(f"{field} must be a {ndim}-d array; got {arr.ndim} dimension(s)", field)
+        if ndim is not None and wide.ndim != ndim:
+            raise ShapeError(f"{field} must be a {ndim}-d array; got {wide.ndim} dimension(s)", field)
+        # the schema's bound: anything larger rounds to float32's largest value or to infinity
+        outside = np.abs(wide) > FLOAT32_MAX
+        if outside.any():
+            bad = np.argwhere(outside)[0].tolist()
+            raise OutOfRangeError(
+                f"{field} must hold float32 values (|x| <= {FLOAT32_MAX:.9g}); got {wide[tuple(bad)]} at "
+                f"index {bad}",
+                field,
+            )
+        arr = wide.astype(np.float32)
     if not np.isfinite(arr).all():
         bad = np.argwhere(~np.isfinite(arr))[0].tolist()
         raise NonFiniteError(f"{field} must be finite; got {arr[tuple(bad)]} at index {bad}", field)
@@ -99,10 +118,10 @@ def routed_episode(
     """One episode of a ``/v1/route`` response from the arrays of ``n`` agents (already trimmed)."""
     out: dict[str, Any] = {
         "edges": edge_list(adjacency),
-        "inboxes": [[int(j) for j in row if j >= 0] for row in inbox.tolist()],
+        "inbox": [[int(j) for j in row if j >= 0] for row in inbox.tolist()],
         "in_degree": in_degree.tolist(),
         "order": order.tolist(),
-        "levels": level.tolist(),
+        "level": level.tolist(),
         "removed": edge_list(removed),
     }
     if scores is not None:
@@ -111,6 +130,6 @@ def routed_episode(
 
 
 def check_count(items: Sized, limit: int, field: str, what: str) -> None:
-    """422 naming ``field`` when ``items`` has more than ``limit`` entries."""
+    """422 ``out_of_range`` naming ``field`` when ``items`` has more than ``limit`` entries."""
     if len(items) > limit:
-        raise InvalidArgumentError(f"{field} must have at most {limit} {what}; got {len(items)}", field)
+        raise OutOfRangeError(f"{field} must have at most {limit} {what}; got {len(items)}", field)

@@ -5,16 +5,19 @@ the requests in flight finish (at most ``graceful_timeout`` seconds, then cancel
 shutdown and returns; the command then exits 0 for SIGTERM (a shutdown that was asked for) and 130 for SIGINT.
 With ``--workers N > 1`` uvicorn's supervisor starts N processes, each with its own app built from the
 configuration handed over in the environment (:func:`app_from_env`); each worker then coalesces its own
-requests.
+requests. An address that cannot be bound (a port in use) raises :class:`OSError` naming it before uvicorn
+starts, so the command prints one ``toporoute: error: ...`` line and exits 2.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import os
 import signal
+import socket
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -71,6 +74,24 @@ def app_from_env() -> Any:
     return create_app(ServeConfig(**raw))
 
 
+def check_bindable(host: str, port: int) -> None:
+    """Raises :class:`OSError` naming ``host:port`` when it cannot be bound (in use, or not this machine's).
+
+    Bound the way uvicorn binds (``SO_REUSEADDR``) and closed at once; port 0 (any free port) always binds.
+    """
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            in_use = exc.errno == errno.EADDRINUSE
+            hint = " (is another server using it? choose another port with --port)" if in_use else ""
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}{hint}") from None
+
+
 def serve(config: ServeConfig, *, log_level: str = "info", graceful_timeout: float | None = 30.0) -> int:
     """Serves ``config`` until SIGTERM or SIGINT; returns the exit status (0 after SIGTERM).
 
@@ -84,6 +105,7 @@ def serve(config: ServeConfig, *, log_level: str = "info", graceful_timeout: flo
     """
     import uvicorn
 
+    check_bindable(config.host, config.port)
     timeout = None if graceful_timeout is None else max(1, round(graceful_timeout))
     # the same listener and shutdown in both forms (worker processes or this one)
     listen: dict[str, Any] = {
@@ -110,6 +132,11 @@ def serve(config: ServeConfig, *, log_level: str = "info", graceful_timeout: flo
     previous = signal.signal(signal.SIGTERM, _note)
     try:
         server.run()
+    except SystemExit:
+        if server.started:
+            raise
+        # uvicorn exits 3 when its own bind fails (the port was taken after the check above); its log says why
+        raise OSError(f"cannot listen on {config.host}:{config.port} (see the log line above)") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0

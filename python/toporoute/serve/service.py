@@ -3,11 +3,16 @@
 One :class:`Service` per app (on ``app.state.service``). It holds the encoder (shared by every Router, so they
 share one embedding cache), one Router per ``(tau, k_in)`` pair seen (each coalesces its own concurrent
 requests; a bounded LRU of them), and the Q-Mix weights when a checkpoint was given.
+
+Errors name the request field: :class:`~toporoute.errors.OutOfRangeError` for a count or value beyond a limit
+(each one declared in the OpenAPI document), :class:`~toporoute.errors.ShapeError` for arrays whose shapes
+disagree (the one rule JSON Schema cannot state).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..errors import InvalidArgumentError, ShapeError
+from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
 from ..types.results import Routes
 from .config import ServeConfig
 from .convert import array_in, array_out, bool_array, check_count, edge_list, routed_episode
@@ -23,6 +28,7 @@ from .schemas import (
     ArrayEpisode,
     ConductorOptions,
     ConductorRequest,
+    EmbeddingsRequest,
     EmbedRequest,
     QMixRequest,
     RouteRequest,
@@ -86,6 +92,48 @@ class Service:
             vectors = np.zeros((0, self.encoder.dim), dtype=np.float32)
         return {"dim": int(self.encoder.dim), "vectors": array_out(np.asarray(vectors), req.binary)}
 
+    # -- /v1/embeddings (OpenAI-compatible) -----------------------------------------------------------------
+
+    def model_names(self) -> tuple[str, ...]:
+        """The ``model`` values ``/v1/embeddings`` accepts: the encoder's name and its last path part."""
+        name = str(self.encoder.name)
+        return (name,) if "/" not in name else (name, name.rsplit("/", 1)[-1])
+
+    async def embeddings(self, req: EmbeddingsRequest) -> dict[str, Any]:
+        """``/v1/embeddings``: OpenAI's embeddings answer from the shared encoder (and its cache)."""
+        if req.model not in self.model_names():
+            raise InvalidArgumentError(
+                f"model must be one of {list(self.model_names())} (this server's encoder); got {req.model!r}",
+                "model",
+            )
+        if req.dimensions is not None and req.dimensions != self.encoder.dim:
+            raise OutOfRangeError(
+                f"dimensions must be {self.encoder.dim} (the encoder's; it does not shorten vectors); got "
+                f"{req.dimensions}",
+                "dimensions",
+            )
+        texts = [req.input] if isinstance(req.input, str) else req.input
+        if not texts:
+            raise OutOfRangeError("input must hold at least one text; got an empty list", "input")
+        check_count(texts, self.config.max_texts, "input", "texts")
+        self._check_lengths(texts, "input")
+        vectors, tokens = await asyncio.to_thread(self._encode_counted, texts)
+        data = []
+        for i, row in enumerate(np.asarray(vectors, dtype="<f4")):
+            value: Any = row.tolist()
+            if req.encoding_format == "base64":
+                value = base64.b64encode(np.ascontiguousarray(row).tobytes()).decode("ascii")
+            data.append({"object": "embedding", "index": i, "embedding": value})
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return {"object": "list", "data": data, "model": str(self.encoder.name), "usage": usage}
+
+    def _encode_counted(self, texts: list[str]) -> tuple[Any, int]:
+        """The vectors of ``texts`` and the word pieces the encoder read (truncated as it truncates)."""
+        # The Encoder has no public token count; its tokenizer (truncating at max_tokens) is what it reads.
+        tokenizer = getattr(self.encoder, "_tokenizer", None)
+        tokens = sum(len(e.ids) for e in tokenizer.encode_batch(texts)) if tokenizer is not None else 0
+        return self.encoder.encode(texts), tokens
+
     # -- /v1/toposort ---------------------------------------------------------------------------------------
 
     def toposort(self, req: ToposortRequest) -> dict[str, Any]:
@@ -98,7 +146,7 @@ class Service:
             raise ShapeError(f"graphs must be (N, N) or (B, N, N); got shape {list(adj.shape)}", "graphs")
         check_count(adj, self.config.max_episodes, "graphs", "graphs")
         if adj.shape[1] > self.config.max_agents:
-            raise InvalidArgumentError(
+            raise OutOfRangeError(
                 f"graphs must have at most {self.config.max_agents} nodes; got {adj.shape[1]}", "graphs"
             )
         weights = active = None
@@ -124,7 +172,7 @@ class Service:
             "graphs": [
                 {
                     "order": order.order[b].tolist(),
-                    "levels": order.level[b].tolist(),
+                    "level": order.level[b].tolist(),
                     "removed": edge_list(order.removed[b]),
                     "is_dag": bool(order.is_dag[b]),
                 }
@@ -152,7 +200,7 @@ class Service:
                 f"n_max must be one int or one per plan ({len(req.plans)}); got {n_max.shape[0]}", "n_max"
             )
         if (n_max < 1).any():
-            raise InvalidArgumentError(f"n_max must be >= 1; got {n_max.tolist()}", "n_max")
+            raise OutOfRangeError(f"n_max must be >= 1; got {n_max.tolist()}", "n_max")
         if not req.plans:
             return {"plans": []}
         batch = ops.conductor_check(req.plans, options=options, backend=self.config.backend)
@@ -210,9 +258,7 @@ class Service:
             )
         n = obs.shape[-2]
         if n > self.config.max_agents:
-            raise InvalidArgumentError(
-                f"obs must have at most {self.config.max_agents} agents; got {n}", "obs"
-            )
+            raise OutOfRangeError(f"obs must have at most {self.config.max_agents} agents; got {n}", "obs")
         if obs.ndim == 3:
             check_count(obs, self.config.max_episodes, "obs", "episodes")
         adj = bool_array(req.adj, "adj")
@@ -249,9 +295,7 @@ class Service:
         cfg = self.config
         check_count(req.episodes, cfg.max_episodes, "episodes", "episodes")
         if req.k_in > cfg.max_agents:  # beyond the agents of any episode it only widens the padding
-            raise InvalidArgumentError(
-                f"k_in must be <= {cfg.max_agents} (max_agents); got {req.k_in}", "k_in"
-            )
+            raise OutOfRangeError(f"k_in must be <= {cfg.max_agents} (max_agents); got {req.k_in}", "k_in")
         if not req.episodes:
             return {"episodes": []}
         kind = type(req.episodes[0])
@@ -280,15 +324,13 @@ class Service:
         cfg = self.config
         field = f"episodes[{b}]"
         if len(ep.needs) != len(ep.offers):
-            raise InvalidArgumentError(
+            raise ShapeError(
                 f"{field}: every agent needs one need and one offer; got {len(ep.needs)} needs and "
                 f"{len(ep.offers)} offers",
                 f"{field}.offers",
             )
         if not ep.needs:
-            raise InvalidArgumentError(
-                f"{field}.needs must list at least one agent; got none", f"{field}.needs"
-            )
+            raise OutOfRangeError(f"{field}.needs must list at least one agent; got none", f"{field}.needs")
         check_count(ep.needs, cfg.max_agents, f"{field}.needs", "agents")
         self._check_lengths(ep.needs, f"{field}.needs")
         self._check_lengths(ep.offers, f"{field}.offers")
@@ -297,7 +339,7 @@ class Service:
         limit = self.config.max_text_chars
         for i, t in enumerate(texts):
             if len(t) > limit:
-                raise InvalidArgumentError(
+                raise OutOfRangeError(
                     f"{field}[{i}] must have at most {limit} characters; got {len(t)}", f"{field}[{i}]"
                 )
 
@@ -310,23 +352,23 @@ class Service:
             q = array_in(ep.q, f"episodes[{b}].q", 2)
             k = array_in(ep.k, f"episodes[{b}].k", 2)
             if q.shape != k.shape:
-                raise InvalidArgumentError(
+                raise ShapeError(
                     f"episodes[{b}].k must have the shape of q {list(q.shape)}; got {list(k.shape)}",
                     f"episodes[{b}].k",
                 )
             if q.shape[0] < 1:
-                raise InvalidArgumentError(
+                raise OutOfRangeError(
                     f"episodes[{b}].q must have at least one agent (row); got 0", f"episodes[{b}].q"
                 )
             if q.shape[0] > cfg.max_agents:
-                raise InvalidArgumentError(
+                raise OutOfRangeError(
                     f"episodes[{b}].q must have at most {cfg.max_agents} agents (rows); got {q.shape[0]}",
                     f"episodes[{b}].q",
                 )
             if dim is None:
                 dim = q.shape[1]
             elif q.shape[1] != dim:
-                raise InvalidArgumentError(
+                raise ShapeError(
                     f"episodes[{b}].q must have {dim} columns like episode 0; got {q.shape[1]}",
                     f"episodes[{b}].q",
                 )
@@ -348,7 +390,7 @@ class Service:
         self, q: np.ndarray, k: np.ndarray, active: np.ndarray, sizes: list[int], req: RouteRequest
     ) -> dict[str, Any]:
         if not (-1.0 <= req.tau <= 1.0):
-            raise InvalidArgumentError(f"tau must be in [-1, 1]; got {req.tau}", "tau")
+            raise OutOfRangeError(f"tau must be in [-1, 1]; got {req.tau}", "tau")
         padded = any(s != q.shape[1] for s in sizes)
         routes = ops.route(
             q, k, tau=req.tau, k_in=req.k_in, active=active if padded else None, backend=self.config.backend

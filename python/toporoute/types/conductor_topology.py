@@ -57,7 +57,9 @@ __all__ = [
     "NO_YAML",
     "OK",
     "PARSE",
+    "REQUIRED_ROLES",
     "ROLES",
+    "ROLE_NAME",
     "SCHEMA",
     "TAGS",
     "CheckOptions",
@@ -81,8 +83,9 @@ TAGS = {
     SCHEMA: "[YAML SCHEMA INVALID]",
     LOGIC: "[YAML LOGIC INVALID]",
 }
-_REQUIRED_ROLES = ("coder", "debugger", "tester")
-_ROLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 -]*")
+# What a pool must hold and what a role may be called (the service declares both in its OpenAPI document).
+REQUIRED_ROLES = ("coder", "debugger", "tester")
+ROLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 -]*")
 _TOKEN = re.compile(r"<([A-Za-z][A-Za-z0-9 -]*?)(?:_([0-9]+))?>")
 _FENCE = re.compile(r"^[ \t]*```(.*)$")
 _CLOSE = re.compile(r"^[ \t]*```[ \t]*$")
@@ -119,7 +122,7 @@ class CheckOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "pool", tuple(self.pool))
         for name in self.pool:
-            if not isinstance(name, str) or not _ROLE_NAME.fullmatch(name):
+            if not isinstance(name, str) or not ROLE_NAME.fullmatch(name):
                 raise InvalidArgumentError(
                     f"pool roles must be names of letters, digits, spaces and dashes starting with a letter; "
                     f"got {name!r}",
@@ -127,7 +130,7 @@ class CheckOptions:
                 )
         if len(set(self.pool)) != len(self.pool):
             raise InvalidArgumentError(f"pool lists a role twice: {self.pool}", "pool")
-        missing = [r for r in _REQUIRED_ROLES if r not in self.pool]
+        missing = [r for r in REQUIRED_ROLES if r not in self.pool]
         if missing:
             raise InvalidArgumentError(f"pool must include {', '.join(missing)}; got {self.pool}", "pool")
         for name in ("max_bytes", "max_depth", "max_agents", "max_refs"):
