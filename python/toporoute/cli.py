@@ -1,7 +1,7 @@
-"""The ``toporoute`` command: run, train, report, serve, bench and info.
+"""The ``toporoute`` command: run, train, report, export-otel, serve, bench and info.
 
-``run`` methods on a task set, ``train`` a Q-Mix policy, ``report`` a run directory, ``serve`` the ops over HTTP,
-``bench`` the ops, ``info`` on the installation.
+``run`` methods on a task set, ``train`` a Q-Mix policy, ``report`` a run directory, ``export-otel`` a run directory
+as OpenTelemetry traces, ``serve`` the ops over HTTP, ``bench`` the ops, ``info`` on the installation.
 
 Every check that needs no model (options, task set, method settings, checkpoint files, a run folder's earlier
 settings and its lock) runs before the LLM engine starts. Credentials are read here only (``--api-key-env``),
@@ -32,7 +32,9 @@ __all__ = ["main"]
 
 log = logging.getLogger("toporoute")
 
-_DESCRIPTION = "Routing engine for LLM multi-agent systems: run, train, report, serve, bench and info."
+_DESCRIPTION = (
+    "Routing engine for LLM multi-agent systems: run, train, report, export-otel, serve, bench and info."
+)
 _ENVIRONMENT = """environment:
   TOPOROUTE_LOG       log level of toporoute's messages: DEBUG, INFO, WARNING (default) or ERROR
   TOPOROUTE_CACHE     cache folder of the converted models and the encoder graph (default ~/.cache/toporoute)
@@ -155,6 +157,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)")
     _serve_args(sub)
     _light_args(sub)
+    _export_otel_args(sub)
     return p
 
 
@@ -258,6 +261,56 @@ def _serve_args(sub: Any) -> None:
     )
 
 
+def _export_otel_args(sub: Any) -> None:
+    """``toporoute export-otel``: a run directory as OpenTelemetry traces over OTLP (extra ``otel``; see
+    toporoute/trace/otel.py)."""
+    e = sub.add_parser(
+        "export-otel",
+        help="send a run directory's episodes, rounds and LLM calls as OpenTelemetry traces (OTLP)",
+        description="Sends each episode of RUN_DIR as one trace, named as the OpenTelemetry GenAI semantic "
+        "conventions name spans (an invoke_workflow span per episode, a span per round with its routed edges, a "
+        "chat span per LLM call with its token usage), so Jaeger, Phoenix, Langfuse or any OTLP backend shows the "
+        "run. Model text stays out unless --include-content. Headers (an API key) come from "
+        "OTEL_EXPORTER_OTLP_HEADERS.",
+        allow_abbrev=False,
+    )
+    e.set_defaults(command_parser=e)
+    e.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory (or one method folder)")
+    e.add_argument(
+        "--endpoint",
+        default=None,
+        help="collector URL: http://localhost:4318 (http; /v1/traces is appended unless the URL ends with it) or "
+        "http://localhost:4317 (grpc) (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+        "$OTEL_EXPORTER_OTLP_ENDPOINT, else localhost on the protocol's port)",
+    )
+    e.add_argument(
+        "--protocol",
+        choices=("http", "grpc"),
+        default="http",
+        help="http: OTLP/HTTP with protobuf (default); grpc: OTLP/gRPC (needs opentelemetry-exporter-otlp-proto-grpc)",
+    )
+    e.add_argument(
+        "--service-name",
+        default=None,
+        help="the traces' service.name (default $OTEL_SERVICE_NAME, else toporoute)",
+    )
+    e.add_argument(
+        "--include-content",
+        action="store_true",
+        help="also send model text: each call's reply (gen_ai.output.messages), descriptors, goals, answers and "
+        "error messages (default: names, counts, edges, scores and times only)",
+    )
+    e.add_argument(
+        "--timeout",
+        type=float_at_least(0.0, strict=True),
+        default=10.0,
+        help="seconds per OTLP request, retries included (default 10)",
+    )
+    e.add_argument(
+        "--console", action="store_true", help="print the spans as JSON on stdout instead of sending them"
+    )
+
+
 def _engine_args(parser: argparse.ArgumentParser) -> None:
     p = parser.add_argument_group("engine options")
     p.add_argument(
@@ -349,10 +402,11 @@ def _option_groups(methods: Sequence[str]) -> list[OptionGroup]:
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
     """Parses ``argv`` (no abbreviations: ``--k`` is not ``--k-in``). An unknown option is an error that names
     the method it belongs to, or the options it may have meant (``--iter``: hiva's ``--iterations``)."""
-    if argv and argv[0] in ("serve", "bench", "info"):  # these need neither the methods nor the LLM extras
+    if argv and argv[0] in ("serve", "bench", "info", "export-otel"):  # need neither methods nor LLM extras
         light, sub = _root_parser()
         _serve_args(sub)
         _light_args(sub)
+        _export_otel_args(sub)
         return light.parse_args(argv)
     from .methods.registry import REGISTRY
 
@@ -693,6 +747,33 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(config, log_level=args.log_level, graceful_timeout=args.graceful_timeout)
 
 
+def _export_otel(args: argparse.Namespace) -> int:
+    from .trace.reader import load_run
+
+    run = load_run(args.run_dir)  # a wrong RUN_DIR is named first, with or without the extra
+    try:
+        from .trace.otel import ExportError, export_run, make_exporter
+    except ImportError as exc:  # its message names the extra to install
+        raise ToporouteError(f"toporoute export-otel: {exc}") from exc
+    for problem in run.problems:
+        print(f"toporoute: warning: {problem}", file=sys.stderr)
+    exporter, where = make_exporter(
+        args.endpoint, protocol=args.protocol, timeout_s=args.timeout, console=args.console
+    )
+    try:
+        counts = export_run(
+            run, exporter, service_name=args.service_name, include_content=args.include_content
+        )
+    except ExportError as exc:
+        raise ToporouteError(f"could not send the spans to {where}: {exc}") from exc
+    print(
+        f"sent {counts.spans} spans ({counts.episodes} episodes, {counts.rounds} rounds, {counts.calls} LLM calls) "
+        f"to {where}",
+        file=sys.stderr if args.console else sys.stdout,
+    )
+    return 0
+
+
 def _info(args: argparse.Namespace) -> int:
     import json
 
@@ -750,6 +831,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_command(args)
     if args.command == "info":
         return _info(args)
+    if args.command == "export-otel":
+        return _export_otel(args)
     from .methods.registry import report_sections
     from .trace.report import write_report
 

@@ -28,6 +28,7 @@ FORBIDDEN = [
     "fastapi",
     "tokenizers",
     "sentence_transformers",
+    "opentelemetry",
 ]
 
 PKG_SRC = ROOT / "python" / "toporoute"
@@ -380,3 +381,23 @@ def test_tasks_and_report_do_not_load_llm_layers(package: str, forbidden: list[s
         "print(json.dumps(sorted(m for m in sys.modules if any(m == b or m.startswith(b + '.') for b in bad))))"
     )
     assert run_json(code, tmp_path) == []
+
+
+# The otel extra is optional (toporoute export-otel): only toporoute/trace/otel.py imports OpenTelemetry, and only
+# when that command runs. vLLM may import it for its own tracing (vllm/tracing), so the probe leaves the engines out.
+_NO_OTEL = (
+    "import toporoute, toporoute.trace, toporoute.trace.schema, toporoute.trace.writer, toporoute.trace.reader\n"
+    "import toporoute.trace.report, toporoute.runtime, toporoute.methods.registry, toporoute.cli\n"
+    "toporoute.cli._parse(['export-otel', 'RUN_DIR'])\n"
+    "toporoute.cli._parse(['report', 'RUN_DIR'])"
+)
+
+
+def test_only_the_exporter_imports_opentelemetry(tmp_path: Path) -> None:
+    assert_loads_none(_NO_OTEL, ["opentelemetry"], tmp_path)
+    importers = sorted(
+        f.relative_to(PKG_SRC).as_posix()
+        for f in PKG_SRC.rglob("*.py")
+        if re.search(r"^\s*(?:from|import)\s+opentelemetry\b", f.read_text(encoding="utf-8"), re.MULTILINE)
+    )
+    assert importers == ["trace/otel.py"]

@@ -5,14 +5,16 @@
   below, ``from_json`` reads every version of it since v1;
 - :mod:`.writer`: appends a method's round records to its trace file as rounds finish;
 - :mod:`.reader`: loads a run directory into typed records, tolerating partial and damaged runs;
-- :mod:`.report`: the HTML page and its figures.
+- :mod:`.report`: the HTML page and its figures;
+- :mod:`.otel`: the run as OpenTelemetry traces over OTLP (``toporoute export-otel``; extra ``otel``).
 
 A run directory holds one or more method runs over the same task set (``toporoute run A B C --out RUN_DIR``)::
 
     RUN_DIR/
       <method>/                  one folder per method (dytopo, qmix, conductor, single, ...)
         run.json                 config: method, params (all settings), tasks, task_ids, engine, model, started,
-                                 versions, argv
+                                 versions, argv; task_selection where the method leaves tasks out (qmix: its
+                                 checkpoint's training tasks)
         episodes/<episode>.json  one per finished episode (written atomically by the runtime)
         traces/<episode>.jsonl   one JSON record per round, appended as rounds finish
         summary.json             per-method totals, rewritten at the end of every run
