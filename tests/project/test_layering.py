@@ -47,6 +47,7 @@ UPPER_LAYERS = (
     "serve",
     "benchmark",
     "_installation",
+    "integrations",
 )
 
 
@@ -381,6 +382,52 @@ def test_tasks_and_report_do_not_load_llm_layers(package: str, forbidden: list[s
         "print(json.dumps(sorted(m for m in sys.modules if any(m == b or m.startswith(b + '.') for b in bad))))"
     )
     assert run_json(code, tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------------ framework adapters
+
+# the agent frameworks of the optional adapters (extras langgraph and autogen), by top-level module
+FRAMEWORKS = [
+    "langgraph",
+    "langchain",
+    "langchain_core",
+    "langsmith",
+    "autogen_agentchat",
+    "autogen_core",
+    "autogen_ext",
+]
+ADAPTERS = ("integrations/langgraph.py", "integrations/autogen.py")
+
+
+def test_core_install_never_imports_agent_frameworks(tmp_path: Path) -> None:
+    # every layer, the command line, the service and the adapters' shared module load without LangGraph or AutoGen
+    body = (
+        "import toporoute, toporoute.ops, toporoute.embed, toporoute.llm, toporoute.methods, toporoute.runtime\n"
+        "import toporoute.tasks, toporoute.trace.report, toporoute.cli, toporoute.serve, toporoute.client\n"
+        "import toporoute.integrations, toporoute.integrations.rounds\n"
+        "from toporoute.methods import registry\n"
+        "registry.report_sections()"
+    )
+    assert_loads_none(body, FRAMEWORKS, tmp_path, TOPOROUTE_CACHE=str(tmp_path))
+
+
+_FRAMEWORK_IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:" + "|".join(FRAMEWORKS) + r")\b", re.MULTILINE)
+_ADAPTER_IMPORT = _import_pattern(("integrations",))
+
+
+def test_only_the_adapters_import_agent_frameworks() -> None:
+    # the frameworks are imported by the two adapter modules only, and nothing outside integrations/ imports it
+    files = sorted(PKG_SRC.rglob("*.py"))
+    assert {f.relative_to(PKG_SRC).as_posix() for f in files} >= {*ADAPTERS, "integrations/rounds.py"}
+    offenders = []
+    for f in files:
+        rel = f.relative_to(PKG_SRC).as_posix()
+        text = f.read_text(encoding="utf-8")
+        if rel not in ADAPTERS:
+            offenders += [f"{rel}: {m.group(0).strip()}" for m in _FRAMEWORK_IMPORT.finditer(text)]
+        if not rel.startswith("integrations/"):
+            offenders += [f"{rel}: {m.group(0).strip()}" for m in _ADAPTER_IMPORT.finditer(text)]
+    assert offenders == []
 
 
 # The otel extra is optional (toporoute export-otel): only toporoute/trace/otel.py imports OpenTelemetry, and only

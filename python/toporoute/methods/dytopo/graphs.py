@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import ops
 from ...errors import InvalidArgumentError
+from ...trace.schema import Graph
 
 __all__ = ["FIXED_TOPOLOGIES", "RoundGraph", "fixed_adjacency", "random_adjacency", "round_graph"]
 
@@ -78,6 +79,20 @@ class RoundGraph:
     @property
     def edges(self) -> list[tuple[int, int]]:
         return [(int(s), int(d)) for s, d in zip(*np.nonzero(self.adjacency))]
+
+    def trace_block(self, agents: list[str], roles: list[str]) -> Graph:
+        """The round record's graph block of this graph, its nodes named ``agents`` with ``roles``."""
+        return Graph.build(
+            agents,
+            roles,
+            self.edges,
+            order=self.order,
+            levels=self.levels,
+            removed=self.removed,
+            is_dag=self.is_dag,
+            inbox=self.inbox,
+            scores=self.scores,
+        )
 
 
 def round_graph(

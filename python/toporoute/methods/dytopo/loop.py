@@ -30,7 +30,6 @@ from ...tasks import Task
 from ...trace.schema import (
     Descriptors,
     EdgeUsage,
-    Graph,
     ManagerDecision,
     Message,
     RoundRecord,
@@ -322,17 +321,7 @@ class WorkerLoop:
             round=rnd.t,
             goal=rnd.goal,
             descriptors=Descriptors(queries, keys),
-            graph=Graph.build(
-                names,
-                titles,
-                graph.edges,
-                order=graph.order,
-                levels=graph.levels,
-                removed=graph.removed,
-                is_dag=graph.is_dag,
-                inbox=graph.inbox,
-                scores=graph.scores,
-            ),
+            graph=graph.trace_block(names, titles),
             messages={
                 names[i]: Message.of(o.public, o.private_text(), o.answer, o.parse_error)
                 for i, o in enumerate(outs)

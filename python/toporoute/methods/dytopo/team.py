@@ -16,7 +16,7 @@ from ...errors import InvalidArgumentError
 from ..episode import DOMAINS
 from ..prompt_files import read_json, read_text
 
-__all__ = ["DOMAINS", "AgentSpec", "Team", "agent_names", "load_team", "prompt_text"]
+__all__ = ["DOMAINS", "AgentSpec", "Team", "agent_names", "agent_spec", "load_team", "prompt_text"]
 
 # String caps (characters), so that a model stuck repeating itself cannot run a field to max_tokens and leave
 # invalid JSON behind: guided decoding closes a string at its cap. The caps share a budget of about 3.5
@@ -153,6 +153,15 @@ def _agent(entry: dict[str, Any], manager: bool, max_tokens: int) -> AgentSpec:
         manager,
         str(entry.get("query", "")),
     )
+
+
+def agent_spec(
+    name: str, title: str, description: str, *, manager: bool = False, max_tokens: int = 4096
+) -> AgentSpec:
+    """An agent outside the team files (the framework adapters' own roles, :mod:`toporoute.integrations`),
+    with the same system prompt, fields and output schema as a team agent of that kind."""
+    entry = {"name": name, "title": title, "description": description}
+    return _agent(entry, manager, max_tokens)
 
 
 def agent_names() -> tuple[str, ...]:
