@@ -528,6 +528,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     from ._runlock import RunLock
+    from .methods.harness import tasks_for
     from .methods.registry import REGISTRY, check_shared_options
 
     bad = [m for m in args.methods if m not in REGISTRY]
@@ -562,6 +563,9 @@ async def _run(args: argparse.Namespace) -> int:
         built = {
             spec.name: _build(spec, args, encoder, options.get(spec.name)) for spec in specs if not spec.after
         }
+        # a method that refuses some of the tasks (qmix: its checkpoint's training tasks) says so now
+        for method in built.values():
+            tasks_for(method, tasks)
         engine = await _engine(args) if args.engine != "vllm" else None
         try:
             for method in built.values():
@@ -639,10 +643,10 @@ def _check_folder(args: argparse.Namespace, method: Method, tasks: Sequence[Task
     """Refuses a method folder that holds a run with other settings, before the engine starts (the model's
     name is known beforehand: vllm's from --model, the other engines' from the engine, which starts at once)."""
     from .llm.vllm_engine import engine_name
-    from .methods.harness import check_resume, run_config
+    from .methods.harness import check_resume, run_config, tasks_for
 
     model = engine.name if engine is not None else engine_name(args.model)
-    config = run_config(method, tasks, model, args.engine, _run_info(args, model))
+    config = run_config(method, tasks_for(method, tasks)[0], model, args.engine, _run_info(args, model))
     check_resume(args.out / method.name / "run.json", config)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import platform
 import sys
 import time
@@ -31,7 +32,9 @@ from ..trace.schema import EpisodeRecord
 from ..trace.writer import TraceWriter
 from .episode import Method
 
-__all__ = ["check_resume", "episode_fn", "run_config", "run_method", "versions"]
+__all__ = ["check_resume", "episode_fn", "run_config", "run_method", "tasks_for", "versions"]
+
+log = logging.getLogger("toporoute")
 
 _CONFIG_KEYS = ("method", "params", "tasks", "model", "engine")
 
@@ -112,6 +115,23 @@ def run_config(
     }
 
 
+def tasks_for(method: Method, tasks: Sequence[Task]) -> tuple[list[Task], dict[str, Any] | None]:
+    """The tasks ``method`` runs of ``tasks``, and what run.json records of the choice (``task_selection``).
+
+    A method with a ``select_tasks(tasks) -> (tasks, record)`` chooses (Agent Q-Mix leaves out, or refuses,
+    the tasks its checkpoint was trained on); any other runs every task, and nothing is recorded.
+    """
+    select = getattr(method, "select_tasks", None)
+    if select is None:
+        return list(tasks), None
+    kept, record = select(tasks)
+    if not kept:
+        raise InvalidArgumentError(
+            f"method {method.name} leaves out all {len(tasks)} task(s): {record.get('message', '')}", "tasks"
+        )
+    return list(kept), record
+
+
 def episode_fn(
     method: Method,
     task: Task,
@@ -170,6 +190,7 @@ async def run_method(
     ----------
     method : Method
     tasks : sequence of Task
+        Those the method chooses to run (:func:`tasks_for`).
     engine : Engine
         Usually wrapped in :class:`toporoute.llm.Structured` (validation with re-prompts).
     out_dir : path
@@ -189,7 +210,12 @@ async def run_method(
     from ..trace.reader import load_run, summarize
 
     out = Path(out_dir)
+    tasks, selection = tasks_for(method, tasks)
     config = run_config(method, tasks, getattr(engine, "name", None), type(engine).__name__, info)
+    if selection is not None:
+        config["task_selection"] = selection
+        if selection.get("message"):
+            log.warning("%s: %s", method.name, selection["message"])
     with RunLock(out):
         check_resume(out / "run.json", config)
         config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())

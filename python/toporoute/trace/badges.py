@@ -30,6 +30,15 @@ ORACLE_SETTINGS: tuple[tuple[str, Any, str, str], ...] = (
             "results are not comparable with a run without them"
         ),
     ),
+    (
+        "retrieval_corpus",
+        "humaneval",
+        "HumanEval solutions retrievable",
+        (
+            "AgentConductor's searcher retrieved from HumanEval's canonical solutions (leaving out the task itself "
+            "and its near-duplicates): results on HumanEval are not comparable with a run without them"
+        ),
+    ),
 )
 
 

@@ -83,11 +83,12 @@ def test_trainer_trains_saves_and_resumes(he, tmp_path: Path) -> None:
 def test_trained_checkpoint_runs_in_the_harness_and_report(he, tmp_path: Path) -> None:
     out = tmp_path / "train"
     asyncio.run(
-        Trainer(he[:2], he_engine(), out, train=TrainConfig(episodes=2, batch_size=2), progress=False).run()
+        Trainer(he[1:2], he_engine(), out, train=TrainConfig(episodes=2, batch_size=2), progress=False).run()
     )
-    method = make_method("qmix", checkpoint=out / "policy.safetensors")
+    # evaluated on the other tasks: the one it was trained on is left out (test_qmix_training_tasks.py)
+    method = make_method("qmix", checkpoint=out / "policy.safetensors", drop_trained_tasks=True)
     run = tmp_path / "run"
-    summary = asyncio.run(run_method(method, he[:2], he_engine(), run / "qmix", progress=False))
+    summary = asyncio.run(run_method(method, he, he_engine(), run / "qmix", progress=False))
     assert summary["episodes"] == 2 and summary["passed"] == 1
     trace = [
         json.loads(line) for line in (run / "qmix" / "traces" / "HumanEval-0.jsonl").read_text().splitlines()
@@ -96,6 +97,9 @@ def test_trained_checkpoint_runs_in_the_harness_and_report(he, tmp_path: Path) -
     assert all("waves" in r and "edges" in r for r in trace)
     cfg = json.loads((run / "qmix" / "run.json").read_text())
     assert cfg["params"]["checkpoint"]["episodes"] == "2"
+    assert cfg["task_ids"] == ["HumanEval/0", "HumanEval/2"] and cfg["task_selection"]["dropped"] == [
+        "HumanEval/1"
+    ]
     pytest.importorskip("matplotlib", reason="the report's figures need matplotlib (report extra)")
     from toporoute.trace.report import write_report
 

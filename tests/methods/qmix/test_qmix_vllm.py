@@ -56,12 +56,13 @@ def test_train_then_run_qmix_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     assert params.metadata["episodes"] == "3" and params.has_mixer
     assert (train_dir / "figures" / "reward.png").stat().st_size > 1000
 
+    # the task after the two trained on: a run refuses its checkpoint's training tasks
     status = toporoute_cli(
-        "run", "qmix", "--checkpoint", str(train_dir / "policy.safetensors"), "--limit", "1", "--out", str(run_dir),
-        "--report", *common,
+        "run", "qmix", "--checkpoint", str(train_dir / "policy.safetensors"), "--offset", "2", "--limit", "1",
+        "--out", str(run_dir), "--report", *common,
     )  # fmt: skip
     assert status in (0, 1), status  # 1: an episode error, checked below with its traceback
-    record = json.loads((run_dir / "qmix" / "episodes" / "HumanEval-0.json").read_text())
+    record = json.loads((run_dir / "qmix" / "episodes" / "HumanEval-2.json").read_text())
     assert record["status"] == "ok", record["error"]
     rec = record["record"]
     assert rec["rounds"] == 2 and rec["score"]["status"] in (
@@ -73,7 +74,7 @@ def test_train_then_run_qmix_with_vllm(tmp_path: Path, toporoute_cli) -> None:
     )
     rounds = [
         json.loads(line)
-        for line in (run_dir / "qmix" / "traces" / "HumanEval-0.jsonl").read_text().splitlines()
+        for line in (run_dir / "qmix" / "traces" / "HumanEval-2.jsonl").read_text().splitlines()
     ]
     assert len(rounds) == 2
     names = rounds[0]["agents"]
@@ -122,23 +123,24 @@ def test_legacy_network_on_choice_tasks_with_vllm(tmp_path: Path, toporoute_cli)
     )
     train_dir, run_dir = tmp_path / "train", tmp_path / "run"
     common = ["--tasks", str(tasks), "--max-tokens", "32", "--no-progress"]
+    # trained on mc/1, run on mc/2: a run refuses its checkpoint's training tasks
     status = toporoute_cli(
-        "train", "qmix", "--legacy-network", "--episodes", "2", "--batch-size", "2", "--out", str(train_dir),
-        *common,
+        "train", "qmix", "--legacy-network", "--limit", "1", "--episodes", "2", "--batch-size", "2",
+        "--out", str(train_dir), *common,
     )  # fmt: skip
     assert status == 0
     params = QMixParams.load(train_dir / "policy.safetensors")
     assert params.config == QMixConfig.original() and params.metadata["domains"] == "choice"
     status = toporoute_cli(
-        "run", "qmix", "--checkpoint", str(train_dir / "policy.safetensors"), "--limit", "1", "--out", str(run_dir),
-        *common,
+        "run", "qmix", "--checkpoint", str(train_dir / "policy.safetensors"), "--offset", "1", "--limit", "1",
+        "--out", str(run_dir), *common,
     )  # fmt: skip
     assert status in (0, 1), status
-    record = json.loads((run_dir / "qmix" / "episodes" / "mc-1.json").read_text())
+    record = json.loads((run_dir / "qmix" / "episodes" / "mc-2.json").read_text())
     assert record["status"] == "ok", record["error"]
     assert record["record"]["kind"] == "choice" and record["record"]["rounds"] == 2
     assert record["record"]["score"]["status"] in ("passed", "failed", "no-answer")
     rounds = [
-        json.loads(line) for line in (run_dir / "qmix" / "traces" / "mc-1.jsonl").read_text().splitlines()
+        json.loads(line) for line in (run_dir / "qmix" / "traces" / "mc-2.jsonl").read_text().splitlines()
     ]
     assert rounds[0]["agents"] == ["ReasoningAgent_0", "ReasoningAgent_1", "AnalyzeAgent_2"]

@@ -8,7 +8,7 @@ from ...errors import InvalidArgumentError
 from ...types.conductor_topology import CheckOptions
 from ..prompt_files import read_json, read_text
 
-__all__ = ["GRAMMARS", "agent_parts", "plan_regex", "role_duties", "text"]
+__all__ = ["GRAMMARS", "agent_parts", "plan_regex", "role_duties", "role_system", "roles_block", "text"]
 
 
 def text(name: str) -> str:
@@ -21,7 +21,8 @@ def _json(name: str) -> dict[str, str]:
 
 
 def role_duties() -> dict[str, str]:
-    """One-line duty of each role (the orchestrator's role list)."""
+    """One-line duty of each role (the orchestrator's role list); ``role@corpus`` keys describe a role as a
+    retrieval corpus other than solved problems makes it."""
     return _json("roles")
 
 
@@ -30,9 +31,23 @@ def agent_parts() -> dict[str, str]:
     return _json("agent_parts")
 
 
-def roles_block(pool: tuple[str, ...]) -> str:
+def roles_block(pool: tuple[str, ...], corpus: str = "humaneval") -> str:
+    """The orchestrator's role list; the searcher's duty is the one of its retrieval ``corpus``."""
     duties = role_duties()
-    return "\n".join(f"- <{r}>: {duties.get(r, 'an agent of the team')}" for r in pool)
+    return "\n".join(
+        f"- <{r}>: {duties.get(f'{r}@{corpus}', duties.get(r, 'an agent of the team'))}" for r in pool
+    )
+
+
+def role_system(role: str, corpus: str = "humaneval") -> str:
+    """A role agent's system prompt (``<role>_<corpus>.txt`` where one exists, as the searcher's for the
+    standard library's documentation, else ``<role>.txt``, else a generic line)."""
+    for name in (f"{role}_{corpus}", role):
+        try:
+            return text(name).strip()
+        except FileNotFoundError:
+            continue
+    return f"You are the {role} of a programming team."
 
 
 GRAMMARS = ("validator", "strict")

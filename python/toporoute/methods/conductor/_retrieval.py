@@ -1,10 +1,14 @@
-"""The searcher's retrieval (spec §2.1): dense search over an offline corpus of solved problems, each document a
-problem statement plus its canonical solution.
+"""The searcher's retrieval (spec §2.1): dense search over an offline corpus of documents, each a solved problem
+(a statement plus its canonical solution) or a page of documentation.
 
 The paper retrieves with E5 from APPS, HumanEval and MBPP; offline we embed with the project's descriptor
-encoder (all-MiniLM-L6-v2 by default) and ship HumanEval's 164 problems with their canonical solutions
-(:func:`humaneval_corpus`), or read any JSONL corpus (:func:`load_corpus`). Retrieval is leave-one-out (spec
-§9.17): the query's own problem and its near-duplicates never come back.
+encoder (all-MiniLM-L6-v2 by default). Retrieving from the solutions of the benchmark under evaluation leaks
+answers however well the query's own problem is left out, so the default corpus is documentation that cannot
+hold a benchmark's solution: the Python standard library's, as it ships with the interpreter
+(:func:`stdlib_corpus`: pydoc's language-reference topics and the docstrings of the modules coding tasks use,
+built once and cached). HumanEval's 164 problems with their canonical solutions (:func:`humaneval_corpus`) are
+an opt-in, and any JSONL corpus can be read (:func:`load_corpus`). Retrieval is leave-one-out (spec §9.17): the
+query's own problem and its near-duplicates never come back.
 
 Blocking (the first search embeds the corpus); call it from a worker thread in async code.
 """
@@ -14,10 +18,16 @@ from __future__ import annotations
 import ast
 import functools
 import gzip
+import hashlib
+import importlib
+import inspect
+import io
 import json
 import os
 import re
+import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import ops
+from ..._atomic import write_bytes_atomic
+from ..._cache import cache_root
 from ..._checks import int_at_least
 from ...errors import InvalidArgumentError, ShapeError, ToporouteError
 from ...tasks.loading import check_unique, json_rows, read_lines
@@ -33,10 +45,81 @@ from ...tasks.loading import check_unique, json_rows, read_lines
 if TYPE_CHECKING:
     from ...embed import Encoder
 
-__all__ = ["Document", "Hit", "Retriever", "humaneval_corpus", "load_corpus", "render"]
+__all__ = [
+    "CORPORA",
+    "Document",
+    "Hit",
+    "Retriever",
+    "corpus_named",
+    "humaneval_corpus",
+    "load_corpus",
+    "render",
+    "stdlib_corpus",
+]
 
 _FIELDS = ("id", "problem", "solution")
 _HUMANEVAL_ID = re.compile(r"^HumanEval/(\d+)$")
+
+CORPORA = ("stdlib", "humaneval")
+"""The corpora :func:`corpus_named` knows: the standard library's documentation (the default: no benchmark's
+solution) and HumanEval's problems with their canonical solutions (opt-in)."""
+
+# the modules whose docstrings the stdlib corpus holds: what a coding task's program imports or calls
+_STDLIB_MODULES = (
+    "builtins",
+    "string",
+    "re",
+    "math",
+    "statistics",
+    "itertools",
+    "functools",
+    "collections",
+    "heapq",
+    "bisect",
+    "fractions",
+    "datetime",
+)
+# the language reference's topics a program's expressions and statements use (pydoc's others: the data model's
+# special methods, the import system, the debugger, execution model, ...)
+_STDLIB_TOPICS = (
+    "augassign",
+    "binary",
+    "bitwise",
+    "booleans",
+    "comparisons",
+    "conversions",
+    "dict",
+    "exceptions",
+    "exprlists",
+    "floating",
+    "for",
+    "formatstrings",
+    "if",
+    "in",
+    "integers",
+    "lambda",
+    "lists",
+    "operator-summary",
+    "power",
+    "return",
+    "shifting",
+    "slicings",
+    "string-methods",
+    "strings",
+    "subscriptions",
+    "truth",
+    "try",
+    "typesmapping",
+    "typesseq",
+    "typesseq-mutable",
+    "unary",
+    "while",
+    "yield",
+)
+# about the encoder's 256-token window, so that what is embedded is what the searcher shows
+_CHUNK_CHARS = 1000
+# the stdlib builder's version: a change to what it builds names a new cache file
+_STDLIB_BUILD = 2
 
 
 @dataclass(frozen=True)
@@ -127,6 +210,140 @@ def humaneval_corpus() -> tuple[Document, ...]:
         )
         for row in sorted(rows, key=order)
     )
+
+
+def stdlib_corpus(cache_dir: str | os.PathLike[str] | None = None) -> tuple[Document, ...]:
+    """The Python standard library's documentation as it ships with this interpreter: pydoc's topics (the
+    language reference: statements, operators, string methods, format specs) and the docstrings of the modules
+    coding tasks use (builtins, itertools, collections, math, re, ...), each cut into passages of about 1000
+    characters. No benchmark's solution is in it, so nothing leaks whatever the task set.
+
+    Built once per Python version and cached as JSONL under ``cache_root(cache_dir) / "retrieval"``.
+
+    Parameters
+    ----------
+    cache_dir : str or path-like, optional
+        See :func:`toporoute._cache.cache_root`.
+
+    Returns
+    -------
+    tuple of Document
+        Ids ``topic:<pydoc topic>[#part]`` and ``py:<module>.<name>[#part]`` (``py:<name>`` for builtins);
+        ``problem`` the passage (its title first), ``solution`` empty.
+    """
+    return _stdlib_corpus(cache_root(cache_dir))
+
+
+@functools.cache
+def _stdlib_corpus(root: Path) -> tuple[Document, ...]:
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    path = root / "retrieval" / f"stdlib-py{version}-v{_STDLIB_BUILD}.jsonl"
+    if path.is_file():
+        try:
+            return load_corpus(path)
+        except InvalidArgumentError:
+            pass  # damaged: built again below
+    docs = _build_stdlib_corpus()
+    rows = "".join(
+        json.dumps({"id": d.id, "problem": d.problem, "solution": d.solution}) + "\n" for d in docs
+    )
+    try:
+        write_bytes_atomic(path, rows.encode("utf-8"))
+    except OSError:
+        pass  # a read-only cache: built again next time
+    return docs
+
+
+def _build_stdlib_corpus() -> tuple[Document, ...]:
+    from pydoc_data.topics import topics
+
+    docs: dict[str, Document] = {}
+
+    def add(doc_id: str, title: str, text: str) -> None:
+        parts = _passages(text)
+        for k, part in enumerate(parts, 1):
+            key = doc_id if len(parts) == 1 else f"{doc_id}#{k}"
+            head = title if len(parts) == 1 else f"{title} (part {k} of {len(parts)})"
+            docs.setdefault(key, Document(id=key, problem=f"{head}\n\n{part}", solution=""))
+
+    for name in _STDLIB_TOPICS:
+        text = topics.get(name, "").strip()
+        if text:
+            add(f"topic:{name}", f"Python reference: {text.splitlines()[0].strip()}", text)
+    for module_name in _STDLIB_MODULES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = importlib.import_module(module_name)
+        prefix = "" if module_name == "builtins" else f"{module_name}."
+        doc = inspect.getdoc(module)
+        if doc and module_name != "builtins":
+            add(f"py:{module_name}", f"module {module_name}", doc)
+        for name in sorted(vars(module)):
+            obj = vars(module)[name]
+            if name.startswith("_") or inspect.ismodule(obj) or not _defined_in(obj, module_name):
+                continue
+            if isinstance(obj, type) and issubclass(obj, BaseException):
+                continue
+            doc = inspect.getdoc(obj)
+            if not doc:
+                continue
+            add(f"py:{prefix}{name}", _signature(f"{prefix}{name}", obj), doc)
+            if isinstance(obj, type):
+                for attr in sorted(vars(obj)):
+                    member = vars(obj)[attr]
+                    member_doc = None if attr.startswith("_") else inspect.getdoc(getattr(obj, attr, None))
+                    if member_doc and member_doc != doc:
+                        add(
+                            f"py:{prefix}{name}.{attr}",
+                            _signature(f"{prefix}{name}.{attr}", member),
+                            member_doc,
+                        )
+    return tuple(docs.values())
+
+
+def _defined_in(obj: Any, module_name: str) -> bool:
+    """``obj`` belongs to ``module_name`` (not a name it imported); C modules name themselves ``_x`` at times."""
+    owner = getattr(obj, "__module__", None)
+    if not isinstance(owner, str):
+        return False
+    return owner == module_name or owner.lstrip("_") == module_name
+
+
+def _signature(name: str, obj: Any) -> str:
+    try:
+        return f"{name}{inspect.signature(obj)}"
+    except (TypeError, ValueError):
+        return name
+
+
+def _passages(text: str, limit: int = _CHUNK_CHARS) -> list[str]:
+    """``text`` cut at blank lines (else at line ends, else anywhere) into passages of at most ``limit``
+    characters."""
+    pieces: list[str] = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        while len(para) > limit:
+            cut = para.rfind("\n", 0, limit)
+            cut = cut if cut > 0 else limit
+            pieces.append(para[:cut])
+            para = para[cut:].lstrip("\n")
+        if para.strip():
+            pieces.append(para)
+    out: list[str] = []
+    for piece in pieces:
+        if out and len(out[-1]) + 2 + len(piece) <= limit:
+            out[-1] += "\n\n" + piece
+        else:
+            out.append(piece)
+    return out
+
+
+def corpus_named(name: str, cache_dir: str | os.PathLike[str] | None = None) -> tuple[Document, ...]:
+    """The corpus of :data:`CORPORA` named ``name``: :func:`stdlib_corpus` or :func:`humaneval_corpus`."""
+    if name == "stdlib":
+        return stdlib_corpus(cache_dir)
+    if name == "humaneval":
+        return humaneval_corpus()
+    raise InvalidArgumentError(f"corpus must be one of {', '.join(CORPORA)}; got {name!r}", "corpus")
 
 
 def _without_docstring(code: str, name: str) -> str:
@@ -225,10 +442,20 @@ class Retriever:
     near_duplicate : float
         A document whose problem has cosine >= this with the query's ``problem`` is never returned
         (0 < near_duplicate <= 1).
+    index_dir : str or path-like, optional
+        Where the embedded corpus is kept between processes (a ``.npy`` file named by a digest of the
+        encoder's ``name`` and ``max_tokens`` and of the corpus), for an encoder with a ``name``; None embeds it
+        in every process.
     """
 
     def __init__(
-        self, encoder: Encoder, corpus: Sequence[Document], *, top_k: int = 3, near_duplicate: float = 0.95
+        self,
+        encoder: Encoder,
+        corpus: Sequence[Document],
+        *,
+        top_k: int = 3,
+        near_duplicate: float = 0.95,
+        index_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not callable(getattr(encoder, "encode", None)):
             raise InvalidArgumentError(
@@ -265,6 +492,7 @@ class Retriever:
         self._lock = threading.Lock()
         self._texts: np.ndarray | None = None
         self._problems: np.ndarray | None = None
+        self.index_dir = None if index_dir is None else Path(index_dir)
 
     def __repr__(self) -> str:
         return (
@@ -321,9 +549,38 @@ class Retriever:
         with self._lock:
             if self._texts is None or self._problems is None:
                 n = len(self.corpus)
-                both = self._embed([d.text for d in self.corpus] + [d.problem for d in self.corpus], "corpus")
-                self._texts, self._problems = both[:n], both[n:]
+                # a document without a solution (documentation) is its problem: one embedding serves both
+                solved = [i for i, d in enumerate(self.corpus) if d.solution.strip()]
+                texts = [d.text for d in self.corpus] + [self.corpus[i].problem for i in solved]
+                rows = self._cached_embed(texts)
+                self._texts = rows[:n]
+                problems = rows[:n].copy()
+                problems[solved] = rows[n:]
+                self._problems = problems
             return self._texts, self._problems
+
+    def _cached_embed(self, texts: list[str]) -> np.ndarray:
+        """The corpus rows, read from ``index_dir`` when an earlier process embedded the same texts with the
+        same encoder, else embedded (and kept there)."""
+        name = getattr(self.encoder, "name", None)
+        if self.index_dir is None or not isinstance(name, str):
+            return self._embed(texts, "corpus")
+        key = hashlib.sha256(json.dumps([name, getattr(self.encoder, "max_tokens", None), texts]).encode())
+        path = self.index_dir / f"index-{key.hexdigest()[:24]}.npy"
+        try:
+            rows = np.load(path, allow_pickle=False)
+            if rows.ndim == 2 and rows.shape[0] == len(texts) and np.isfinite(rows).all():
+                return np.asarray(rows, dtype=np.float32)
+        except (OSError, ValueError):
+            pass  # absent or damaged: embedded again
+        rows = self._embed(texts, "corpus")
+        buf = io.BytesIO()
+        np.save(buf, rows, allow_pickle=False)
+        try:
+            write_bytes_atomic(path, buf.getvalue())
+        except OSError:
+            pass  # a read-only cache: embedded again next time
+        return rows
 
     def _embed(self, texts: list[str], what: str) -> np.ndarray:
         out = self.encoder.encode(texts)
@@ -346,7 +603,7 @@ class Retriever:
 
 def render(hits: Sequence[Hit]) -> str:
     """Retrieved documents as prompt text: for each, its rank, id and similarity, the problem, and the
-    solution in a python fence.
+    solution in a python fence (a document without a solution, documentation, shows its text alone).
 
     Parameters
     ----------
@@ -365,6 +622,9 @@ def render(hits: Sequence[Hit]) -> str:
         if not isinstance(hit, Hit):
             raise InvalidArgumentError(f"hits[{rank - 1}] must be a Hit; got {type(hit).__name__}", "hits")
         doc = hit.document
+        if not doc.solution.strip():
+            parts.append(f"[{rank}] {doc.id} (similarity {hit.score:.2f})\n{doc.problem.strip()}")
+            continue
         solution = doc.solution.strip("\n")
         fence = "```"
         while fence in solution:  # a longer fence than any run of backticks inside

@@ -78,7 +78,8 @@ class Conductor(SettingsMethod[ConductorSettings]):
     ----------
     settings : ConductorSettings, optional
     retriever : Retriever, optional
-        The searcher's retriever (default: HumanEval problems and solutions, embedded with ``encoder``).
+        The searcher's retriever (default: the corpus ``settings.retrieval_corpus`` names, embedded with
+        ``encoder``).
     encoder : Encoder, optional
         The descriptor encoder of the default retriever (default ``Encoder.default()``, loaded when a plan
         first uses a searcher).
@@ -93,12 +94,16 @@ class Conductor(SettingsMethod[ConductorSettings]):
         name: str = "conductor",
     ) -> None:
         super().__init__(name, settings or ConductorSettings())
-        self._search = _SearchSlot(retriever, encoder)
+        self._search = _SearchSlot(retriever, encoder, self.settings.retrieval_corpus)
 
     def with_settings(self, **changes: Any) -> Conductor:
-        """The same method with ``changes`` to its settings, sharing its retriever (the corpus is embedded once)."""
+        """The same method with ``changes`` to its settings, sharing its retriever (the corpus is embedded once)
+        unless they name another corpus."""
         other = Conductor(replace(self.settings, **changes), name=self.name)
-        other._search = self._search
+        if other.settings.retrieval_corpus == self.settings.retrieval_corpus:
+            other._search = self._search
+        else:
+            other._search = _SearchSlot(None, self._search.encoder, other.settings.retrieval_corpus)
         return other
 
     # ------------------------------------------------------------------------------------------ the episode
@@ -225,7 +230,7 @@ class Conductor(SettingsMethod[ConductorSettings]):
     ) -> Request:
         s = self.settings
         system = _prompts.text("orchestrator_system").format(
-            roles=_prompts.roles_block(s.pool), max_turns=s.max_turns
+            roles=_prompts.roles_block(s.pool, s.retrieval_corpus), max_turns=s.max_turns
         )
         blocks = []
         for i, h in enumerate(history):
@@ -388,7 +393,7 @@ class Conductor(SettingsMethod[ConductorSettings]):
             problem=task.prompt.strip(), view=view_text, memory=mem, inputs=inputs, instruction=instruction
         )
         return Request.chat(
-            _role_system(node.role),
+            _prompts.role_system(node.role, self.settings.retrieval_corpus),
             user,
             sampling=self.settings.sampling(episode, k, names[gi]),
             tags=Tags(round=k, agent=names[gi], role=node.role),
@@ -565,24 +570,28 @@ class _TurnRun:
 
 
 class _SearchSlot:
-    """The searcher's retriever, made on first use (the encoder loaded, HumanEval as the corpus) and shared by
-    the methods :meth:`Conductor.with_settings` derives."""
+    """The searcher's retriever, made on first use (the encoder loaded, the named corpus built or read from the
+    cache, its embeddings kept there) and shared by the methods :meth:`Conductor.with_settings` derives."""
 
-    def __init__(self, retriever: Retriever | None, encoder: Encoder | None) -> None:
+    def __init__(self, retriever: Retriever | None, encoder: Encoder | None, corpus: str) -> None:
         self._retriever = retriever
-        self._encoder = encoder
+        self.encoder = encoder
+        self.corpus = corpus
         self._lock = threading.Lock()
 
     def get(self) -> Retriever:
         with self._lock:
             if self._retriever is None:
-                from ._retrieval import Retriever, humaneval_corpus
+                from ..._cache import cache_root
+                from ._retrieval import Retriever, corpus_named
 
-                if self._encoder is None:
+                if self.encoder is None:
                     from ...embed import Encoder
 
-                    self._encoder = Encoder.default()
-                self._retriever = Retriever(self._encoder, humaneval_corpus())
+                    self.encoder = Encoder.default()
+                self._retriever = Retriever(
+                    self.encoder, corpus_named(self.corpus), index_dir=cache_root() / "retrieval"
+                )
             return self._retriever
 
 
@@ -599,13 +608,6 @@ def _outputs_block(
         return ""
     body = "\n\n".join(f"[{names[x]}]\n{outputs.get(x, '') or empty}" for x in nodes)
     return f"\n{heading}\n{body}\n"
-
-
-def _role_system(role: str) -> str:
-    try:
-        return _prompts.text(role).strip()
-    except FileNotFoundError:
-        return f"You are the {role} of a programming team."
 
 
 def _tester_output(report: TestReport, code: str) -> str:

@@ -12,6 +12,7 @@ from ...types.conductor_topology import CheckOptions
 from ..episode import SandboxSettings
 from ..options import option
 from . import _prompts
+from ._retrieval import CORPORA
 from .reward import CAPS, DENSITY_MODES, RETURN_MODES, RewardConfig
 
 __all__ = ["LEVELS_BY_LABEL", "ConductorSettings"]
@@ -66,6 +67,11 @@ class ConductorSettings(SandboxSettings):
         (and its defaults).
     retrieval_k : int
         Documents the searcher retrieves.
+    retrieval_corpus : {"stdlib", "humaneval"}
+        What the searcher retrieves from (:func:`~toporoute.methods.conductor._retrieval.corpus_named`): the
+        Python standard library's documentation (the default: it holds no benchmark's solution), or HumanEval's
+        problems with their canonical solutions (the paper retrieves solved problems; on HumanEval itself only
+        leave-one-out and a near-duplicate filter keep a task's own solution out, so the report labels it).
     view_chars : int
         Characters of tester logs kept in the view and the history (about 2k tokens at most).
     test_timeout_s, test_memory_mb : limits of the tester's sandbox runs (see
@@ -110,6 +116,12 @@ class ConductorSettings(SandboxSettings):
     strict_tester: bool = option(_CHECK_DEFAULTS.strict_tester, help="reject testers outside the last step")
     concise: bool = _CHECK_DEFAULTS.concise
     retrieval_k: int = 3
+    retrieval_corpus: str = option(
+        "stdlib",
+        choices=CORPORA,
+        help="the searcher's corpus: the Python standard library's documentation (default; no benchmark "
+        "solution) or humaneval (HumanEval's canonical solutions, leave-one-out; labelled in the report)",
+    )
     view_chars: int = 6000
     density_mode: str = option(
         _REWARD_DEFAULTS.density_mode, choices=DENSITY_MODES, help="r_g form (default paper)"

@@ -15,6 +15,7 @@ the reasoning team; the agents see the question with its lettered options) are s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
 
 __all__ = ["QMix", "QMixPolicy", "QMixStepRecord"]
 
+# overlapping task ids an error or a log line names before it says "and N more"
+_SHOWN_IDS = 20
+
 
 class QMixPolicy:
     """A Q-Mix policy for acting: weights (compiled forward) plus the feature settings they were trained on.
@@ -62,9 +66,27 @@ class QMixPolicy:
         Default: read from the checkpoint's metadata, else the hash featuriser.
     encoder : Encoder, optional
         Needed when ``features.task_feature == "encoder"`` (default ``Encoder.default()``).
+    source : path, optional
+        The checkpoint file it was read from (named in errors; :meth:`load` sets it).
+
+    Attributes
+    ----------
+    train_task_ids : tuple of str or None
+        The ids of the tasks the policy was trained on: the checkpoint's ``task_ids`` metadata, else (a
+        checkpoint written before it was recorded) the ``task_ids`` of the ``train.json`` beside ``source``,
+        else None (unknown).
+    train_tasks_from : str or None
+        Where ``train_task_ids`` came from: ``"checkpoint"``, the train.json's path, or None.
     """
 
-    def __init__(self, params: QMixParams, features: Features | None = None, encoder: Encoder | None = None):
+    def __init__(
+        self,
+        params: QMixParams,
+        features: Features | None = None,
+        encoder: Encoder | None = None,
+        *,
+        source: str | Path | None = None,
+    ):
         if features is None:
             meta = params.metadata.get("features")
             features = Features.from_json(meta) if meta else Features()
@@ -79,11 +101,13 @@ class QMixPolicy:
             )
         n = c.n_agents
         self.n_agents = n
+        self.source = None if source is None else Path(source)
+        self.train_task_ids, self.train_tasks_from = _train_task_ids(params, self.source)
 
     @classmethod
     def load(cls, path: str | Path, encoder: Encoder | None = None) -> QMixPolicy:
         """A policy from a checkpoint written by ``toporoute train qmix``."""
-        return cls(QMixParams.load(path), encoder=encoder)
+        return cls(QMixParams.load(path), encoder=encoder, source=path)
 
     def task_vector(self, text: str) -> np.ndarray:
         if self.features.task_feature == "encoder" and self._encoder is None:
@@ -113,14 +137,31 @@ class QMixPolicy:
 
 
 class QMix:
-    """The Agent Q-Mix method for the harness (``toporoute run qmix --checkpoint ...``)."""
+    """The Agent Q-Mix method for the harness (``toporoute run qmix --checkpoint ...``).
+
+    Parameters
+    ----------
+    policy : QMixPolicy
+    settings : QMixSettings, optional
+    name : str
+        The method's folder in a run directory.
+    drop_trained_tasks : bool
+        What :meth:`select_tasks` does with tasks the policy was trained on: leave them out (True) or refuse
+        the run (False, the default: a score on training tasks is not an evaluation).
+    """
 
     def __init__(
-        self, policy: QMixPolicy, settings: QMixSettings | None = None, *, name: str = "qmix"
+        self,
+        policy: QMixPolicy,
+        settings: QMixSettings | None = None,
+        *,
+        name: str = "qmix",
+        drop_trained_tasks: bool = False,
     ) -> None:
         self.policy = policy
         self.settings = settings or QMixSettings()
         self.name = name
+        self.drop_trained_tasks = drop_trained_tasks
         if self.settings.adversarial_agent_index is not None and not (
             0 <= self.settings.adversarial_agent_index < policy.n_agents
         ):
@@ -139,6 +180,63 @@ class QMix:
             "net": asdict(self.policy.params.config),
             "checkpoint": {k: meta[k] for k in ("checkpoint_id", "domains", "episodes") if k in meta},
         }
+
+    def select_tasks(self, tasks: Sequence[Task]) -> tuple[list[Task], dict[str, Any]]:
+        """The tasks to evaluate: never one the policy was trained on (``toporoute train qmix`` defaults to
+        HumanEval 0-14, ``toporoute run`` to every task from 0).
+
+        Returns
+        -------
+        (list of Task, dict)
+            The tasks to run, and what run.json records as ``task_selection``: where the training task ids
+            came from (``trained_on``: ``"checkpoint"``, a train.json path, or None when unknown), how many
+            there are, ``on_overlap`` (``"drop"`` / ``"refuse"``), the ``dropped`` ids, and a ``message`` the
+            harness logs when tasks were dropped or the training tasks are unknown.
+
+        Raises
+        ------
+        InvalidArgumentError
+            When tasks overlap the training set and ``drop_trained_tasks`` is off: the message names the
+            checkpoint and the overlapping ids.
+        """
+        policy = self.policy
+        where = str(policy.source) if policy.source is not None else "the checkpoint"
+        record: dict[str, Any] = {
+            "trained_on": policy.train_tasks_from,
+            "trained_tasks": None if policy.train_task_ids is None else len(policy.train_task_ids),
+            "on_overlap": "drop" if self.drop_trained_tasks else "refuse",
+            "dropped": [],
+        }
+        if policy.train_task_ids is None:
+            # an older checkpoint away from its training folder: refusing would make it unusable, so run, and
+            # say that the overlap could not be checked
+            why = (
+                "written before checkpoints listed them, and no train.json beside it"
+                if policy.source is not None
+                else "its params carry no task_ids metadata"
+            )
+            record["message"] = (
+                f"{where} does not record the tasks it was trained on ({why}): its evaluation may include "
+                "training tasks (toporoute train qmix defaults to the first 15 HumanEval tasks; --offset 15 "
+                "skips them)"
+            )
+            return list(tasks), record
+        trained = set(policy.train_task_ids)
+        overlap = [t.id for t in tasks if t.id in trained]
+        if not overlap:
+            return list(tasks), record
+        if not self.drop_trained_tasks:
+            raise InvalidArgumentError(
+                f"{where} was trained on {len(overlap)} of the {len(tasks)} task(s) to run: "
+                f"{_ids(overlap)}; a score on training tasks is not an evaluation: choose other tasks (e.g. "
+                "--offset past them) or pass --drop-trained-tasks to leave them out",
+                "tasks",
+            )
+        record["dropped"] = overlap
+        record["message"] = (
+            f"left out {len(overlap)} task(s) {where} was trained on (--drop-trained-tasks): {_ids(overlap)}"
+        )
+        return [t for t in tasks if t.id not in trained], record
 
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         """Runs one task; ``emit`` gets one trace record per round (the last one also holds FinalRefer)."""
@@ -352,3 +450,36 @@ def _worker_user(
 
 def _final_user(team: QMixTeam, text: str, outputs: list[str]) -> str:
     return final_prompt(team, text, [(a.name, a.role, outputs[i]) for i, a in enumerate(team.agents)])
+
+
+def _ids(ids: Sequence[str]) -> str:
+    """Task ids for a message: the first :data:`_SHOWN_IDS`, then how many more."""
+    more = len(ids) - _SHOWN_IDS
+    return ", ".join(ids[:_SHOWN_IDS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _train_task_ids(params: QMixParams, source: Path | None) -> tuple[tuple[str, ...] | None, str | None]:
+    """``(ids, where from)`` of the tasks a policy was trained on (see :class:`QMixPolicy`)."""
+    raw = params.metadata.get("task_ids")
+    if raw is not None:
+        try:
+            ids = json.loads(raw)
+        except ValueError:
+            ids = None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise InvalidArgumentError(
+                f"{source or 'the checkpoint'}: metadata task_ids must be a JSON list of task ids; got {raw!r:.80}",
+                "checkpoint",
+            )
+        return tuple(ids), "checkpoint"
+    if source is None:
+        return None, None
+    # every toporoute train qmix writes train.json (with the task ids) beside its policy files
+    beside = source.parent / "train.json"
+    try:
+        ids = json.loads(beside.read_text(encoding="utf-8")).get("task_ids")
+    except (OSError, ValueError, AttributeError):
+        return None, None
+    if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
+        return tuple(ids), str(beside)
+    return None, None

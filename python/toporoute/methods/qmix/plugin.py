@@ -1,6 +1,6 @@
 """Agent Q-Mix as ``toporoute run qmix`` and ``toporoute train qmix``: its spec, its episode loop's option group
 (the flags are declared on :class:`~toporoute.methods.qmix.QMixSettings`' fields; ``run`` adds
-``--checkpoint``), and the network options of ``train``."""
+``--checkpoint`` and ``--drop-trained-tasks``), and the network options of ``train``."""
 
 from __future__ import annotations
 
@@ -30,12 +30,17 @@ __all__ = [
 _DROPOUT = 0.1
 
 LOOP_OPTIONS = OptionGroup("qmix (Agent Q-Mix)", QMixSettings)
-"""The episode loop's options (``train``; ``run`` adds ``--checkpoint``)."""
+"""The episode loop's options (``train``; ``run`` adds ``--checkpoint`` and ``--drop-trained-tasks``)."""
 
 
 def _add_checkpoint(g: argparse._ActionsContainer) -> None:
     g.add_argument(
         "--checkpoint", type=Path, default=None, help="the policy (required; toporoute train qmix writes it)"
+    )
+    g.add_argument(
+        "--drop-trained-tasks",
+        action="store_true",
+        help="leave out the tasks the checkpoint was trained on, and say so (default: refuse to run on them)",
     )
 
 
@@ -50,7 +55,7 @@ def _read_checkpoint(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "TRAIN_DIR/policy.safetensors)",
             "checkpoint",
         )
-    return {"checkpoint": args.checkpoint}
+    return {"checkpoint": args.checkpoint, "drop_trained_tasks": args.drop_trained_tasks}
 
 
 def _build(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
@@ -61,8 +66,13 @@ def _build(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None
         raise InvalidArgumentError(
             "method qmix needs a checkpoint (toporoute train qmix writes one)", "checkpoint"
         )
+    drop = bool(settings.pop("drop_trained_tasks", False))
     settings["rounds"] = rounds
-    return QMix(QMixPolicy.load(checkpoint, encoder=encoder), settings_of(QMixSettings, settings, "qmix"))
+    return QMix(
+        QMixPolicy.load(checkpoint, encoder=encoder),
+        settings_of(QMixSettings, settings, "qmix"),
+        drop_trained_tasks=drop,
+    )
 
 
 SPEC = MethodSpec(

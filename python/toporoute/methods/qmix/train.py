@@ -12,7 +12,8 @@ as the original code), Adam, gradient-norm clipping, then a soft (or periodic ha
 Output folder::
 
     OUT/train.json             settings (a resumed run must use the same ones)
-    OUT/policy.safetensors     the latest policy (toporoute.qmix checkpoint: loads without torch)
+    OUT/policy.safetensors     the latest policy (toporoute.qmix checkpoint: loads without torch; its metadata
+                               lists the training task ids, which ``toporoute run qmix`` will not evaluate on)
     OUT/best.safetensors       the policy after the episode with the best reward so far
     OUT/state.pt               everything needed to resume: networks, optimizer, replay, RNG states, log
     OUT/log.jsonl              one line per episode: reward, accuracy, tokens, epsilon, actions, loss
@@ -208,6 +209,8 @@ class Trainer:
             "episodes": str(self.episode),
             "grad_steps": str(self.grad_steps),
             "checkpoint_id": digest.hexdigest()[:16],
+            # the training set, so that an evaluation can leave it out (QMix.select_tasks)
+            "task_ids": json.dumps([t.id for t in self.tasks]),
         }
 
     def policy_params(self) -> QMixParams:
