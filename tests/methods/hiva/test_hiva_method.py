@@ -134,8 +134,10 @@ def encoder() -> Encoder:
 
 
 def hiva(**kw: Any) -> HiVA:
+    """HiVA on Algorithm 1's start (the source wired to the aggregator) unless ``initial_workers`` is given."""
     kw.setdefault("tool_retries", 0)
     kw.setdefault("tool_timeout_s", 10.0)
+    kw.setdefault("initial_workers", 0)
     return HiVA(HiVASettings(**kw), encoder=encoder())
 
 
@@ -182,9 +184,10 @@ def test_per_instance_run_grows_the_graph_and_records_everything(
     # gradients: the global one at the aggregator, local ones at every executed worker
     assert set(second["gradients"]) == {"aggregator", "source", "agent_2"}
     assert second["gradients"]["source"]["overall_feedback"] == "check the edge cases"
-    # tools ran in the sandbox, once per executed worker
+    # tools ran in the sandbox, once per executed worker, and the aggregator's once per response it integrates
     calls = second["tool_calls"]
-    assert {c["agent"] for c in calls} == {"source", "agent_2"}
+    assert sorted(c["agent"] for c in calls) == ["agent_2", "aggregator", "aggregator", "source"]
+    assert sorted(c["on_output_of"] for c in calls if c["agent"] == "aggregator") == ["agent_2", "source"]
     assert all(c["ok"] and "audit-hook" in c["isolation"] for c in calls)
     # the source's input holds no fenced code (its built-in tool says so); the worker runs its synthesised tool
     assert next(c for c in calls if c["agent"] == "source")["output"] == "no python code found in the input"
@@ -227,8 +230,9 @@ def test_the_task_similarity_feeds_the_routing_distance(
         task_vec, prompt_vec = encoder().encode([he[0].prompt, prompt])
         cos = float(task_vec @ prompt_vec)
     psi1 = 0.5 * (1 - jac) + 0.5 * (1 - cos) / 2
-    # Σ ω Ψ with ω = 0.25 each, Ψ3 = 1 - α/(α+β) = 0.5 at the prior, Ψ2 = Ψ4 = 0 (no knowledge graph)
-    assert rec["hiva"]["bandit"][0]["psi"]["source"] == pytest.approx(0.25 * psi1 + 0.25 * 0.5, abs=1e-4)
+    # Σ ω Ψ with ω renormalised over the indicators that exist: Ψ1 alone (no knowledge graph for Ψ2 and Ψ4;
+    # Ψ3 = 1 - α/(α+β) would count θ's success history twice)
+    assert rec["hiva"]["bandit"][0]["psi"]["source"] == pytest.approx(psi1, abs=1e-4)
 
 
 def test_calls_of_a_level_go_out_in_one_batch(
@@ -244,10 +248,11 @@ def test_calls_of_a_level_go_out_in_one_batch(
         },
     )
     engine = ScriptedEngine(script)
-    run(hiva(iterations=3, top_k=3, seed=5, synthesize_tools=False), he[:1], engine, tmp_path)
+    # four iterations: the third (recs[2]) runs its backward pass, the last one would not
+    run(hiva(iterations=4, top_k=3, seed=5, synthesize_tools=False), he[:1], engine, tmp_path)
     recs = traces(tmp_path, he[0].episode_id)
     # the workers' built-in tool ran the source's program (in their instruction) on the prompt's examples
-    worker_tools = [c for c in recs[2]["hiva"]["tool_calls"] if c["agent"] != "source"]
+    worker_tools = [c for c in recs[2]["hiva"]["tool_calls"] if c["agent"] not in ("source", "aggregator")]
     assert len(worker_tools) == 2 and all(
         c["output"].startswith("2/2 visible examples pass") for c in worker_tools
     )
@@ -583,7 +588,7 @@ def test_guides_match_their_own_formats() -> None:
 
 
 def test_graph_state_routes_and_updates_with_the_core_ops() -> None:
-    s = HiVASettings()
+    s = HiVASettings(initial_workers=0)
     g = fresh_graph(s, "code")
     [(ok, reason, new)] = g.apply_edits([(1, SOURCE, -1)], max_out=5)
     assert ok and reason == "ok" and new == 2
@@ -591,7 +596,7 @@ def test_graph_state_routes_and_updates_with_the_core_ops() -> None:
     assert g.alive[new] and g.adj[SOURCE, new] and g.adj[new, SINK]
     # (Jaccard, cosine) to the task per node: the nearer agent gets the larger weight
     near = g.weights({SOURCE}, {SOURCE: (0.2, 0.5), new: (0.5, 0.9)}, 1.0, 1.0, s.omega, s.distance_threshold)
-    far = g.weights({SOURCE}, {SOURCE: (0.2, 0.5), new: (0.0, -0.2)}, 1.0, 1.0, s.omega, s.distance_threshold)
+    far = g.weights({SOURCE}, {SOURCE: (0.2, 0.5), new: (0.1, 0.3)}, 1.0, 1.0, s.omega, s.distance_threshold)
     w = near[0]
     assert w[SOURCE, SINK] == 1.0 and 0 < far[0][SOURCE, new] < w[SOURCE, new] <= 1.0
     a = g.select([SOURCE], w, k=2, seed=7, step=1, mode="thompson")
@@ -635,3 +640,283 @@ def test_settings_and_options() -> None:
     plain = spec.options.read(parser.parse_args([]), Path("."))
     assert make_method("hiva", rounds=4, **plain).settings.iterations == 4  # type: ignore[attr-defined]
     assert make_method("hiva", **plain).settings.iterations == 10  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------------------------- issue 35
+
+
+def plain(**kw: Any) -> HiVA:
+    """HiVA with its defaults (the initial fan-out included), quick tool limits."""
+    kw.setdefault("tool_retries", 0)
+    kw.setdefault("tool_timeout_s", 10.0)
+    return HiVA(HiVASettings(**kw), encoder=encoder())
+
+
+def kinds_of(script: Script) -> set[str]:
+    return {r.tags.role or "" for r in script.requests}
+
+
+def test_the_default_graph_makes_the_bandit_choose(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str]
+) -> None:
+    assert (HiVASettings().initial_workers, HiVASettings().top_k) == (2, 2)
+    script = Script(he[:1], solutions)
+    run(plain(iterations=3, seed=3), he[:1], ScriptedEngine(script), tmp_path)
+    recs = traces(tmp_path, he[0].episode_id)
+    # the source starts wired to the aggregator and to two workers that feed it: three candidates for k = 2
+    assert recs[0]["agents"] == ["source", "aggregator", "agent_2", "agent_3"]
+    for rec in recs:
+        h = rec["hiva"]
+        assert h["routing"]["over_k"] >= 1 and h["bandit"][0]["over_k"] == ["source"], h["routing"]
+        assert h["bandit"][0]["k"] == 2 and len(h["bandit"][0]["chosen"]["source"]) == 2
+
+
+def test_the_distance_threshold_fires_without_a_knowledge_graph() -> None:
+    from toporoute.methods.hiva.graph import distance_weights
+    from toporoute.methods.hiva.record import bandit_entry
+
+    # ω renormalised over the indicators that exist: Ψ1 alone (Ψ3 would repeat θ's success history)
+    assert distance_weights((0.25, 0.25, 0.25, 0.25)) == (1.0, 0.0, 0.0, 0.0)
+    assert distance_weights((0.0, 0.5, 0.5, 0.0)) == (0.0, 0.0, 0.0, 0.0)
+    s = HiVASettings(initial_workers=0)
+    g = fresh_graph(s, "code")
+    [(_, _, near), (_, _, far)] = g.apply_edits([(1, SOURCE, -1), (1, SOURCE, -1)], max_out=5)
+    for slot in (near, far):
+        g.add_agent(slot, AgentState(f"agent_{slot}", "worker", "a worker", g.agents[SOURCE].tool))
+    # far: no shared word and a negative cosine, Ψ1 = 0.5·1 + 0.5·1.2/2 = 0.8 > 0.75: dropped
+    sim = {SOURCE: (0.2, 0.5), near: (0.3, 0.6), far: (0.0, -0.2)}
+    w, psi = g.weights({SOURCE}, sim, s.lam, s.eta, s.omega, s.distance_threshold)
+    assert psi[far] == pytest.approx(0.8) and psi[near] == pytest.approx(0.35 + 0.1)
+    assert w[SOURCE, far] == 0.0 and w[SOURCE, near] > 0.0 and w[SOURCE, SINK] == 1.0
+    sel = g.select([SOURCE], w, k=2, seed=1, step=1, mode="mean")
+    assert sorted(sel.chosen[SOURCE]) == sorted([SINK, near])
+    entry = bandit_entry(g, [SOURCE], 0, sel.theta, w, psi, sel.chosen, k=2)
+    assert entry["dropped"] == {"source": [g.name(far)]} and entry["over_k"] == []
+
+
+ABLATIONS: dict[str, tuple[list[str], dict[str, Any], str]] = {
+    # flag: (command line, the setting it makes, the report's label)
+    "no-topology": (["--no-topology"], {"topology": False}, "w/o TEV"),
+    "no-semantic": (["--no-semantic"], {"semantic": False}, "w/o SEV"),
+    "broadcast": (["--broadcast"], {"broadcast": True}, "w/o KABB"),
+    "no-tools": (["--no-tools"], {"tools": False}, "w/o Tool"),
+    "environment": (["--environment", "self-critique"], {"environment": "self-critique"}, "w/o Env"),
+}
+
+
+def ablation_script(tasks: list[Task], solutions: dict[str, str]) -> Script:
+    """Replies that exercise every step: tool feedback for the source, a new agent in the first iteration."""
+    return Script(
+        tasks,
+        solutions,
+        {
+            "gradient": lambda r: GRADIENT_TOOL if r.tags.agent == "source" else GRADIENT,
+            "decision": source_decisions("ADD_PARALLEL: an edge-case tester", "NO_CHANGE: ok"),
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def baseline(
+    tmp_path_factory: pytest.TempPathFactory, he: list[Task], solutions: dict[str, str]
+) -> tuple[Path, Script]:
+    out = tmp_path_factory.mktemp("hiva-full") / "hiva"
+    script = ablation_script(he[:1], solutions)
+    run(plain(iterations=3, seed=11, apply_both=True), he[:1], ScriptedEngine(script), out)
+    return out, script
+
+
+@pytest.mark.parametrize("name", sorted(ABLATIONS))
+def test_each_ablation_changes_what_it_names_and_nothing_else(
+    name: str,
+    tmp_path: Path,
+    he: list[Task],
+    solutions: dict[str, str],
+    baseline: tuple[Path, Script],
+) -> None:
+    from toporoute.methods.registry import report_sections
+    from toporoute.trace.report import write_report
+
+    argv, setting, label = ABLATIONS[name]
+    spec = REGISTRY["hiva"]
+    assert spec.options is not None
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--eval-timeout", type=float, default=10.0)
+    spec.options.add(parser.add_argument_group("hiva"))
+    read = spec.options.read(parser.parse_args(argv), Path("."))
+    assert {k: read[k] for k in setting} == setting
+    full_out, full = baseline
+    out = tmp_path / "run" / "hiva"
+    script = ablation_script(he[:1], solutions)
+    run(plain(iterations=3, seed=11, apply_both=True, **setting), he[:1], ScriptedEngine(script), out)
+    # run.json records the switch, and nothing else differs from the full run's params
+    params = json.loads((out / "run.json").read_text())["params"]
+    full_params = json.loads((full_out / "run.json").read_text())["params"]
+    assert {k for k in params if params[k] != full_params[k]} == set(setting)
+    ep = he[0].episode_id
+    recs, full_recs = traces(out, ep), traces(full_out, ep)
+    assert all(r["hiva"]["ablations"] == [label] for r in recs)
+    assert all(r["hiva"]["ablations"] == [] for r in full_recs)
+    assert episode_file(out, ep)["record"]["hiva"]["ablations"] == [label]
+    kinds, full_kinds = kinds_of(script), kinds_of(full)
+    tools_ran = [c for r in recs for c in r["hiva"]["tool_calls"]]
+    prompts = [[n["prompt"] for n in r["hiva"]["graph"]["nodes"]] for r in recs]
+    full_prompts = [[n["prompt"] for n in r["hiva"]["graph"]["nodes"]] for r in full_recs]
+    if name == "no-topology":
+        assert full_kinds - kinds == {"parallel", "decision", "new_agent", "tool_synthesis"}
+        assert kinds <= full_kinds
+        assert all(r["agents"] == recs[0]["agents"] for r in recs)
+        assert all(r["hiva"]["repair"] == {} and r["hiva"]["decisions"] == [] for r in recs)
+        assert any(u["changed"] for r in recs for u in r["hiva"]["prompt_updates"])  # SEV still on
+    elif name == "no-semantic":
+        assert full_kinds - kinds == {"prompt_update", "tool_refine"} and kinds <= full_kinds
+        assert all(not r["hiva"]["prompt_updates"] for r in recs)
+        assert prompts[-1][:2] == prompts[0][:2] and full_prompts[-1][:2] != full_prompts[0][:2]
+        assert recs[1]["agents"] == full_recs[1]["agents"]  # TEV still on: the same new agent
+    elif name == "broadcast":
+        assert kinds == full_kinds
+        for r in recs:
+            for b in r["hiva"]["bandit"]:
+                assert b["broadcast"] is True and b["over_k"] == []
+        first = recs[0]["hiva"]["bandit"][0]["chosen"]["source"]
+        assert sorted(first) == ["agent_2", "agent_3", "aggregator"]
+        assert len(full_recs[0]["hiva"]["bandit"][0]["chosen"]["source"]) == 2
+    elif name == "no-tools":
+        assert full_kinds - kinds == {"tool_refine", "tool_synthesis"} and kinds <= full_kinds
+        assert tools_ran == [] and all(not r["hiva"]["tool_updates"] for r in recs)
+        forward = [r for r in script.requests if r.tags.role == "agent"]
+        assert forward and not any("TOOL RESULT (" in m.content for r in forward for m in r.messages)
+        assert recs[1]["agents"] == full_recs[1]["agents"]
+    else:
+        assert kinds - full_kinds == {"critique"} and full_kinds <= kinds
+        assert all(r["hiva"]["environment"]["source"] == "self-critique" for r in recs)
+        assert all(r["hiva"]["environment"]["source"] == "public-tests" for r in full_recs)
+    page = write_report(tmp_path / "run", sections=report_sections()).html.read_text()
+    assert f"<b>Variant:</b> {html_escape(label)}" in page
+    if name == "environment":
+        assert "self-critique (the paper&#x27;s w/o Env)" in page
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def test_math_self_critique_is_labelled_as_the_papers_without_env(tmp_path: Path) -> None:
+    from toporoute.methods.registry import report_sections
+    from toporoute.trace.report import write_report
+
+    task = Task("mathq", "math", "A box holds 7 rows of 12 eggs; 25 break. How many are left?", answer="59")
+    script = Script([task], {}, {"agent": "So \\boxed{59}", "aggregator": "\\boxed{59}"})
+    run(plain(iterations=1), [task], ScriptedEngine(script), tmp_path / "run" / "hiva")
+    (rec,) = traces(tmp_path / "run" / "hiva", task.episode_id)
+    assert rec["hiva"]["ablations"] == ["w/o Env"]
+    page = write_report(tmp_path / "run", sections=report_sections()).html.read_text()
+    assert "<b>Variant:</b> w/o Env" in page and "self-critique (the paper&#x27;s w/o Env)" in page
+
+
+def test_a_per_instance_tasks_last_iteration_skips_the_backward_pass(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str]
+) -> None:
+    script = Script(he[:1], solutions)
+    run(hiva(iterations=2, seed=2), he[:1], ScriptedEngine(script), tmp_path / "pi")
+    first, last = traces(tmp_path / "pi", he[0].episode_id)
+    assert first["hiva"]["backward"] == "ran" and last["hiva"]["backward"].startswith("skipped")
+    assert any(k.endswith(":gradient") for k in first["usage"]["agents"])
+    steps_run = {k.split(":", 1)[1] for k in last["usage"]["agents"]}
+    assert steps_run == {"forward", "aggregate"}
+    assert last["hiva"]["graph_after"]["edges"] == last["hiva"]["graph"]["edges"]
+    assert [n["prompt"] for n in last["hiva"]["graph_after"]["nodes"]] == [
+        n["prompt"] for n in last["hiva"]["graph"]["nodes"]
+    ]
+    assert last["hiva"]["gradients"] == {} and last["hiva"]["decisions"] == []
+    # an early stop ends on an iteration that learns nothing either
+    run(
+        hiva(iterations=3, early_stop=True),
+        he[:1],
+        ScriptedEngine(Script(he[:1], solutions)),
+        tmp_path / "es",
+    )
+    (only,) = traces(tmp_path / "es", he[0].episode_id)
+    assert only["hiva"]["backward"].startswith("skipped")
+    # stream mode keeps what the last iteration learns: the next task starts from it
+    run(hiva(iterations=1, mode="stream"), he[:1], ScriptedEngine(Script(he[:1], solutions)), tmp_path / "st")
+    (rec,) = traces(tmp_path / "st", he[0].episode_id)
+    assert rec["hiva"]["backward"] == "ran" and any(k.endswith(":gradient") for k in rec["usage"]["agents"])
+
+
+def test_agents_sample_at_the_papers_temperature() -> None:
+    assert HiVASettings().temperature == 1.0
+    assert HiVASettings().call("agent", "e", 0, "a").temperature == 1.0
+    assert HiVASettings().call("decision", "e", 0, "a").temperature == 0.3
+
+
+def test_the_aggregator_runs_its_tool_on_each_response(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str]
+) -> None:
+    script = Script(he[:1], solutions)
+    run(hiva(iterations=1), he[:1], ScriptedEngine(script), tmp_path)
+    (rec,) = traces(tmp_path, he[0].episode_id)
+    (call,) = [c for c in rec["hiva"]["tool_calls"] if c["agent"] == "aggregator"]
+    assert (
+        call["on_output_of"] == "source" and call["ok"] and call["output"].startswith("2/2 visible examples")
+    )
+    (agg,) = [r for r in script.requests if r.tags.role == "aggregator"]
+    assert "tool default_code_tool on this response: 2/2 visible examples pass" in agg.messages[-1].content
+
+
+def test_think_blocks_are_stripped_before_forwarding_and_sentiment(
+    tmp_path: Path, he: list[Task], solutions: dict[str, str]
+) -> None:
+    task = he[0]
+    program = f"```python\n{task.prompt}{solutions[task.id]}```"
+    think = "<think>Maybe the answer is CRITICAL; ```python\ndef wrong(): pass\n```</think>\n"
+    script = Script(
+        he[:1],
+        solutions,
+        {
+            "agent": think + program,
+            "aggregator": think + program,
+            "sentiment": "<think>this feedback sounds CRITICAL</think>POSITIVE",
+            "decision": source_decisions("ADD_PARALLEL: a checker", "NO_CHANGE: ok"),
+        },
+    )
+    summary = run(hiva(iterations=3, seed=1), he[:1], ScriptedEngine(script), tmp_path)
+    assert summary["passed"] == 1
+    recs = traces(tmp_path, he[0].episode_id)
+    later = [
+        r for r in script.requests if r.tags.role in ("instruction", "aggregator", "gradient", "critique")
+    ]
+    assert later and not any(
+        "<think>" in m.content or "wrong()" in m.content for r in later for m in r.messages
+    )
+    assert recs[0]["hiva"]["sentiment"]["source"]["label"] == "POSITIVE"
+    assert all("<think>" not in msg["public"] for r in recs for msg in r["messages"].values())
+
+
+def test_gradients_can_carry_a_code_fix(tmp_path: Path, he: list[Task], solutions: dict[str, str]) -> None:
+    task = he[0]
+    long_program = f"```python\n# {'x' * 1500}\n{task.prompt}{solutions[task.id]}```"
+    script = Script(he[:1], solutions, {"agent": long_program})
+    run(hiva(iterations=2), he[:1], ScriptedEngine(script), tmp_path)
+    grad = next(r for r in script.requests if r.tags.role == "gradient" and r.tags.agent == "source")
+    assert (
+        solutions[task.id].strip() in grad.messages[-1].content
+    )  # the whole program, not its first 600 chars
+    fix = "replace `if distance < threshold` by `if abs(elem - elem2) < threshold`; " * 12
+    reply = f"SYSTEM_PROMPT_FEEDBACK: {'p' * 500}\nTOOL_FEEDBACK: {'t' * 300}\nOVERALL_FEEDBACK: {fix}"
+    assert len(fix) > 800 and re.fullmatch(parsing.GRADIENT_REGEX, reply.rstrip())
+    multi = "SYSTEM_PROMPT_FEEDBACK: \nTOOL_FEEDBACK: \nOVERALL_FEEDBACK: fix it:\n```python\nreturn x\n```"
+    assert parsing.parse_gradient(multi).overall == "fix it:\n```python\nreturn x\n```"
+
+
+def test_the_guided_switch_is_the_no_guide_regex_flag() -> None:
+    # --no-guide-regex is the issue's --no-guided (a --no-guided flag would clash with AgentConductor's in a
+    # command that runs both): the guides are off
+    spec = REGISTRY["hiva"]
+    assert spec.options is not None
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--eval-timeout", type=float, default=10.0)
+    spec.options.add(parser.add_argument_group("hiva"))
+    assert spec.options.read(parser.parse_args(["--no-guide-regex"]), Path("."))["guided"] is False

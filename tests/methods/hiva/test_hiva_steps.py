@@ -30,7 +30,7 @@ def decision(node: int, action: str, code: int, target: int = -1, description: s
 
 
 def test_decisions_grow_the_graph_and_a_rejected_edit_is_recorded() -> None:
-    g, errors = fresh_graph(HiVASettings(), "code"), RoundErrors()
+    g, errors = fresh_graph(HiVASettings(initial_workers=0), "code"), RoundErrors()
     grow = decision(SOURCE, "ADD_SERIAL", ADD_SERIAL, description="check the edge cases")
     made = steps.apply_decisions(g, [grow], max_out=5, domain="code", errors=errors)
     ((slot, d),) = made
@@ -49,7 +49,7 @@ def test_decisions_grow_the_graph_and_a_rejected_edit_is_recorded() -> None:
 
 
 def test_remove_target_reads_an_id_least_visited_or_an_index() -> None:
-    g = fresh_graph(HiVASettings(), "code")
+    g = fresh_graph(HiVASettings(initial_workers=0), "code")
     for text in ("first helper", "second helper"):
         grow = decision(SOURCE, "ADD_PARALLEL", ADD_PARALLEL, description=text)
         steps.apply_decisions(g, [grow], max_out=5, domain="code", errors=RoundErrors())
@@ -82,7 +82,7 @@ def test_contributors_are_the_agents_routed_to_the_aggregator_else_the_last_ones
 
 
 def test_an_iterations_record_shows_the_graph_it_started_on_and_what_it_learned() -> None:
-    g = fresh_graph(HiVASettings(), "code")
+    g = fresh_graph(HiVASettings(initial_workers=0), "code")
     g.iteration += 1
     sigma, level = g.levels()
     it = Iteration.begin(0, g, sigma, level)

@@ -5,6 +5,8 @@ tests or the gold answer unless the run asks for the oracle.
   feedback and the signal; with ``oracle_feedback`` the feedback comes from the task's hidden tests instead
   (:func:`~toporoute.tasks.codetest.run_hidden_tests`), while the signal that picks the best answer and stops
   early stays the visible examples'.
+- Code under ``environment="self-critique"`` (the paper's w/o Env): the self-critique, as for math; with
+  ``oracle_feedback`` the feedback is the hidden tests' verdict, the signal still the self-critique's.
 - Math: a self-critique (consistency, completeness, alignment; the paper's w/o-Env variant) gives the feedback
   and the signal; with ``oracle_feedback`` the feedback says whether the answer equals the gold answer (without
   revealing it).
@@ -19,7 +21,7 @@ from typing import Any
 from ...tasks import Task, codetest, math_equal
 from ...tasks.codetest import NO_TESTS
 
-__all__ = ["Outcome", "code_outcome", "math_outcome"]
+__all__ = ["Outcome", "code_critique_outcome", "code_outcome", "math_outcome"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,22 @@ class Outcome:
         }
 
 
+async def _oracle_verdict(
+    task: Task, code: str, details: dict[str, Any], timeout_s: float, memory_mb: int
+) -> tuple[str, bool, str]:
+    """The hidden tests' verdict on ``code`` as the feedback (``oracle_feedback``): its text, success and
+    source; the verdict goes into ``details``."""
+    hidden = await asyncio.to_thread(
+        codetest.run_hidden_tests, task, code, timeout_s=timeout_s, memory_mb=memory_mb
+    )
+    details["hidden"] = {"verdict": hidden.verdict}
+    return (
+        _report_text("the task's hidden tests (oracle)", hidden.verdict, hidden.logs),
+        hidden.ok,
+        "hidden-tests",
+    )
+
+
 async def code_outcome(task: Task, code: str, *, oracle: bool, timeout_s: float, memory_mb: int) -> Outcome:
     """The visible examples' verdict on ``code`` (run in the sandbox, in a worker thread); the hidden tests'
     verdict as the feedback only when ``oracle``."""
@@ -78,13 +96,29 @@ async def code_outcome(task: Task, code: str, *, oracle: bool, timeout_s: float,
     text = _report_text("the examples shown in the problem", public.verdict, public.logs)
     success, source = public.ok, "public-tests"
     if oracle:
-        hidden = await asyncio.to_thread(
-            codetest.run_hidden_tests, task, code, timeout_s=timeout_s, memory_mb=memory_mb
-        )
-        details["hidden"] = {"verdict": hidden.verdict}
-        text = _report_text("the task's hidden tests (oracle)", hidden.verdict, hidden.logs)
-        success, source = hidden.ok, "hidden-tests"
+        text, success, source = await _oracle_verdict(task, code, details, timeout_s, memory_mb)
     return Outcome(text, success, signal, public.ok, source, details)
+
+
+async def code_critique_outcome(
+    task: Task,
+    code: str,
+    critique: str,
+    verdict: bool | None,
+    *,
+    oracle: bool,
+    timeout_s: float,
+    memory_mb: int,
+) -> Outcome:
+    """The self-critique (its text and its PASS/FAIL verdict, None when unreadable) of a program as the
+    feedback and the signal, no test run; under ``oracle`` the feedback is the hidden tests' verdict."""
+    signal = 1.0 if verdict else 0.0
+    details: dict[str, Any] = {"critique_verdict": verdict}
+    text = critique.strip() or "The self-critique gave no assessment."
+    success, source = bool(verdict), "self-critique"
+    if oracle:
+        text, success, source = await _oracle_verdict(task, code, details, timeout_s, memory_mb)
+    return Outcome(text, success, signal, bool(verdict), source, details)
 
 
 def _report_text(what: str, verdict: str, logs: str) -> str:

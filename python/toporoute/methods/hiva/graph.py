@@ -20,7 +20,17 @@ import numpy as np
 from ... import ops
 from ...errors import InvalidArgumentError
 
-__all__ = ["SINK", "SOURCE", "AgentState", "HiVAGraph", "Selection", "Tool", "word_similarity", "words"]
+__all__ = [
+    "SINK",
+    "SOURCE",
+    "AgentState",
+    "HiVAGraph",
+    "Selection",
+    "Tool",
+    "distance_weights",
+    "word_similarity",
+    "words",
+]
 
 SOURCE = 0
 SINK = 1
@@ -71,6 +81,17 @@ class Selection:
     chosen: dict[int, list[int]]
     theta: np.ndarray
     weights: np.ndarray
+
+
+def distance_weights(omega: tuple[float, ...]) -> tuple[float, float, float, float]:
+    """ω renormalised over the distance's indicators that exist here (Ψ1 only: no knowledge graph gives Ψ2
+    or Ψ4, and Ψ3 is left out as a second count of θ's success history); all-zero weights stay zero."""
+    present = (True, False, False, False)
+    total = sum(w for w, on in zip(omega, present) if on)
+    if total <= 0:
+        return (0.0, 0.0, 0.0, 0.0)
+    w = [w / total if on else 0.0 for w, on in zip(omega, present)]
+    return (w[0], w[1], w[2], w[3])
 
 
 def words(text: str) -> frozenset[str]:
@@ -173,9 +194,14 @@ class HiVAGraph:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Edge weights ``exp(-λ·Dist(A_d, task)) · ζ(S ∪ {d})^η`` for every live edge (spec §3.1, the no-KG
         fallback: d_I = 1, Ψ1 = 0.5·(1 - Jaccard) + 0.5·(1 - cos)/2 from ``similarity[node] = (Jaccard,
-        cosine)`` of the node to the task, Ψ2 = Ψ4 = 0, Ψ3 = 1 - α/(α+β)); the aggregator's weight is 1 and it
-        stays out of ζ; candidates beyond the distance threshold are dropped, the nearest always kept
-        (``ops.bandit_weights`` on this graph). Returns ``(weights (N, N) float32, psi_sum (N,))``."""
+        cosine)`` of the node to the task); the aggregator's weight is 1 and it stays out of ζ; candidates
+        beyond the distance threshold are dropped, the nearest always kept (``ops.bandit_weights`` on this
+        graph). Returns ``(weights (N, N) float32, psi_sum (N,))``.
+
+        ω is renormalised over the indicators that exist (:func:`distance_weights`), so that Σ ω Ψ spans
+        [0, 1] and the threshold can act: without a knowledge graph Ψ2 and Ψ4 do not exist, and Ψ3's fallback
+        1 - α/(α+β) would count the node's own success history a second time (θ is drawn from the same Beta),
+        so Dist is Ψ1 alone."""
         n = self.capacity
         sel = np.zeros(n, bool)
         sel[sorted(selected)] = True
@@ -193,8 +219,8 @@ class HiVAGraph:
             sink=SINK,
             lam=lam,
             eta=eta,
-            omega1=omega[0],
-            omega3=omega[2],
+            omega1=distance_weights(omega)[0],
+            omega3=0.0,
             threshold=threshold,
             c0=self.c0,
         )

@@ -5,10 +5,12 @@ One iteration (one trace record):
 1. **Forward** (Algorithm 2), level by level of ``ops.toposort``: every agent of a level that has an
    instruction runs its tool in the sandbox, then all of the level's agents go out in one LLM call batch; the
    bandit (``ops.bandit_select``, seeded, step = the graph's iteration) picks each executed node's top-k
-   successors; the routed successors' instructions (Fig. 6; several predecessors: concatenated in topological
-   order under headers, §8.3) go out in one batch. The aggregator integrates the executed nodes routed to it
-   (else those with no executed successor, §8.4).
-2. **Environment → loss → global gradient** at the aggregator (Fig. 7).
+   successors (``broadcast``: all of them); the routed successors' instructions (Fig. 6; several predecessors:
+   concatenated in topological order under headers, §8.3) go out in one batch. The aggregator runs its tool on
+   each response it integrates, then integrates the executed nodes routed to it (else those with no executed
+   successor, §8.4).
+2. **Environment → loss → global gradient** at the aggregator (Fig. 7). A per_instance task's last iteration
+   stops after the environment: the rest would change nothing.
 3. **Backward**, in reverse level order over the executed nodes only, each level in one batch: a node's local
    gradient (Fig. 8) comes from the gradients of the successors it routed to in this pass (§8.5).
 4. **Updates**, each kind in one batch: prompts (Fig. 9), tools (Fig. 13, checked statically and by a trial
@@ -17,7 +19,9 @@ One iteration (one trace record):
    agents' prompts and tools (Fig. 12) in one batch; the Beta and synergy updates (``ops.bandit_update``,
    ``ops.synergy_update``) with the sentiment rewards; ``ops.dag_repair``.
 
-Every malformed output is recorded in the iteration's ``hiva.errors`` and gives its fallback (a default
+The ablation switches of the settings (``topology``, ``semantic``, ``broadcast``, ``tools``, ``environment``)
+each leave out the steps they name and nothing else. Every reply loses its ``<think>`` blocks before anything
+reads it. Every malformed output is recorded in the iteration's ``hiva.errors`` and gives its fallback (a default
 instruction, the old prompt, the old tool, NO_CHANGE, the environment's success as the reward); the loop goes on.
 """
 
@@ -27,10 +31,12 @@ import asyncio
 import random
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...llm.replies import strip_reasoning
 from ...llm.types import Request, Result
 from ...tasks import Task
 from ...tasks.codetest import public_examples
@@ -49,9 +55,9 @@ from ..episode import (
 from ..episode import request_seed as _seed
 from ..waves import Call, run_waves
 from . import _prompts, parsing, steps
-from .environment import Outcome, code_outcome, math_outcome
+from .environment import Outcome, code_critique_outcome, code_outcome, math_outcome
 from .graph import SINK, SOURCE, AgentState, HiVAGraph, Tool, word_similarity, words
-from .record import Iteration, Pass, bandit_entry, iteration_record
+from .record import Iteration, Pass, bandit_entry, broadcast_entry, iteration_record
 from .settings import HiVASettings
 
 if TYPE_CHECKING:
@@ -68,17 +74,31 @@ _EDIT = {
     "CONNECT_TO_AGGREGATOR": 4,
 }
 _SHOWN = 1500  # characters of one text inside another prompt
+# characters of an agent's own output that its gradient prompt shows (a whole program, as a rule)
+_OWN_OUTPUT = 4000
 
 
 def fresh_graph(settings: HiVASettings, domain: str) -> HiVAGraph:
-    """The initial graph of a domain: the source agent wired to the aggregator, both with the built-in tool."""
+    """The initial graph of a domain: the source agent wired to the aggregator and to
+    ``settings.initial_workers`` worker agents (the roles of ``workers_<domain>.txt``, in order) that each feed
+    the aggregator, every agent with the built-in tool. The source's routing then has more candidates than the
+    default top-k from the first iteration on; with no workers it is Algorithm 1's ``v_s → v_a``."""
     tool = Tool(f"default_{domain}_tool", _prompts.default_tool_source(domain))
-    return HiVAGraph.initial(
+    g = HiVAGraph.initial(
         settings.max_agents,
         AgentState("source", "source", _prompts.text(f"source_{domain}"), tool),
         AgentState("aggregator", "aggregator", _prompts.text(f"aggregator_{domain}"), tool),
         c0=settings.c0,
     )
+    roles = _prompts.text(f"workers_{domain}").splitlines()
+    n = min(settings.initial_workers, settings.max_agents - 2, settings.max_out - 1, len(roles))
+    for role, (ok, reason, slot) in zip(
+        roles, g.apply_edits([(_EDIT["ADD_PARALLEL"], SOURCE, -1)] * n, max_out=settings.max_out)
+    ):
+        if not ok:  # the capacity and the out-degree were checked above
+            raise AssertionError(f"the initial fan-out was refused: {reason}")
+        g.add_agent(slot, AgentState(g.new_name(), "worker", role, tool, description=role))
+    return g
 
 
 class HiVA(SettingsMethod[HiVASettings]):
@@ -211,6 +231,8 @@ class _Episode(KindEpisode[HiVASettings]):
                 "hiva": {
                     "mode": s.mode,
                     "oracle_feedback": s.oracle_feedback,
+                    "environment": s.environment_of(self.domain),
+                    "ablations": s.ablations(self.domain),
                     "iterations": history,
                     "best_iteration": best[1],
                     "early_stopped": stopped,
@@ -230,6 +252,7 @@ class _Episode(KindEpisode[HiVASettings]):
         with rc.routing():
             sigma, level = g.levels()
         it = Iteration.begin(t, g, sigma, level)
+        it.ablations = s.ablations(self.domain)
         p.instructions[SOURCE] = [(-1, self.x0)]
 
         # ---- forward, level by level: a level runs the nodes that earlier levels routed instructions to
@@ -241,19 +264,26 @@ class _Episode(KindEpisode[HiVASettings]):
 
         async def route(wave: Sequence[int]) -> None:
             nodes = list(wave)
-            with rc.routing():
-                similarity = await self._similarity(g.nodes())
-                weights, psi = g.weights(
-                    set(p.executed), similarity, s.lam, s.eta, s.omega, s.distance_threshold
-                )
-                sel = g.select(
-                    nodes, weights, k=s.top_k, seed=self.bandit_seed, step=it.step, mode=s.bandit_mode
+            if s.broadcast:  # w/o KABB: every successor, no bandit
+                chosen = {i: g.successors(i) for i in nodes}
+                p.bandit.append(broadcast_entry(g, nodes, level[nodes[0]], chosen))
+            else:
+                with rc.routing():
+                    similarity = await self._similarity(g.nodes())
+                    weights, psi = g.weights(
+                        set(p.executed), similarity, s.lam, s.eta, s.omega, s.distance_threshold
+                    )
+                    sel = g.select(
+                        nodes, weights, k=s.top_k, seed=self.bandit_seed, step=it.step, mode=s.bandit_mode
+                    )
+                chosen = sel.chosen
+                p.bandit.append(
+                    bandit_entry(g, nodes, level[nodes[0]], sel.theta, weights, psi, chosen, k=s.top_k)
                 )
             for i in nodes:
-                for j in sel.chosen[i]:
+                for j in chosen[i]:
                     it.routed[i, j] += 1
-            p.bandit.append(bandit_entry(g, nodes, level[nodes[0]], sel.theta, weights, psi, sel.chosen))
-            await self._instructions(t, nodes, sel.chosen, p, rc)
+            await self._instructions(t, nodes, chosen, p, rc)
 
         await self._forward(t, levels(), sigma, p, rc, route)
 
@@ -263,8 +293,20 @@ class _Episode(KindEpisode[HiVASettings]):
         for i in it.contributors:
             p.edge_tokens.append(EdgeUsage(g.name(i), g.name(SINK), p.forward_tokens.get(i, 0)))
 
-        # ---- environment, loss, global gradient
+        # ---- environment; the rest of the iteration learns for the next one, so a per_instance task's last
+        # iteration (the last of T, or the one an early stop ends on) stops here: it would change nothing
         outcome = it.outcome = await self._environment(t, it.answer, p, rc)
+        if s.mode == "per_instance" and (t == s.iterations - 1 or (s.early_stop and outcome.signal_ok)):
+            it.backward = "skipped: the task's last iteration"
+            graph, messages, block = iteration_record(it, p, g.snapshot())
+            self.emit(
+                self.record(
+                    t, graph, messages, p.usage(self.ctx, t, p.edge_tokens), rc.timing(), {"hiva": block}
+                )
+            )
+            return it.answer, outcome
+
+        # ---- loss, global gradient
         it.loss, it.global_grad = await self._loss(t, it.answer, outcome, it.contributors, p, rc)
 
         # ---- backward over the executed nodes, reverse level order
@@ -280,8 +322,9 @@ class _Episode(KindEpisode[HiVASettings]):
         )
 
         # ---- topology decisions and edits (reverse topological order)
-        order = [i for i in reversed(sigma) if i in workers]
-        it.decisions = await self._decide(t, order, it.grads, it.parallel, p, rc)
+        if s.topology:
+            order = [i for i in reversed(sigma) if i in workers]
+            it.decisions = await self._decide(t, order, it.grads, it.parallel, p, rc)
 
         # ---- beliefs and synergy (on the slots of this pass, before new nodes reuse freed slots)
         rewards = {i: it.sentiment[i]["reward"] for i in it.sentiment}
@@ -294,8 +337,9 @@ class _Episode(KindEpisode[HiVASettings]):
             g.update_synergy(it.routed, rewards, lr=s.synergy_lr)
             edits = steps.apply_decisions(g, it.decisions, max_out=s.max_out, domain=self.domain, errors=p)
         it.synthesised = await self._new_agents(t, edits, p, rc)
-        with rc.routing():
-            it.repair = g.repair(threshold=s.prune_threshold, min_obs=s.min_obs, max_out=s.max_out)
+        if s.topology:
+            with rc.routing():
+                it.repair = g.repair(threshold=s.prune_threshold, min_obs=s.min_obs, max_out=s.max_out)
 
         graph, messages, block = iteration_record(it, p, g.snapshot())
         usage = p.usage(self.ctx, t, p.edge_tokens)
@@ -305,8 +349,11 @@ class _Episode(KindEpisode[HiVASettings]):
     # ------------------------------------------------------------------------------------------ forward
 
     async def _generate(self, rc: Clock, p: Pass, keyed: Sequence[tuple[str, Request]]) -> list[Result]:
-        """One LLM batch; each call logged under its key ``<agent>:<step>``, a failure recorded as an error."""
-        return await p.generate(self.ctx, rc, [(Call(k, *k.split(":", 1)), r) for k, r in keyed])
+        """One LLM batch; each call logged under its key ``<agent>:<step>``, a failure recorded as an error.
+        The replies come back without their reasoning (``<think>`` blocks), so that no reply is forwarded,
+        aggregated, or read for a sentiment, a decision or an answer with it."""
+        results = await p.generate(self.ctx, rc, [(Call(k, *k.split(":", 1)), r) for k, r in keyed])
+        return [replace(r, text=strip_reasoning(r.text)) if "think>" in r.text else r for r in results]
 
     async def _tool(self, tool: Tool, input_data: str) -> ToolRun:
         async with self.gate:
@@ -360,6 +407,10 @@ class _Episode(KindEpisode[HiVASettings]):
                     p.inputs[i] = "\n\n".join(
                         f"## Instruction from {g.name(src)}\n{text}" for src, text in parts
                     )
+            if not self.s.tools:  # w/o Tool: the agents answer the instruction alone
+                for i in nodes:
+                    users[i] = _prompts.fill("agent_user_plain", instruction=p.inputs[i])
+                return
             runs = await asyncio.gather(*(self._tool(g.agents[i].tool, p.inputs[i]) for i in nodes))
             for i, run in zip(nodes, runs):
                 a = g.agents[i]
@@ -429,12 +480,26 @@ class _Episode(KindEpisode[HiVASettings]):
             p.edge_tokens.append(EdgeUsage(g.name(i), g.name(j), r.usage.completion_tokens if r.ok else 0))
 
     async def _aggregate(self, t: int, contributors: list[int], p: Pass, rc: Clock) -> str:
+        """The aggregator's answer: its tool runs on each contributor's response (all at once, in the sandbox;
+        for code, the response's program on the visible examples), and it integrates the responses with their
+        tool results."""
         g = self.g
+        a = g.agents[SINK]
+        checks: dict[int, str] = {}
+        if self.s.tools and contributors:
+            runs = await asyncio.gather(*(self._tool(a.tool, p.outputs.get(i, "")) for i in contributors))
+            p.tool_used[SINK] = (a.tool.name, a.tool.version)
+            for i, run in zip(contributors, runs):
+                p.aggregator_tools.append((i, run))
+                if run.ok:
+                    checks[i] = f"\ntool {a.tool.name} on this response: {clip(run.output, 600)}"
+                else:
+                    p.error(a.name, "tool", f"on {g.name(i)}'s response: {run.error or 'failed'}")
         responses = "\n\n".join(
             f"[{g.name(i)}] role: {clip(g.agents[i].prompt, 300)}\nresponse:\n{p.outputs.get(i, '')}"
+            + checks.get(i, "")
             for i in contributors
         )
-        a = g.agents[SINK]
         user = _prompts.fill("aggregate_user", task=self.x0, responses=responses or "(no responses)")
         (r,) = await self._generate(
             rc, p, [(f"{a.name}:aggregate", self.request("aggregator", t, a.name, a.prompt, user))]
@@ -456,7 +521,7 @@ class _Episode(KindEpisode[HiVASettings]):
 
     async def _environment(self, t: int, answer: str, p: Pass, rc: Clock) -> Outcome:
         s = self.s
-        if self.domain == "code":
+        if s.environment_of(self.domain) == "public-tests":
             return await code_outcome(
                 self.task,
                 answer,
@@ -478,6 +543,16 @@ class _Episode(KindEpisode[HiVASettings]):
         verdict, err = parsing.parse_verdict(r.text if r.ok else "")
         if err is not None:
             p.error("environment", "critique", err)
+        if self.domain == "code":
+            return await code_critique_outcome(
+                self.task,
+                answer,
+                r.text if r.ok else "",
+                verdict,
+                oracle=s.oracle_feedback,
+                timeout_s=s.test_timeout_s,
+                memory_mb=s.test_memory_mb,
+            )
         return math_outcome(self.task, answer, r.text if r.ok else "", verdict, oracle=s.oracle_feedback)
 
     async def _loss(
@@ -557,10 +632,10 @@ class _Episode(KindEpisode[HiVASettings]):
             user = _prompts.fill(
                 "agent_gradient",
                 role=g.agents[i].prompt[:300],
-                output=clip(p.outputs.get(i, ""), 600),
-                tool=g.agents[i].tool.name,
+                output=clip(p.outputs.get(i, ""), _OWN_OUTPUT),
+                tool=g.agents[i].tool.name if self.s.tools else "none",
                 tool_result=clip(
-                    run.output if run and run.ok else (run.error if run else "not run") or "", 300
+                    run.output if run and run.ok else (run.error if run else "not run") or "", 600
                 ),
                 feedback="\n".join(lines),
             )
@@ -596,8 +671,8 @@ class _Episode(KindEpisode[HiVASettings]):
         kinds: list[tuple[str, int]] = []
         for i in [*workers, SINK]:
             a, grad = g.agents[i], grads[i]
-            want_prompt = bool(grad.system_prompt)
-            want_tool = bool(grad.tool) and i != SINK
+            want_prompt = bool(grad.system_prompt) and s.semantic
+            want_tool = bool(grad.tool) and i != SINK and s.semantic and s.tools
             if want_prompt and want_tool and not s.apply_both:
                 want_tool = self.rng.random() < s.w_tool / s.w_prompt
             if want_prompt:
@@ -610,7 +685,7 @@ class _Episode(KindEpisode[HiVASettings]):
                 user = _prompts.fill("tool_refine", source=a.tool.source, feedback=grad.tool)
                 keyed.append((f"{a.name}:tool_refine", self.request("tool_refine", t, a.name, None, user)))
                 kinds.append(("tool", i))
-            if i != SINK:
+            if i != SINK and s.topology:
                 user = _prompts.fill(
                     "parallel_analysis", role=a.prompt[:300], task=clip(self.x0, 800), feedback=grad.overall
                 )
@@ -790,7 +865,7 @@ class _Episode(KindEpisode[HiVASettings]):
             )
             keyed.append((f"{a.name}:new_agent", self.request("new_agent", t, a.name, None, user)))
             kinds.append(("prompt", slot))
-            if self.s.synthesize_tools:
+            if self.s.synthesize_tools and self.s.tools:
                 examples = ""
                 if self.tool_kwargs.get("examples"):
                     examples = "- kwargs may hold `examples` (pairs of a call and its expected result) and `entry_point`.\n"

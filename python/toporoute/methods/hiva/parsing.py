@@ -32,8 +32,10 @@ VERDICT_REGEX = (
     r"CONSISTENCY: [^\n]{0,200}\nCOMPLETENESS: [^\n]{0,200}\nALIGNMENT: [^\n]{0,200}\nVERDICT: (PASS|FAIL)"
 )
 GRADIENT_REGEX = (
-    r"SYSTEM_PROMPT_FEEDBACK: [^\n]{0,160}\nTOOL_FEEDBACK: [^\n]{0,120}\nOVERALL_FEEDBACK: [^\n]{1,240}"
+    r"SYSTEM_PROMPT_FEEDBACK: [^\n]{0,600}\nTOOL_FEEDBACK: [^\n]{0,400}\nOVERALL_FEEDBACK: [^\n]{1,1200}"
 )
+"""The gradient's guide: one line per field, long enough for the overall feedback to carry a code fix (about
+2,200 characters in all, inside the gradient's 800 tokens)."""
 PARALLEL_REGEX = (
     r"CAN_PARALLELIZE: (true|false)\nSUBTASKS_COUNT: [0-5]\nCOORDINATION_REQUIRED: (true|false)\n"
     r"PARALLEL_BENEFIT: (High|Medium|Low|None)\nREASON: [^\n]{0,200}"
@@ -102,11 +104,27 @@ def _meaningful(value: str) -> str:
     return "" if value.strip().strip("<>.").lower() in _EMPTY else value.strip()
 
 
+def _spans(text: str, names: tuple[str, ...]) -> dict[str, str | None]:
+    """Each labelled field's value: from its label to the next label (or the end), so that a value may run over
+    several lines (a code fix in an unguided reply); None for a label that is not there."""
+    heads = [
+        (m, name)
+        for name in names
+        if (m := re.search(rf"^[ \t*#-]*{name}[ \t*]*:[ \t]*", text, re.MULTILINE | re.IGNORECASE))
+    ]
+    heads.sort(key=lambda h: h[0].start())
+    out: dict[str, str | None] = dict.fromkeys(names)
+    for k, (m, name) in enumerate(heads):
+        end = heads[k + 1][0].start() if k + 1 < len(heads) else len(text)
+        out[name] = text[m.end() : end].strip().strip("*").strip()
+    return out
+
+
 def parse_gradient(text: str) -> Gradient:
-    """The three labelled fields of an agent-gradient output, parsed line by line (a field's value is the rest
-    of its line). Missing fields: an error, and the fallback (no prompt or tool feedback; the stripped text, or
-    "" when blank, as the overall feedback)."""
-    values = {name: _field(text, name) for name in _FIELDS}
+    """The three labelled fields of an agent-gradient output (a field's value runs from its label to the next
+    one, over several lines if need be). Missing fields: an error, and the fallback (no prompt or tool
+    feedback; the stripped text, or "" when blank, as the overall feedback)."""
+    values = _spans(text, _FIELDS)
     missing = [name for name, v in values.items() if v is None]
     if missing:
         overall = re.sub(r"\s+", " ", text).strip()[:600]

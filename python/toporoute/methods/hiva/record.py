@@ -22,7 +22,7 @@ from . import parsing, steps
 from .environment import Outcome
 from .graph import SINK, HiVAGraph
 
-__all__ = ["Iteration", "Pass", "bandit_entry", "iteration_record"]
+__all__ = ["Iteration", "Pass", "bandit_entry", "broadcast_entry", "iteration_record", "routing_summary"]
 
 
 @dataclass
@@ -38,6 +38,7 @@ class Pass(CallLog):
     bandit: list[dict[str, Any]] = field(default_factory=list)
     forward_tokens: dict[int, int] = field(default_factory=dict)
     tool_used: dict[int, tuple[str, int]] = field(default_factory=dict)
+    aggregator_tools: list[tuple[int, ToolRun]] = field(default_factory=list)
 
 
 @dataclass
@@ -72,6 +73,8 @@ class Iteration:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     synthesised: list[dict[str, Any]] = field(default_factory=list)
     repair: dict[str, Any] = field(default_factory=dict)
+    ablations: list[str] = field(default_factory=list)
+    backward: str = "ran"
 
     @classmethod
     def begin(cls, t: int, g: HiVAGraph, sigma: list[int], level: dict[int, int]) -> Iteration:
@@ -98,9 +101,13 @@ def bandit_entry(
     weights: np.ndarray,
     psi: np.ndarray,
     chosen: dict[int, list[int]],
+    *,
+    k: int,
 ) -> dict[str, Any]:
     """The trace's account of one level's bandit routing: Thompson samples, candidate weights, the chosen
-    successors and the routing prior ``psi``, by agent name."""
+    successors and the routing prior ``psi``, by agent name; ``over_k`` names the sources whose candidates (the
+    successors the distance threshold kept, weight > 0) outnumbered ``k``, the routing decisions where the
+    bandit chose, and ``dropped`` the successors the threshold dropped."""
     return {
         "level": level,
         "sources": [g.name(i) for i in nodes],
@@ -110,6 +117,37 @@ def bandit_entry(
         },
         "chosen": {g.name(i): [g.name(j) for j in chosen[i]] for i in nodes},
         "psi": {g.name(i): round(float(psi[i]), 4) for i in g.nodes()},
+        "k": k,
+        "over_k": [g.name(i) for i in nodes if sum(weights[i, j] > 0 for j in g.successors(i)) > k],
+        "dropped": {
+            g.name(i): [g.name(j) for j in g.successors(i) if not weights[i, j] > 0]
+            for i in nodes
+            if any(not weights[i, j] > 0 for j in g.successors(i))
+        },
+    }
+
+
+def broadcast_entry(
+    g: HiVAGraph, nodes: Sequence[int], level: int, chosen: dict[int, list[int]]
+) -> dict[str, Any]:
+    """The trace's account of one level's routing without the bandit (``broadcast``): every successor."""
+    return {
+        "level": level,
+        "sources": [g.name(i) for i in nodes],
+        "broadcast": True,
+        "chosen": {g.name(i): [g.name(j) for j in chosen[i]] for i in nodes},
+        "over_k": [],
+        "dropped": {},
+    }
+
+
+def routing_summary(bandit: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """One iteration's routing counts: ``decisions`` (executed nodes that routed), ``over_k`` (those whose
+    candidates outnumbered k: the bandit chose) and ``dropped`` (successors the distance threshold dropped)."""
+    return {
+        "decisions": sum(len(b["sources"]) for b in bandit),
+        "over_k": sum(len(b["over_k"]) for b in bandit),
+        "dropped": sum(len(v) for b in bandit for v in b["dropped"].values()),
     }
 
 
@@ -158,13 +196,26 @@ def iteration_record(
         "executed": [names[i] for i in p.executed],
         "executed_edges": [[names[int(s)], names[int(d)]] for s, d in zip(*np.nonzero(routed))],
         "bandit": p.bandit,
+        "routing": routing_summary(p.bandit),
         "instructions": {names[i]: clip(p.inputs[i], 4000) for i in p.executed if i in p.inputs},
         "tool_calls": [
             {"agent": names[i], "tool": p.tool_used[i][0], "version": p.tool_used[i][1], **run.to_json()}
             for i, run in p.tools.items()
+        ]
+        + [
+            {
+                "agent": names[SINK],
+                "tool": p.tool_used[SINK][0],
+                "version": p.tool_used[SINK][1],
+                "on_output_of": names[i],
+                **run.to_json(),
+            }
+            for i, run in p.aggregator_tools
         ],
         "aggregation": {"contributors": [names[i] for i in it.contributors], "answer": clip(it.answer, 4000)},
         "environment": it.outcome.to_json(),
+        "ablations": it.ablations,
+        "backward": it.backward,
         "loss": it.loss,
         "global_gradient": it.global_grad,
         "gradients": {names[i]: gr.to_json() for i, gr in it.grads.items() if i in names},

@@ -1,5 +1,6 @@
-"""The HiVA parts of the report: each task's graph growth over its iterations (a table, a growth chart and one
-small drawing of the graph per iteration). The oracle label of a run that fed back hidden tests is
+"""The HiVA parts of the report: each task's variant (the paper's Table 2 ablations the run made, and the
+environment that judged it) and its graph growth over its iterations (a table, a growth chart and one small
+drawing of the graph per iteration). The oracle label of a run that fed back hidden tests is
 :func:`toporoute.trace.badges.oracle_badge`.
 
 Static HTML and inline SVG built here, every model-written string escaped (the names are the method's own, but
@@ -121,8 +122,43 @@ def _chart(counts: list[tuple[int, int]]) -> str:
     )
 
 
+_ENVIRONMENTS = {
+    "public-tests": "the visible examples (programmatic)",
+    "self-critique": "self-critique (the paper's w/o Env)",
+    "hidden-tests": "the hidden tests (oracle)",
+    "gold-answer": "the gold answer (oracle)",
+}
+
+
+def _variant(blocks: Sequence[tuple[int, Mapping[str, Any]]]) -> str:
+    """The line naming the run's variant: its ablations (the first iteration's record of them) and the
+    environment of its iterations."""
+    raw = blocks[0][1].get("ablations")
+    ablations = [a for a in raw if isinstance(a, str)] if isinstance(raw, list) else []
+    sources: list[str] = []
+    for _, b in blocks:
+        env = b.get("environment")
+        src = str(env.get("source", "")) if isinstance(env, Mapping) else ""
+        if src and src not in sources:
+            sources.append(src)
+    names = ", ".join(_ENVIRONMENTS.get(src, src) for src in sources) or "unknown"
+    variant = ", ".join(ablations) if ablations else "full HiVA (no ablation)"
+    return f'<p class="hiva-variant"><b>Variant:</b> {_e(variant)}; <b>environment:</b> {_e(names)}</p>'
+
+
+def _routing(b: Mapping[str, Any]) -> str:
+    r = b.get("routing")
+    if not isinstance(r, Mapping) or not r:
+        return "—"
+    text = f"{r.get('over_k', 0)} / {r.get('decisions', 0)}"
+    if r.get("dropped"):
+        text += f" ({r['dropped']} dropped)"
+    return text
+
+
 def growth_section(rounds: Sequence[RoundRecord], record: EpisodeRecord | None = None) -> str:
-    """The graph's growth over a HiVA episode's iterations ("" when the rounds hold no HiVA block)."""
+    """The variant of a HiVA episode and its graph's growth over the iterations ("" when the rounds hold no
+    HiVA block)."""
     blocks = [(r.round, r.extra["hiva"]) for r in rounds if isinstance(r.extra.get("hiva"), Mapping)]
     if not blocks:
         return ""
@@ -154,22 +190,27 @@ def growth_section(rounds: Sequence[RoundRecord], record: EpisodeRecord | None =
         counts.append((len(nodes), len(edges)))
         rows.append(
             f"<tr><td>{rnd}</td><td>{len(before_nodes)} → {len(nodes)}</td><td>{len(edges)}</td>"
-            f"<td>{len(b.get('executed', []))} / {len(executed)}</td>"
+            f"<td>{len(b.get('executed', []))} / {len(executed)}</td><td>{_e(_routing(b))}</td>"
             f"<td>{_e('; '.join(applied)) or '—'}</td><td>{_e('; '.join(rejected)) or '—'}</td>"
             f"<td>{_e(', '.join(pruned)) or '—'}</td>"
-            f"<td>{_e(env.get('source', ''))} {_e(env.get('signal', ''))}</td><td>{len(errors)}</td></tr>"
+            f"<td>{_e(env.get('source', ''))} {_e(env.get('signal', ''))}</td>"
+            f"<td>{'skipped' if str(b.get('backward', 'ran')).startswith('skipped') else 'ran'}</td>"
+            f"<td>{len(errors)}</td></tr>"
         )
         drawings.append(_drawing(f"after iteration {rnd}", nodes, edges, executed, new))
     return (
         '<div class="hiva-growth-block"><h5>HiVA: graph growth over the iterations</h5>'
-        '<table class="hiva-table"><thead><tr><th>Iteration</th><th>Nodes</th><th>Edges after</th>'
-        "<th>Executed nodes / edges</th><th>Edits applied</th><th>Edits rejected</th><th>Repair pruned</th>"
-        "<th>Environment signal</th><th>Errors</th></tr></thead><tbody>"
+        + _variant(blocks)
+        + '<table class="hiva-table"><thead><tr><th>Iteration</th><th>Nodes</th><th>Edges after</th>'
+        "<th>Executed nodes / edges</th><th>Bandit chose (routings with more candidates than k / all)</th>"
+        "<th>Edits applied</th><th>Edits rejected</th><th>Repair pruned</th>"
+        "<th>Environment signal</th><th>Backward and updates</th><th>Errors</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
         + _chart(counts)
         + '<div class="hiva-steps">'
         + "".join(drawings)
         + '</div><p class="note">Each drawing is the graph after that iteration\'s edits and repair; blue edges '
-        "were executed in the iteration (the bandit's routes), orange nodes are new.</p></div>"
+        "were executed in the iteration (the bandit's routes), orange nodes are new. A per-instance task's last "
+        "iteration skips its backward pass and updates (they would change nothing).</p></div>"
     )

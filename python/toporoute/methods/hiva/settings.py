@@ -10,9 +10,10 @@ from ...llm.types import Sampling
 from ..episode import SandboxSettings, request_seed
 from ..options import option, setting
 
-__all__ = ["CALL_KINDS", "MODES", "HiVASettings"]
+__all__ = ["CALL_KINDS", "ENVIRONMENTS", "MODES", "HiVASettings"]
 
 MODES = ("per_instance", "stream")
+ENVIRONMENTS = ("auto", "self-critique")
 
 CALL_KINDS: dict[str, tuple[float | None, int]] = {
     # kind: (temperature, most completion tokens); None: the settings' temperature (the agents')
@@ -45,6 +46,11 @@ class HiVASettings(SandboxSettings):
         T, the STEV iterations per task (the paper's default 10).
     top_k : int
         Successors the bandit picks at each executed node (1 to 5; default 2).
+    initial_workers : int
+        The initial fan-out: worker agents (0 to 4; default 2) wired from the source to the aggregator beside
+        the source's own edge to it, so that the source's routing has ``initial_workers + 1`` candidates and,
+        with the default top-k 2, the bandit chooses from the first iteration on. 0 is Algorithm 1's start
+        (``v_s → v_a`` only), where every node routes to all its successors until edits add a third one.
     mode : {"per_instance", "stream"}
         ``per_instance``: a fresh graph per task, T iterations, the best answer returned. ``stream``: the graph,
         the Beta beliefs, the synergy, the prompts and the tools carry over from task to task (episodes then run
@@ -70,7 +76,9 @@ class HiVASettings(SandboxSettings):
     lam, eta, delta : float
         λ (knowledge distance), η (synergy exponent) and δ (knowledge term of the Beta update).
     omega : tuple of 4 floats
-        ω_1..ω_4 of the distance (no knowledge graph: Ψ2 = Ψ4 = 0).
+        ω_1..ω_4 of the distance, renormalised over the indicators that exist
+        (:func:`~toporoute.methods.hiva.graph.distance_weights`): without a knowledge graph Ψ1 alone, so Σ ω Ψ
+        spans [0, 1] (Ψ2 and Ψ4 need the graph; Ψ3's fallback would count θ's success history twice).
     distance_threshold : float
         Candidates with Σ ω Ψ above it are dropped (the best one always kept).
     gamma : float
@@ -89,16 +97,31 @@ class HiVASettings(SandboxSettings):
         An ADD_PARALLEL whose parallelisability score is under it becomes ADD_SERIAL (0.5).
     synthesize_tools : bool
         New agents get a tool written by the LLM (Fig. 12) from their description (else the built-in tool).
+    topology : bool
+        Topological evolution (TEV): the parallelisability analyses, the topology decisions, their edits and the
+        repair. False is the paper's "w/o TEV" ablation: the graph stays as it starts.
+    semantic : bool
+        Semantic evolution (SEV): the prompt updates (Fig. 9) and tool refinements (Fig. 13). False is the
+        paper's "w/o SEV": the agents keep their prompts and tools (new agents still get theirs).
+    broadcast : bool
+        Route every executed node to all its successors, with no bandit (the paper's "w/o KABB").
+    tools : bool
+        Agents and the aggregator run their tools, and new agents get one. False is the paper's "w/o Tool": no
+        tool runs, is refined or is written.
+    environment : {"auto", "self-critique"}
+        What judges an answer: ``auto`` the visible examples for code and the self-critique for math (there is
+        no programmatic environment for math without the gold answer, so math's default *is* the paper's "w/o
+        Env"); ``self-critique`` the self-critique for code too (the paper's "w/o Env").
     guided : bool
         Constrain the short structured outputs (decision, sentiment, gradient, parallelisability, verdict) with
-        regular expressions where the engine supports it.
+        regular expressions where the engine supports it (``--no-guide-regex``: free-form outputs, the paper's).
     tool_timeout_s, tool_retries, tool_memory_mb : limits of one sandboxed tool call (30 s, 3 retries).
     tool_workers : int
         Most tool or test processes at once.
     test_timeout_s, test_memory_mb : limits of the environment's sandboxed test runs (see
         :class:`~toporoute.methods.episode.SandboxSettings`).
     temperature : float
-        The agents' temperature (forward pass); the other calls use :data:`CALL_KINDS`.
+        The agents' temperature (forward pass; 1.0, the paper's); the other calls use :data:`CALL_KINDS`.
     max_tokens : int
         Cap on every call's completion tokens (each kind has its own limit under it).
     """
@@ -110,6 +133,12 @@ class HiVASettings(SandboxSettings):
         help="T, STEV iterations per task (default 10; wins over --rounds, which sets T when this is not given)",
     )
     top_k: int = option(2, ints=(1, 5), help="successors the bandit picks per agent (default 2)")
+    initial_workers: int = option(
+        2,
+        ints=(0, 4),
+        help="worker agents wired from the source to the aggregator at the start, so the bandit chooses from "
+        "the first iteration (default 2; 0: the source wired to the aggregator only, Algorithm 1)",
+    )
     mode: str = option(
         "per_instance",
         choices=MODES,
@@ -156,8 +185,27 @@ class HiVASettings(SandboxSettings):
         off=True,
         help="new agents get the built-in tool, not an LLM-written one",
     )
+    topology: bool = option(
+        True, name="--no-topology", off=True, help="w/o TEV: no topology decisions, edits or repair"
+    )
+    semantic: bool = option(
+        True, name="--no-semantic", off=True, help="w/o SEV: no prompt updates or tool refinements"
+    )
+    broadcast: bool = option(False, help="w/o KABB: route to every successor, no bandit")
+    tools: bool = option(
+        True, name="--no-tools", off=True, help="w/o Tool: no tool runs, refinements or new tools"
+    )
+    environment: str = option(
+        "auto",
+        choices=ENVIRONMENTS,
+        help="what judges an answer: auto (default: code's visible examples, math's self-critique) or "
+        "self-critique (the paper's w/o Env, for code too)",
+    )
     guided: bool = option(
-        True, name="--no-guide-regex", off=True, help="no regular-expression guides for the short outputs"
+        True,
+        name="--no-guide-regex",
+        off=True,
+        help="no regular-expression guides (guided decoding) for the short outputs: free-form, as the paper",
     )
     tool_timeout_s: float = option(
         30.0, name="--tool-timeout", help="seconds per sandboxed tool call (default 30)"
@@ -165,7 +213,7 @@ class HiVASettings(SandboxSettings):
     tool_retries: int = setting(3, ints=(0, 10))
     tool_memory_mb: int = setting(512, ints=(64, 1 << 20))
     tool_workers: int = setting(2, ints=(1, 64))
-    temperature: float = 0.7
+    temperature: float = 1.0
     max_tokens: int = 4096
 
     def __post_init__(self) -> None:
@@ -184,6 +232,24 @@ class HiVASettings(SandboxSettings):
         d = super().params()
         d["omega"] = list(self.omega)
         return d
+
+    def ablations(self, domain: str) -> list[str]:
+        """The paper's Table 2 labels of what this run leaves out on ``domain`` ([]: the full method)."""
+        return [
+            label
+            for on, label in (
+                (not self.topology, "w/o TEV"),
+                (not self.semantic, "w/o SEV"),
+                (self.broadcast, "w/o KABB"),
+                (self.environment_of(domain) == "self-critique", "w/o Env"),
+                (not self.tools, "w/o Tool"),
+            )
+            if on
+        ]
+
+    def environment_of(self, domain: str) -> str:
+        """The environment of ``domain``: ``public-tests`` (code under ``auto``) or ``self-critique``."""
+        return "public-tests" if domain == "code" and self.environment == "auto" else "self-critique"
 
     def call(self, kind: str, episode: str, iteration: int, who: str) -> Sampling:
         """The sampling of one call of ``kind`` (see :data:`CALL_KINDS`), capped at ``max_tokens`` and seeded
