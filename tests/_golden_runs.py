@@ -137,7 +137,7 @@ def golden_runs(root: Path, only: set[str] | None = None) -> dict[str, Any]:
         ),
         (
             "tacomas",
-            TacoMAS(TacoMASSettings(rounds=3)),
+            TacoMAS(TacoMASSettings(rounds=3, test_timeout_s=60.0)),  # its tool runs: a roomy sandbox limit
             he[:1],
             ScriptedEngine(TacoScript(he[:1], solutions)),
         ),

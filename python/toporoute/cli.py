@@ -656,16 +656,48 @@ async def _run_one(
     from .methods.harness import run_method
 
     print(f"== {method.name}", file=sys.stderr, flush=True)
-    return await run_method(
-        method,
-        tasks,
-        engine,
-        args.out / method.name,
-        info=_run_info(args, engine.name),
-        concurrency=args.concurrency,
-        eval_timeout_s=args.eval_timeout,
-        progress=not args.no_progress,
+    info = _run_info(args, engine.name)
+    # a method whose settings name a meta engine (TacoMAS's --meta-model) gets its meta kinds routed there
+    spec = getattr(getattr(method, "settings", None), "meta_model", "")
+    meta = None
+    if spec:
+        from .llm.routed import RoutedEngine
+
+        meta, info["meta_engine"] = await _meta_engine(args, spec)
+        engine = RoutedEngine(engine, meta, getattr(method, "meta_kinds", ()))
+    try:
+        return await run_method(
+            method,
+            tasks,
+            engine,
+            args.out / method.name,
+            info=info,
+            concurrency=args.concurrency,
+            eval_timeout_s=args.eval_timeout,
+            progress=not args.no_progress,
+        )
+    finally:
+        if meta is not None:
+            await meta.aclose()
+
+
+async def _meta_engine(args: argparse.Namespace, spec: str) -> tuple[Any, dict[str, Any]]:
+    """The engine of a ``[ENGINE:]MODEL[@BASE_URL]`` spec, opened with the run's other engine options, and what
+    run.json records of it (a recording goes to ``<record>.meta<suffix>``)."""
+    from .llm.routed import parse_engine_spec
+
+    es = parse_engine_spec(spec)
+    kind = es.engine or args.engine
+    given = dict(vars(args), engine=kind, engine_info={}, base_url=es.base_url or args.base_url)
+    given.update(
+        model=None if kind == "replay" else es.model,
+        replay=Path(es.model) if kind == "replay" else args.replay,
+        max_model_len=None,
+        record=None if args.record is None else args.record.with_suffix(".meta" + args.record.suffix),
     )
+    meta_args = argparse.Namespace(**given)
+    meta = await _engine(meta_args)
+    return meta, {"spec": spec, "engine": kind, "model": meta.name, **meta_args.engine_info}
 
 
 async def _train(args: argparse.Namespace) -> int:

@@ -93,13 +93,17 @@ invalid plan's record has no agents or edges: the orchestrator, yaml, check and 
 "passed_feedback": bool}``.
 
 TacoMAS rounds (``method: "tacomas"``) fill the shared fields (edges of kind ``lagged`` / ``same_round``, the waves
-as ``levels``; ``usage.agents`` keyed by agent id and ``judge:<id>``, ``coach:<id>``, ``meta``, ``verifier``) and
-add::
+as ``levels``; ``usage.agents`` keyed by agent id and ``<id>:tool<n>``, ``judge:<id>``, ``coach:<id>``,
+``reflect:<id>``, ``meta``, ``scorer:verifier``) and add::
 
-     "tacomas": {"team": [{"id", "slot", "gen", "role", "goal", "sink": bool, "parent": str | null, "born": int}],
+     "tacomas": {"team": [{"id", "slot", "gen", "role", "goal", "sink": bool, "parent": str | null, "born": int,
+                           "tools": [str]}],
                  "edges": [{"src", "dst", "lagged": bool}], "waves": [[id, ...], ...],
                  "scores": {id: {"score": float | null, "reason": str, "error": str | null}},   # the judge
+                 "tools": {id: [{"tool", "call": int, "revised": bool, "ok": bool, "output": str,
+                                 "error": str | null, "attempts", "wall_s", "cut", "isolation"}]},  # its runs
                  "coaching": {id: {"errors": str, "plan": str, "error": str | null}},          # {} uncoached
+                 "reflections": {id: str},                                      # self-reflections, {} none
                  "pi": {id: float}, "mean": float | null, "var": float | null, "death_candidates": [id],
                  "answer": str, "answer_score": float | null, "scorer": "verifier" | "tests" | "oracle",
                  "scorer_detail": str,
@@ -109,8 +113,8 @@ add::
                                  "diff": {"nodes_added", "nodes_removed", "edges_added", "edges_removed",
                                           "inherited", "repaired"},
                                  "distance": int, "feedback": {id: {"prompt_delta", "memory_seed"}}},
-                 "calls": {"agent" | "judge" | "coach" | "meta" | "verifier": {"calls", "prompt_tokens",
-                                                                                "completion_tokens", "latency_s"}},
+                 "calls": {"agent" | "judge" | "coach" | "meta" | "verifier" | "reflect": {
+                     "calls", "prompt_tokens", "completion_tokens", "latency_s"}},
                  "errors": [{"agent", "step", "error"}]}
 
 An operation's ``reason`` is a name of ``ops.TEAM_REASONS`` or a parse-level one (``unparsed``,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -386,8 +387,9 @@ def test_scores_reasons_and_coaching_per_round(section: str) -> None:
     assert verifier[2] == "—" and verifier[4] == "judge output was not JSON"  # the judge's recorded error
     searcher = next(r for r in r1 if r[0] == "searcher")
     assert searcher[2] == "0.80" and searcher[4].startswith("searcher helped")
-    assert searcher[5].startswith("errors missed the edge case") and "plan test n = 0 first" in searcher[5]
-    assert all(r[5] == "—" for r in _rows(tables[2], "taco-agents"))  # no coaching in round 2
+    assert searcher[6].startswith("errors missed the edge case") and "plan test n = 0 first" in searcher[6]
+    assert searcher[5] == "—" and searcher[7] == "—"  # no tool call, no self-reflection recorded
+    assert all(r[6] == "—" for r in _rows(tables[2], "taco-agents"))  # no coaching in round 2
     errors = re.findall(r'<ul class="taco-errors">(.*?)</ul>', section, re.DOTALL)
     assert len(errors) == 1 and errors[0].startswith("<li><b>verifier</b> (judge): no JSON object &lt;script")
 
@@ -411,6 +413,33 @@ def test_calls_fall_back_to_the_usage_keys() -> None:
     assert rows["agent"][0] == "5" and rows["judge"][0] == "5" and rows["meta"][0] == "1"
     # the usage key "verifier" is the team's verifier agent here (the answer scorer's call shares that key)
     assert "verifier" not in rows
+
+
+def test_tool_calls_and_self_reflections_per_agent() -> None:
+    rec = _record(1, "verifier")
+    run = {
+        "tool": "run_examples",
+        "call": 1,
+        "revised": True,
+        "ok": True,
+        "error": None,
+        "output": "1/2 pass",
+    }
+    failed = {**run, "call": 2, "revised": False, "ok": False, "error": f"timeout {XSS}", "output": ""}
+    block = dict(
+        rec.extra["tacomas"], tools={"searcher": [run, failed]}, reflections={"searcher": "check n = 0"}
+    )
+    one = RoundRecord(
+        rec.method, rec.episode, rec.task, 1, rec.graph, usage=rec.usage, extra={"tacomas": block}
+    )
+    html = _tacomas.evolution_section([one])
+    searcher = next(r for r in _rows(html, "taco-agents") if r[0] == "searcher")
+    assert searcher[5] == (
+        "run_examples #1 (then revised) 1/2 pass"
+        "run_examples #2 (on the message sent) timeout " + html_escape(XSS)
+    )
+    assert searcher[7] == "check n = 0" and "<script>" not in html
+    assert "<th>Tools</th><th>Coaching</th><th>Self-reflection</th>" in html
 
 
 def test_damaged_blocks_still_render() -> None:

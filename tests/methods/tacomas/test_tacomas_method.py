@@ -25,6 +25,7 @@ from toporoute.tasks import Task, load_tasks
 Reply = str | Callable[[Request], str]
 
 JUDGE = '{"score": 0.6, "reason": "useful"}'
+REFLECT = "Run every visible example before sending my message."
 COACH = '{"errors": "missed an edge case", "plan": "check empty inputs first"}'
 VERIFY = '{"score": 0.5, "reason": "unsure"}'
 REPLACE = {
@@ -83,9 +84,8 @@ class Script:
                     return "So 7 * 12 - 25 = 59.\nFinal Answer: \\boxed{59}"
                 return f"All checks agree.\nFinal Answer:\n```python\n{t.prompt}{self.solutions[t.id]}```"
             return f"{req.tags.agent} says: work on the task"
-        return {"judge": JUDGE, "coach": COACH, "verifier": VERIFY, "meta": json.dumps(REPLACE)}.get(
-            role, "?"
-        )
+        replies = {"judge": JUDGE, "coach": COACH, "verifier": VERIFY, "meta": json.dumps(REPLACE)}
+        return {**replies, "reflect": REFLECT}.get(role, "?")
 
     def of(self, role: str, agent: str | None = None) -> list[Request]:
         return [r for r in self.requests if r.tags.role == role and (agent is None or r.tags.agent == agent)]
@@ -104,8 +104,13 @@ def episode(out: Path, task: Task) -> dict[str, Any]:
     return json.loads((out / "episodes" / f"{task.episode_id}.json").read_text())["record"]
 
 
+PLAIN = {"template": "pipeline", "tool_calls": 0, "reflect": False}
+"""The loop's mechanics are tested on the pipeline template without tools or self-reflection (their own tests,
+in test_tacomas_fidelity.py, run the defaults)."""
+
+
 def taco(**kw: Any) -> TacoMAS:
-    return TacoMAS(TacoMASSettings(**kw))
+    return TacoMAS(TacoMASSettings(**{**PLAIN, **kw}))
 
 
 # ------------------------------------------------------------------------------------------------- a full run
@@ -316,7 +321,7 @@ def test_the_meta_prompt_carries_the_graph_summaries_and_scores(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
     script = Script(he[:1], solutions)
-    run(taco(rounds=2), he[:1], ScriptedEngine(script), tmp_path)
+    run(taco(rounds=3), he[:1], ScriptedEngine(script), tmp_path)
     (meta,) = script.of("meta")
     template = ["planner", "searcher", "calculator", "verifier", "reflector"]
     assert meta.schema == parsing.meta_schema(2, 4, template)  # the team's ids, for a guided engine
@@ -391,7 +396,8 @@ def test_coach_every_zero_coaches_only_before_a_slow_step(
     run(taco(rounds=4, k=2, coach_every=0), he[:1], ScriptedEngine(script), tmp_path)
     recs = traces(tmp_path, he[0])
     assert [bool(r["tacomas"]["coaching"]) for r in recs] == [False, True, False, False]
-    assert [r["tacomas"]["slow"] is not None for r in recs] == [False, True, False, True]
+    # none after the last round: its edits would never run
+    assert [r["tacomas"]["slow"] is not None for r in recs] == [False, True, False, False]
 
 
 # ------------------------------------------------------------------------------------------------- malformed
@@ -512,7 +518,7 @@ def test_bad_meta_json_is_reprompted_once_then_recorded(
     tmp_path: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
     script = Script(he[:1], solutions, meta=["I think we should add a researcher.", json.dumps(REPLACE)])
-    run(taco(rounds=2), he[:1], ScriptedEngine(script), tmp_path)
+    run(taco(rounds=3), he[:1], ScriptedEngine(script), tmp_path)
     recs = traces(tmp_path, he[0])
     slow = recs[1]["tacomas"]["slow"]
     assert slow["meta_error"] is None and slow["ops"][0]["accepted"]
@@ -648,7 +654,7 @@ def test_calls_batch_by_wave_judge_and_meta_across_episodes(
 ) -> None:
     script = Script(he, solutions)
     engine = ScriptedEngine(script)
-    run(taco(rounds=2), he, engine, tmp_path)
+    run(taco(rounds=3), he, engine, tmp_path)
     kinds = [[r.tags.role for r in batch] for batch in engine.batches]
     episodes = [{r.tags.episode for r in batch} for batch in engine.batches]
     assert all(
@@ -659,10 +665,11 @@ def test_calls_batch_by_wave_judge_and_meta_across_episodes(
     agents = [[r.tags.agent for r in b] for b in engine.batches if b[0].tags.role == "agent"]
     assert sorted(agents[2]) == ["searcher", "searcher", "verifier", "verifier"]  # a wave: one call
     judge = [b for b in engine.batches if b[0].tags.role == "judge"]
-    assert len(judge) == 2 and all(len(b) == 2 * (5 + 1) for b in judge)
+    assert len(judge) == 3 and all(len(b) == 2 * (5 + 1) for b in judge)
     (meta,) = [b for b in engine.batches if b[0].tags.role == "meta"]
     assert len(meta) == 2
-    assert len(engine.batches) == 2 * (4 + 1) + 1 + 1  # 4 waves + judge per round, coach once, meta once
+    # 4 waves + judge per round, coach after rounds 0 and 1 (not the last), meta once
+    assert len(engine.batches) == 3 * (4 + 1) + 2 + 1
 
 
 def test_resume_skips_finished_episodes(tmp_path: Path, he: list[Task], solutions: dict[str, str]) -> None:
@@ -734,7 +741,7 @@ def test_settings_validate_and_cap_the_call_kinds() -> None:
     for bad in ({"scorer": "gold"}, {"k": 0}, {"tau": 1.5}, {"max_agents": 63}, {"final": "first"}):
         with pytest.raises(InvalidArgumentError):
             TacoMASSettings(**bad)
-    team = Team(TacoMASSettings().capacity, "code")
+    team = Team(TacoMASSettings().capacity, "code", "pipeline")
     assert team.capacity == 22 and np.flatnonzero(team.alive).tolist() == [0, 1, 2, 3, 4]
     assert team.critical().tolist() == [False, False, False, False, True]
 

@@ -11,18 +11,22 @@ roles; pure), :mod:`.parsing` (schemas, lenient parsing, the meta output as ``te
 from __future__ import annotations
 
 from .method import KINDS, ROLE_KINDS, TacoMAS
-from .settings import CALL_KINDS, FINALS, SCORERS, TacoMASSettings
-from .team import Agent, RoleTable, Team
+from .settings import CALL_KINDS, FINALS, META_KINDS, SCORERS, TEMPLATES, TacoMASSettings
+from .team import Agent, KindTool, RoleTable, Team, kind_tool
 
 __all__ = [
     "CALL_KINDS",
     "FINALS",
     "KINDS",
+    "META_KINDS",
     "ROLE_KINDS",
     "SCORERS",
+    "TEMPLATES",
     "Agent",
+    "KindTool",
     "RoleTable",
     "TacoMAS",
     "TacoMASSettings",
     "Team",
+    "kind_tool",
 ]

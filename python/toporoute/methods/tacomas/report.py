@@ -1,5 +1,6 @@
 """The TacoMAS parts of the report: each task's team across its rounds (one small drawing per round, a table of
-the round statistics, the judged scores and the coaching), each slow step (the meta output, every proposed
+the round statistics, the judged scores, the agents' tool calls, the coaching and the self-reflections), each
+slow step (the meta output, every proposed
 operation with its verdict, the applied diff drawn and listed, the topology distance and the time control), and
 the LLM calls, tokens and latency per role kind.
 
@@ -23,7 +24,7 @@ from ...trace.schema import EpisodeRecord, RoundRecord
 
 __all__ = ["CALL_KINDS", "evolution_section", "is_tacomas"]
 
-CALL_KINDS = ("agent", "judge", "coach", "meta", "verifier")
+CALL_KINDS = ("agent", "judge", "coach", "meta", "verifier", "reflect")
 """The role kinds whose calls a TacoMAS round counts (``tacomas.calls``), in table order."""
 
 _DX, _DY, _R = 104, 50, 12  # wave spacing, row spacing, node radius of the small drawings
@@ -427,9 +428,27 @@ def _slow_anchor(rec: RoundRecord) -> str:
     return f"taco-slow-{rec.episode}-{rec.round}"
 
 
+def _tool_cell(runs: Any) -> str:
+    """An agent's tool calls of a round: the tool, whether the agent replied again after it, its result."""
+    items = []
+    for run in (_map(r) for r in _seq(runs)):
+        head = f"{_e(_text(run.get('tool')) or 'tool')} #{_int(run.get('call')) or '?'}"
+        head += " (then revised)" if run.get("revised") is True else " (on the message sent)"
+        error = _text(run.get("error"))
+        body = (
+            f'<span class="bad">{_e(_cut(error, 300))}</span>'
+            if error
+            else _e(_cut(_text(run.get("output")), 300))
+        )
+        items.append(f"<b>{head}</b> {body}")
+    return "<br>".join(items) or "—"
+
+
 def _agents_table(block: Mapping[str, Any]) -> str:
     coaching = _map(block.get("coaching"))
     pi = _map(block.get("pi"))
+    tools = _map(block.get("tools"))
+    reflections = _map(block.get("reflections"))
     rows = []
     for m in _team(block):
         score, reason, error = _score(block, m.id)
@@ -449,11 +468,15 @@ def _agents_table(block: Mapping[str, Any]) -> str:
         rows.append(
             f"<tr><td>{_e(m.id)}{' <small>(sink)</small>' if m.sink else ''}</td><td>{_e(m.role)}</td>"
             f"<td>{_fmt(score)}</td><td>{_fmt(_num(pi.get(m.id)))}</td>"
-            f'<td class="text">{judged or "—"}</td><td class="text">{coached}</td></tr>'
+            f'<td class="text">{judged or "—"}</td><td class="text">{_tool_cell(tools.get(m.id))}</td>'
+            f'<td class="text">{coached}</td>'
+            f'<td class="text">{_e(_cut(_text(reflections.get(m.id)), 600)) or "—"}</td></tr>'
         )
     return (
         '<table class="taco-agents"><thead><tr><th>Agent</th><th>Role</th><th>c<sub>v</sub></th><th>π</th>'
-        "<th>Judge's reason</th><th>Coaching</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<th>Judge's reason</th><th>Tools</th><th>Coaching</th><th>Self-reflection</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
     )
 
 

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from ..._checks import above, at_least, within
 from ...errors import InvalidArgumentError
+from ...llm.routed import parse_engine_spec
 from ...llm.types import Sampling
 from ..episode import SandboxSettings, request_seed
 from ..options import option, setting
 
-__all__ = ["CALL_KINDS", "FINALS", "SCORERS", "TacoMASSettings"]
+__all__ = ["CALL_KINDS", "FINALS", "META_KINDS", "SCORERS", "TEMPLATES", "TacoMASSettings"]
 
 SCORERS = ("verifier", "tests", "oracle")
 """The answer scorers of s_t (spec A1): a reference-free LLM verifier (default), the prompt's visible examples
@@ -20,17 +21,28 @@ FINALS = ("last", "best")
 """The final answer: the sink's answer of the last round (default), or that of the round with the highest answer
 score (the oracle's only when the scorer is the oracle)."""
 
+TEMPLATES = ("centralized", "pipeline")
+"""The starting teams (``prompts/tacomas/roles.json``): the paper's 5-role centralized template, a leader (the
+planner, the protected sink) exchanging messages with four workers (default), or the earlier pipeline whose
+reflector sink reads only the verifier."""
+
+META_KINDS = ("judge", "coach", "meta", "verifier")
+"""The call kinds that go to the meta engine when ``meta_model`` names one (the paper's stronger meta-LLM judges,
+coaches and edits; the agents, their tool follow-ups and their self-reflections stay on the agents' engine)."""
+
 CALL_KINDS: dict[str, tuple[float | None, int, int]] = {
     # kind: (temperature, most completion tokens, least completion tokens); None: the agents'
-    # temperature for the agents, the meta temperature for the coach and the meta-LLM
+    # temperature for the agents and their self-reflections, the meta temperature for the coach and the meta-LLM
     "agent": (None, 1024, 1),
+    "reflect": (None, 160, 1),
     "judge": (0.0, 240, 240),
     "verifier": (0.0, 240, 240),
     "coach": (None, 512, 512),
     "meta": (None, 1024, 1024),
 }
 """Sampling per call kind. The agents use ``temperature`` (0.0, as the published configuration), the meta-LLM
-``meta_temperature`` (0.3). The agents' replies are capped at ``max_tokens``; a JSON call (judge, verifier,
+``meta_temperature`` (0.3). A self-reflection (``reflect``, the paper's Listing 5: two or three sentences) gets at
+most 160 tokens. The agents' replies are capped at ``max_tokens``; a JSON call (judge, verifier,
 coach, meta) always gets the tokens of the longest reply its schema or regex admits at one token per character
 (:mod:`~toporoute.methods.tacomas.parsing`'s string bounds), so that its object can close whatever
 ``--max-tokens`` says: a guided reply that runs to the cap is no JSON at all and costs the call's re-prompts
@@ -73,8 +85,23 @@ class TacoMASSettings(SandboxSettings):
     prompt_deltas : int
         The most prompt deltas an agent keeps.
     message_chars : int
-        Characters of one incoming message (1200, as the published runtime) and of an output shown to the judge
-        and the meta-LLM (800 for the judge).
+        Characters of one incoming message (6000: an agent's whole reply at the default cap, so a program is
+        never cut in transit; the published runtime's 1200 cut HumanEval programs).
+    template : {"centralized", "pipeline"}
+        The starting team (:data:`TEMPLATES`).
+    tool_calls : int
+        The most tool calls per agent per round (1; the published runtime allows 6; 0: no tools). A code agent's
+        tool runs the prompt's visible examples on the last ``python`` block of its reply, a math agent's is a
+        calculator on the arithmetic of its reply, both in the sandbox (``tasks.tools.run_tool``); after each call
+        the agent sees the result and gives its message again (a ReAct step). Choice tasks have no tool.
+    reflect : bool
+        The fast self-reflection after each round (the paper's Listing 5): each agent names one capability update
+        from its output and judged score, kept in its memory (True; ``--no-reflect``).
+    meta_model : str
+        An engine for the judge, the coach, the meta-LLM and the verifier (:data:`META_KINDS`) besides the
+        agents' (the paper's stronger meta model): ``[ENGINE:]MODEL[@BASE_URL]`` as ``--engine``, ``--model`` and
+        ``--base-url`` take them (``openai:gpt-4o@https://api.openai.com/v1``, ``vllm:/models/qwen``, a bare
+        model on the run's engine); "" (default): the agents' engine serves every call.
     eta, window, death_threshold : float, int, float
         The replicator weights' η (1.0), the trend window (3 rounds) and the death hint (< 0.2) of
         ``ops.team_scores``.
@@ -125,7 +152,31 @@ class TacoMASSettings(SandboxSettings):
     max_meta_ops: int = setting(32, ints=(1, 1024))
     memory_items: int = setting(6, ints=(0, 1000))
     prompt_deltas: int = setting(3, ints=(0, 1000))
-    message_chars: int = setting(1200, ints=(50, 1_000_000))
+    message_chars: int = setting(6000, ints=(50, 1_000_000))
+    template: str = option(
+        "centralized",
+        choices=TEMPLATES,
+        help="the starting team: the paper's centralized leader and four workers (default) or the pipeline "
+        "whose reflector reads only the verifier",
+    )
+    tool_calls: int = option(
+        1,
+        ints=(0, 6),
+        help="tool calls per agent per round, each followed by the agent's revised message (default 1; 0: no "
+        "tools): visible examples for code, a calculator for math, in the sandbox",
+    )
+    reflect: bool = option(
+        True,
+        name="--no-reflect",
+        off=True,
+        help="skip the agents' fast self-reflection after each round (the paper's Listing 5)",
+    )
+    meta_model: str = option(
+        "",
+        metavar="SPEC",
+        help="a second engine for the judge, coach, meta-LLM and verifier: [ENGINE:]MODEL[@BASE_URL] "
+        "(default: the agents' engine); recorded in run.json",
+    )
     eta: float = 1.0
     window: int = setting(3, ints=(2, 1000))
     death_threshold: float = 0.2
@@ -150,6 +201,8 @@ class TacoMASSettings(SandboxSettings):
         within("death_threshold", self.death_threshold, 0, 1)
         above("eta", self.eta, 0)
         at_least("meta_temperature", self.meta_temperature, 0)
+        if self.meta_model:
+            parse_engine_spec(self.meta_model)
 
     @property
     def capacity(self) -> int:
@@ -163,7 +216,7 @@ class TacoMASSettings(SandboxSettings):
             raise InvalidArgumentError(f"call kind must be one of {tuple(CALL_KINDS)}; got {kind!r}", "kind")
         temperature, most, least = CALL_KINDS[kind]
         if temperature is None:
-            temperature = self.temperature if kind == "agent" else self.meta_temperature
+            temperature = self.temperature if kind in ("agent", "reflect") else self.meta_temperature
         return Sampling(
             max_tokens=min(most, max(self.max_tokens, least)),
             temperature=temperature,

@@ -1,8 +1,9 @@
-"""TacoMAS's steps that need no engine: the round's answer, the meta-LLM's summaries and the slow step's
-application of a meta plan to the team. The episode loop (:mod:`.method`) makes the LLM calls around them."""
+"""TacoMAS's steps that need no engine: the round's answer, whether a reply holds a tool's input, the meta-LLM's
+summaries and the slow step's application of a meta plan to the team. The episode loop (:mod:`.method`) makes the LLM calls around them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -19,9 +20,30 @@ from .parsing import MetaPlan
 from .settings import TacoMASSettings
 from .team import Team, role_goal
 
-__all__ = ["apply_plan", "sink_answer", "summaries"]
+__all__ = ["apply_plan", "imports_of", "sink_answer", "summaries", "tool_input"]
 
 _SUMMARY_CHARS = 300  # one output in the meta-LLM's per-agent summaries
+_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_ARITHMETIC = re.compile(r"\d\s*(?:\*\*|//|[-+*/%^\u00d7\u00f7])\s*\(*\s*\d")
+
+
+def tool_input(kind: str, text: str, prelude: str = "") -> str | None:
+    """What a reply gives its task kind's tool, or None when it holds nothing for it: for code, the last fenced
+    code block (a last fence the reply ran out of tokens in counts) after ``prelude`` (the prompt's imports, which
+    a reply's function often leaves out), fenced again; for math, the reply when it holds an arithmetic
+    expression such as ``7 * 12`` (the calculator finds them)."""
+    if kind == "code":
+        blocks = [b for b in _CODE_BLOCK.findall(text) if b.strip()]
+        head = prelude.strip() + "\n\n" if prelude.strip() else ""
+        return f"```python\n{head}{blocks[-1].rstrip()}\n```" if blocks else None
+    if kind == "math":
+        return text if _ARITHMETIC.search(text) else None
+    return None
+
+
+def imports_of(prompt: str) -> str:
+    """The top-level ``import`` / ``from ... import`` lines of a code prompt, in order."""
+    return "\n".join(line for line in prompt.splitlines() if re.match(r"(import|from)\s+\w", line))
 
 
 def sink_answer(

@@ -5,11 +5,16 @@ Pure state and bookkeeping, no LLM: the episode loop (:mod:`.method`) fills it. 
 shared), in the single-graph layout of the team ops: ``adj[src, dst]`` (row = sender), ``alive (N,)``,
 ``roles (N,)`` (role ids, -1 dead), ``generation (N,)``; ``protected (N,)`` marks the sink.
 
-The initial team is the 5-role template of spec §2 / A3 (``prompts/tacomas/roles.json``): planner -> searcher,
-planner -> calculator, searcher <-> verifier (two arcs: a cycle, so both carry the previous round's message),
-calculator -> verifier, verifier -> reflector. **The reflector is the protected sink**: it integrates the team's
-work, and its reply ends with a ``Final Answer:`` line (the system answer, spec A3). Its role is critical: the
-last reflector can only be replaced by another reflector (and the sink never dies).
+The initial team is one of the templates of ``prompts/tacomas/roles.json`` (spec §2 / A3). ``centralized``
+(default, the paper's 5-role centralized template): the planner leads and is **the protected sink**; it exchanges
+messages with the searcher, the calculator, the verifier and the reflector (each pair a 2-cycle, so every message
+is the previous round's, spec A2), and its reply ends with a ``Final Answer:`` line (the system answer).
+``pipeline``: planner -> searcher, planner -> calculator, searcher <-> verifier, calculator -> verifier,
+verifier -> reflector, the reflector the sink. The sink's role is critical: its last agent can only be replaced
+by one of the same role (and the sink never dies).
+
+Every agent of a code or math task has that kind's tool (:func:`kind_tool`: the visible examples or a
+calculator, run in the sandbox by the episode loop); choice tasks have none.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidArgumentError
-from ..prompt_files import read_json
+from ..prompt_files import read_json, read_text
 
-__all__ = ["Agent", "RoleTable", "Team", "role_goal", "role_key"]
+__all__ = ["Agent", "KindTool", "RoleTable", "Team", "kind_tool", "role_goal", "role_key"]
 
 
 def _roles_file() -> dict[str, Any]:
@@ -44,6 +49,25 @@ def role_goal(role: str, kind: str) -> tuple[str, str]:
     entry = roles.get(role, roles["default"])
     over = entry.get(kind, {})
     return str(over.get("goal", entry["goal"])), str(over.get("constraint", entry["constraint"]))
+
+
+@dataclass(frozen=True)
+class KindTool:
+    """The tool every agent of a task kind has: its ``name``, the ``spec`` line the agents read, and its
+    ``source`` (shipped with toporoute: ``tool_function(input_data, **kwargs)``, run only in the sandbox)."""
+
+    name: str
+    spec: str
+    source: str
+
+
+def kind_tool(kind: str) -> KindTool | None:
+    """The tool of a task kind (``code``: the visible examples; ``math``: a calculator); None for others."""
+    entry = _roles_file()["tools"].get(kind)
+    if entry is None:
+        return None
+    method, _, name = str(entry["source"]).partition("/")
+    return KindTool(str(entry["name"]), str(entry["spec"]), read_text(method, name))
 
 
 @dataclass
@@ -68,6 +92,8 @@ class Agent:
     born : int
         The round after which it was born (-1 for the template).
     last_output : str
+    tools : list of str
+        The tools it may call (its task kind's, see :func:`kind_tool`).
     """
 
     id: str
@@ -80,6 +106,7 @@ class Agent:
     parent: str | None = None
     born: int = -1
     last_output: str = ""
+    tools: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -111,7 +138,11 @@ class Team:
     capacity : int
         N, the node slots (N_max plus the fresh slots one slow step's replacements need; <= 64).
     kind : str
-        The task kind (goals of the template roles).
+        The task kind (goals of the template roles, the agents' tool).
+    template : str
+        The starting team (``centralized`` or ``pipeline``).
+    tools : bool
+        Whether its agents have their task kind's tool (:func:`kind_tool`).
 
     Attributes
     ----------
@@ -127,12 +158,23 @@ class Team:
         The alive slots' agents.
     born : dict of str to int
         The round after which each agent id ever seen was born (-1: the template).
+    tools : list of str
+        The tools every agent gets (its task kind's; none without ``tools``).
     """
 
-    def __init__(self, capacity: int, kind: str) -> None:
+    def __init__(
+        self, capacity: int, kind: str, template: str = "centralized", *, tools: bool = True
+    ) -> None:
         if not 5 <= capacity <= 64:
             raise InvalidArgumentError(f"capacity must be in [5, 64]; got {capacity}", "capacity")
-        data = _roles_file()
+        templates = _roles_file()["templates"]
+        if template not in templates:
+            raise InvalidArgumentError(
+                f"template must be one of {tuple(templates)}; got {template!r}", "template"
+            )
+        data = templates[template]
+        tool = kind_tool(kind) if tools else None
+        self.tools = [tool.name] if tool is not None else []
         self.kind = kind
         self.capacity = capacity
         self.adj = np.zeros((capacity, capacity), bool)
@@ -144,8 +186,11 @@ class Team:
         self.agents: dict[int, Agent] = {}
         self.born: dict[str, int] = {}
         self._counts: dict[str, int] = {}
-        for slot, role in enumerate(data["template"]):
+        for slot, role in enumerate(data["agents"]):
             goal, constraint = role_goal(role, kind)
+            over = data["roles"].get(role, {})
+            goal = str(over.get(kind, {}).get("goal", over.get("goal", goal)))
+            constraint = str(over.get(kind, {}).get("constraint", over.get("constraint", constraint)))
             self.place(slot, role, goal, constraint, born=-1)
         slot_of = {self.agents[s].id: s for s in self.agents}
         for src, dst in data["edges"]:
@@ -173,7 +218,9 @@ class Team:
     ) -> Agent:
         """Puts a new agent of ``role`` in ``slot`` (the arrays' alive / roles entries included)."""
         key = role_key(role) or "agent"
-        agent = Agent(self.new_id(key), key, goal, constraint, parent=parent, born=born)
+        agent = Agent(
+            self.new_id(key), key, goal, constraint, parent=parent, born=born, tools=list(self.tools)
+        )
         self.agents[slot] = agent
         self.alive[slot] = True
         self.roles[slot] = self.table.id_of(key, add=True)
@@ -262,6 +309,7 @@ class Team:
                 "sink": s == self.sink,
                 "parent": a.parent,
                 "born": a.born,
+                "tools": list(a.tools),
             }
             for s in self.slots()
             for a in (self.agents[s],)
