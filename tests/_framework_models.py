@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.runnables import Runnable, RunnableLambda
 
+from toporoute.integrations.rounds import worker_spec
 from toporoute.llm.types import Message, Request, Sampling
 
 
@@ -122,3 +123,14 @@ def engine_model_client(shared: Any, *, max_tokens: int, schema: dict[str, Any] 
             return CreateResult(finish_reason="stop", content=result.text, usage=usage, cached=False)
 
     return EngineClient(chat_completions=[])
+
+
+def engine_workers(
+    make: Callable[..., Any], shared: Any, names: Sequence[str], *, max_tokens: int
+) -> dict[str, Any]:
+    """Each of ``names`` as a DyTopo worker on the shared engine: ``make`` (:func:`engine_chat_model` or
+    :func:`engine_model_client`) with the worker's reply schema sent for guided decoding."""
+    return {
+        n: make(shared, max_tokens=max_tokens, schema=worker_spec(n, max_tokens=max_tokens).schema)
+        for n in names
+    }

@@ -18,13 +18,12 @@ from _shared_vllm import NEEDS_VLLM
 pytest.importorskip("autogen_agentchat")
 pytest.importorskip("autogen_ext.models.replay")
 
-from _framework_models import engine_model_client
+from _framework_models import engine_model_client, engine_workers
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from toporoute import cli
 from toporoute.embed import Router
 from toporoute.integrations.autogen import build_team
-from toporoute.integrations.rounds import worker_spec
 from toporoute.tasks import load_tasks
 
 pytestmark = NEEDS_VLLM
@@ -34,12 +33,7 @@ MAX_TOKENS = 192
 def test_autogen_team_on_humaneval_with_vllm(tmp_path: Path, shared_vllm, encoder) -> None:
     task = load_tasks("humaneval", limit=1)[0]
     names = ["Developer", "Tester"]
-    clients = {
-        n: engine_model_client(
-            shared_vllm, max_tokens=MAX_TOKENS, schema=worker_spec(n, max_tokens=MAX_TOKENS).schema
-        )
-        for n in names
-    }
+    clients = engine_workers(engine_model_client, shared_vllm, names, max_tokens=MAX_TOKENS)
     run_dir = tmp_path / "run"
     selector_model = ReplayChatCompletionClient([])  # never asked: fallback="next" when nothing matches
     team, chooser = build_team(

@@ -17,13 +17,13 @@ from _shared_vllm import NEEDS_VLLM
 
 pytest.importorskip("langgraph")
 
-from _framework_models import engine_chat_model
+from _framework_models import engine_chat_model, engine_workers
 from langgraph.checkpoint.memory import InMemorySaver
 
 from toporoute import cli
 from toporoute.embed import Router
 from toporoute.integrations.langgraph import build_graph, team_input
-from toporoute.integrations.rounds import manager_spec, worker_spec
+from toporoute.integrations.rounds import manager_spec
 from toporoute.tasks import load_tasks
 
 pytestmark = NEEDS_VLLM
@@ -33,12 +33,7 @@ MAX_TOKENS = 192
 def test_langgraph_team_on_humaneval_with_vllm(tmp_path: Path, shared_vllm, encoder) -> None:
     task = load_tasks("humaneval", limit=1)[0]
     names = ["Developer", "Tester"]
-    agents = {
-        n: engine_chat_model(
-            shared_vllm, max_tokens=MAX_TOKENS, schema=worker_spec(n, max_tokens=MAX_TOKENS).schema
-        )
-        for n in names
-    }
+    agents = engine_workers(engine_chat_model, shared_vllm, names, max_tokens=MAX_TOKENS)
     manager = engine_chat_model(
         shared_vllm, max_tokens=MAX_TOKENS, schema=manager_spec(max_tokens=MAX_TOKENS).schema
     )

@@ -523,8 +523,8 @@ class _Team:
         )
         return {"answer": answer}
 
-    def finish(self, state: TeamState) -> dict[str, Any]:
-        task, answer = self._answer(state)
+    def _record(self, state: Mapping[str, Any], task: Task, answer: str) -> None:
+        """Score the answer and write the episode (with a recorder)."""
         if self.recorder is not None:
             self.recorder.finish(
                 str(state.get("episode") or "task"),
@@ -533,19 +533,16 @@ class _Team:
                 halted=bool(state.get("halted")),
                 score=self.score,
             )
+
+    def finish(self, state: TeamState) -> dict[str, Any]:
+        task, answer = self._answer(state)
+        self._record(state, task, answer)
         return self._finished(state, answer)
 
     async def afinish(self, state: TeamState) -> dict[str, Any]:
         task, answer = self._answer(state)
-        if self.recorder is not None:
-            await asyncio.to_thread(
-                self.recorder.finish,
-                str(state.get("episode") or "task"),
-                task,
-                answer,
-                halted=bool(state.get("halted")),
-                score=self.score,
-            )
+        if self.recorder is not None:  # scoring (code in the sandbox) and writing block: off the event loop
+            await asyncio.to_thread(self._record, state, task, answer)
         return self._finished(state, answer)
 
 

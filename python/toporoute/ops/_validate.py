@@ -44,11 +44,13 @@ def _fmt(shape: tuple[int, ...]) -> str:
 
 _NP_DTYPES = {name: np.dtype(name) for name in ("float32", "bool")}
 # The common case of every op (numpy arrays of the right dtype and rank, no optional arrays or of the right
-# shape, Python scalars in range) is decided by one chain of comparisons per op, below; anything else runs the
-# full checks, which alone word the errors. These ops take microseconds, so the chain is kept short.
-_F32 = _NP_DTYPES["float32"]
-_BOOL = _NP_DTYPES["bool"]
-_ND = np.ndarray
+# shape, Python scalars in range) is decided by one chain of comparisons per op, below and in the op families'
+# modules (which share these dtype singletons); anything else runs the full checks, which alone word the errors.
+# These ops take microseconds, so the chain is kept short.
+F32 = _NP_DTYPES["float32"]
+BOOL = _NP_DTYPES["bool"]
+I32 = np.dtype(np.int32)
+ND = np.ndarray
 # The dtype objects of the device frameworks (torch.float32, CuPy's float32) that array() has seen named
 # "float32": a device array's common case is then decided by one set look-up, like numpy's by an identity test.
 # Filled by the full checks, never changes an answer.
@@ -105,18 +107,32 @@ def graph(adj: Any, alive: Any, adj_name: str = "adj", alive_name: str = "alive"
     return shape
 
 
+def plain_graph(adj: Any, alive: Any) -> bool:
+    """The common case of a graph argument: numpy (B, N, N) / (B, N) bool arrays, decided with a few comparisons
+    (anything else goes through :func:`graph`, which words the errors)."""
+    return (
+        type(adj) is ND
+        and type(alive) is ND
+        and adj.dtype is BOOL
+        and alive.dtype is BOOL
+        and adj.ndim == 3
+        and adj.shape[1] == adj.shape[2]
+        and alive.shape == adj.shape[:2]
+    )
+
+
 def route(args: Args) -> Args:
     """All checks of ``ops.route`` on ``(q, k, active, tau, k_in)``. The common case (numpy float32 arrays, no
     mask, a float and an int) is decided with a handful of comparisons: route itself takes microseconds."""
     q, k, active, tau_value, k_in_value = args
     if (
-        type(q) is _ND
-        and type(k) is _ND
+        type(q) is ND
+        and type(k) is ND
         and active is None
         and type(tau_value) is float
         and type(k_in_value) is int
-        and q.dtype is _F32
-        and k.dtype is _F32
+        and q.dtype is F32
+        and k.dtype is F32
         and 2 <= q.ndim <= 3
         and q.shape == k.shape
         and -1.0 <= tau_value <= 1.0
@@ -154,10 +170,10 @@ def square(adj: Any, name: str) -> tuple[int, ...]:
 def _graph(adj: Any, other: Any, other_name: str, other_dtype: str, active: Any) -> None:
     """The checks of ``ops.toposort`` (other: weights, float32) and ``ops.graph_stats`` (other: prev, bool)."""
     if (
-        type(adj) is _ND
+        type(adj) is ND
         and other is None
         and active is None
-        and adj.dtype is _BOOL
+        and adj.dtype is BOOL
         and 2 <= adj.ndim <= 3
         and (shape := adj.shape)[-1] == shape[-2]
     ):
@@ -197,11 +213,11 @@ def qmix_forward(args: Args) -> Args:
     config = _qmix_params(params)
     shape: tuple[int, ...]
     if (
-        type(obs) is _ND
-        and type(adj) is _ND
+        type(obs) is ND
+        and type(adj) is ND
         and active is None
-        and obs.dtype is _F32
-        and adj.dtype is _BOOL
+        and obs.dtype is F32
+        and adj.dtype is BOOL
         and obs.ndim == 3
         and (shape := obs.shape)[2] == config.obs_dim
         and shape[1] >= 1
@@ -209,8 +225,8 @@ def qmix_forward(args: Args) -> Args:
         and (
             hidden is None
             or (
-                type(hidden) is _ND
-                and hidden.dtype is _F32
+                type(hidden) is ND
+                and hidden.dtype is F32
                 and hidden.shape == (shape[0], shape[1], config.hidden)
             )
         )
@@ -242,10 +258,10 @@ def qmix_mix(args: Args) -> Args:
         params.mixer_arrays()  # raises the error
     qs: tuple[int, ...]
     if (
-        type(q_taken) is _ND
-        and type(state) is _ND
-        and q_taken.dtype is _F32
-        and state.dtype is _F32
+        type(q_taken) is ND
+        and type(state) is ND
+        and q_taken.dtype is F32
+        and state.dtype is F32
         and q_taken.ndim == 2
         and (qs := q_taken.shape)[1] == config.n_agents
         and state.shape == (qs[0], config.state_dim)
@@ -380,24 +396,24 @@ def mean_pool(args: Args) -> Args:
     hidden, mask, out, rows = args
     shape: tuple[int, int, int]
     if (
-        type(hidden) is _ND
-        and type(mask) is _ND
-        and hidden.dtype is _F32
+        type(hidden) is ND
+        and type(mask) is ND
+        and hidden.dtype is F32
         and hidden.ndim == 3
         and mask.dtype in _NP_MASK_DTYPES
         and mask.shape == (shape := hidden.shape)[:2]
         and (
             (out is None and rows is None)
             or (
-                type(out) is _ND
-                and out.dtype is _F32
+                type(out) is ND
+                and out.dtype is F32
                 and out.ndim == 2
                 and out.shape[1] == shape[2]
                 and out.flags.c_contiguous
                 and out.flags.writeable
                 and (
                     (rows is None and out.shape[0] >= shape[0])
-                    or (type(rows) is _ND and rows.dtype in NP_INDEX_DTYPES and rows.shape == shape[:1])
+                    or (type(rows) is ND and rows.dtype in NP_INDEX_DTYPES and rows.shape == shape[:1])
                 )
             )
         )
@@ -429,12 +445,12 @@ def route_indexed(args: Args) -> Args:
     if (
         pool is None
         and active is None
-        and type(table) is _ND
-        and type(q_rows) is _ND
-        and type(k_rows) is _ND
+        and type(table) is ND
+        and type(q_rows) is ND
+        and type(k_rows) is ND
         and type(tau_value) is float
         and type(k_in_value) is int
-        and table.dtype is _F32
+        and table.dtype is F32
         and table.ndim == 2
         and q_rows.dtype in NP_INDEX_DTYPES
         and k_rows.dtype in NP_INDEX_DTYPES

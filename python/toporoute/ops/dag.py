@@ -11,19 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from ..errors import InvalidArgumentError, ShapeError
 from ..types.results import DagEdits, DagRepair
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
+from ._validate import F32, I32, ND
 
 __all__ = ["dag_edit", "dag_repair"]
-
-_ND = np.ndarray
-_BOOL = np.dtype(bool)
-_I32 = np.dtype(np.int32)
-_F32 = np.dtype(np.float32)
 
 
 def _plain_batch(adj: Any, alive: Any, source: Any, sink: Any, max_out: Any) -> bool:
@@ -31,16 +25,10 @@ def _plain_batch(adj: Any, alive: Any, source: Any, sink: Any, max_out: Any) -> 
     (B, N) bool arrays and Python ints in range. Anything else goes through the full checks, which word the
     errors."""
     return (
-        type(adj) is _ND
-        and type(alive) is _ND
+        _v.plain_graph(adj, alive)
         and type(source) is int
         and type(sink) is int
         and type(max_out) is int
-        and adj.dtype is _BOOL
-        and alive.dtype is _BOOL
-        and adj.ndim == 3
-        and adj.shape[1] == adj.shape[2]
-        and alive.shape == adj.shape[:2]
         and 0 <= source < adj.shape[1]
         and 0 <= sink < adj.shape[1]
         and source != sink
@@ -62,8 +50,8 @@ def _edit_args(args: Args) -> Args:
     """The checks of ``dag_edit`` on ``(adj, alive, edits, source, sink, max_out)``."""
     adj, alive, edits, source, sink, max_out = args
     if (
-        type(edits) is _ND
-        and edits.dtype is _I32
+        type(edits) is ND
+        and edits.dtype is I32
         and _plain_batch(adj, alive, source, sink, max_out)
         and edits.ndim == 3
         and edits.shape[0] == adj.shape[0]
@@ -93,10 +81,10 @@ def _repair_args(args: Args) -> Args:
         and (
             (edge_alpha is None and edge_beta is None)
             or (
-                type(edge_alpha) is _ND
-                and type(edge_beta) is _ND
-                and edge_alpha.dtype is _F32
-                and edge_beta.dtype is _F32
+                type(edge_alpha) is ND
+                and type(edge_beta) is ND
+                and edge_alpha.dtype is F32
+                and edge_beta.dtype is F32
                 and edge_alpha.shape == adj.shape
                 and edge_beta.shape == adj.shape
             )

@@ -19,22 +19,18 @@ from ..types.results import TeamProjection
 from ..types.team_codes import TEAM_MAX_NODES
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
+from ._validate import BOOL, F32, I32, ND
 
 __all__ = ["team_project"]
 
-_ND = np.ndarray
-_BOOL = np.dtype(bool)
-_I32 = np.dtype(np.int32)
-_F32 = np.dtype(np.float32)
-
 
 _LIMIT = 2**31 - 1  # the budgets and bounds are int32-sized (the core counts in int64: no overflow)
-_ARRAYS = (_ND, _ND, _ND, _ND, _ND)
-_DTYPES = (_BOOL, _BOOL, _I32, _I32, _I32)  # adj, alive, roles, sink, edits
+_ARRAYS = (ND, ND, ND, ND, ND)
+_DTYPES = (BOOL, BOOL, I32, I32, I32)  # adj, alive, roles, sink, edits
 
 
 def _plain_option(x: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> bool:
-    return x is None or (type(x) is _ND and x.dtype == dtype and x.shape == shape)
+    return x is None or (type(x) is ND and x.dtype == dtype and x.shape == shape)
 
 
 def _plain(
@@ -73,18 +69,13 @@ def _plain(
         and alive.shape == bn
         and roles.shape == bn
         and sink.shape == (B,)
-        and (protected is None or _plain_option(protected, _BOOL, bn))
+        and (protected is None or _plain_option(protected, BOOL, bn))
         and (
             critical is None
-            or (
-                type(critical) is _ND
-                and critical.dtype == _BOOL
-                and critical.ndim == 2
-                and len(critical) == B
-            )
+            or (type(critical) is ND and critical.dtype == BOOL and critical.ndim == 2 and len(critical) == B)
         )
-        and (scores is None or _plain_option(scores, _F32, bn))
-        and (generation is None or _plain_option(generation, _I32, bn))
+        and (scores is None or _plain_option(scores, F32, bn))
+        and (generation is None or _plain_option(generation, I32, bn))
         and type(budget_pairs) is int
         and type(budget_edges) is int
         and (max_removals is None or (type(max_removals) is int and 0 <= max_removals <= _LIMIT))

@@ -12,22 +12,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from ..errors import ShapeError
 from ..types.results import TeamSchedule, TeamScores
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
+from ._validate import BOOL, F32, I32, ND
 
 __all__ = ["team_schedule", "team_scores", "topology_distance"]
 
 MAX_NODES = 64
 """Node capacity N of the graph ops here (one 64-bit word per adjacency row in the core)."""
-
-_ND = np.ndarray
-_BOOL = np.dtype(bool)
-_I32 = np.dtype(np.int32)
-_F32 = np.dtype(np.float32)
 
 
 def _capacity(shape: tuple[int, ...], name: str) -> None:
@@ -37,15 +31,7 @@ def _capacity(shape: tuple[int, ...], name: str) -> None:
 
 def _plain_graph(adj: Any, alive: Any) -> bool:
     """numpy (B, N, N) / (B, N) bool arrays with N <= 64, decided with a few comparisons."""
-    return (
-        type(adj) is _ND
-        and type(alive) is _ND
-        and adj.dtype is _BOOL
-        and alive.dtype is _BOOL
-        and adj.ndim == 3
-        and adj.shape[1] == adj.shape[2] <= MAX_NODES
-        and alive.shape == adj.shape[:2]
-    )
+    return _v.plain_graph(adj, alive) and adj.shape[1] <= MAX_NODES
 
 
 def team_schedule(adj: Any, alive: Any, *, backend: str | None = None) -> TeamSchedule:
@@ -150,10 +136,10 @@ def _scores_args(args: Args) -> Args:
     than the history comes back shortened (it sees every round either way)."""
     history, present, eta, window, death_threshold = args
     if (
-        type(history) is _ND
-        and type(present) is _ND
-        and history.dtype is _F32
-        and present.dtype is _BOOL
+        type(history) is ND
+        and type(present) is ND
+        and history.dtype is F32
+        and present.dtype is BOOL
         and history.ndim == 3
         and history.shape == present.shape
         and history.shape[1] >= 1
@@ -184,14 +170,14 @@ def _distance_args(args: Args) -> Args:
     adj_a, alive_a, adj_b, alive_b, gen_a, gen_b = args
     if (
         _plain_graph(adj_a, alive_a)
-        and type(adj_b) is _ND
-        and type(alive_b) is _ND
-        and adj_b.dtype is _BOOL
-        and alive_b.dtype is _BOOL
+        and type(adj_b) is ND
+        and type(alive_b) is ND
+        and adj_b.dtype is BOOL
+        and alive_b.dtype is BOOL
         and adj_b.shape == adj_a.shape
         and alive_b.shape == alive_a.shape
-        and (gen_a is None or (type(gen_a) is _ND and gen_a.dtype is _I32 and gen_a.shape == alive_a.shape))
-        and (gen_b is None or (type(gen_b) is _ND and gen_b.dtype is _I32 and gen_b.shape == alive_a.shape))
+        and (gen_a is None or (type(gen_a) is ND and gen_a.dtype is I32 and gen_a.shape == alive_a.shape))
+        and (gen_b is None or (type(gen_b) is ND and gen_b.dtype is I32 and gen_b.shape == alive_a.shape))
     ):
         return args
     shape = _v.graph(adj_a, alive_a, "adj_a", "alive_a")

@@ -17,7 +17,7 @@ import hmac
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -58,7 +58,7 @@ __all__ = ["create_app"]
 log = logging.getLogger("toporoute.serve")
 
 _M = TypeVar("_M", bound=BaseModel)
-_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
+_Handler = Callable[[Any, Request], Awaitable[dict[str, Any]]]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500)
@@ -205,15 +205,16 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         unavailable: bool = False,
         listed: bool = True,
         tag: str = "ops",
-    ) -> Callable[[_Endpoint], _Endpoint]:
-        """``POST path`` behind the token: an endpoint that parses ``body`` itself (see :func:`_parse`) and
-        answers ``reply`` (or a documented 503 ``ErrorResponse`` where ``unavailable``); left out of the
-        schema unless ``listed``."""
+    ) -> Callable[[_Handler], _Handler]:
+        """``POST path`` behind the token: the endpoint parses the body as ``body`` itself (see :func:`_parse`),
+        passes it and the request to the decorated handler and answers the handler's result as JSON ``reply``
+        (or a documented 503 ``ErrorResponse`` where ``unavailable``); left out of the schema unless
+        ``listed``. The handler's name and docstring are the endpoint's."""
         responses: dict[int | str, dict[str, Any]] = {200: {"model": reply}}
         if unavailable:
             responses[503] = {"model": ErrorResponse}
         protected.add(path)
-        return app.post(
+        post = app.post(
             path,
             response_model=None,
             openapi_extra=openapi.body(body, *ops),
@@ -224,35 +225,41 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
             include_in_schema=listed,
         )
 
+        def register(handler: _Handler) -> _Handler:
+            async def endpoint(request: Request) -> JSONResponse:
+                return JSONResponse(await handler(await _parse(body, request), request))
+
+            endpoint.__name__, endpoint.__doc__ = handler.__name__, handler.__doc__
+            post(endpoint)
+            return handler
+
+        return register
+
     protected = {"/metrics"}
 
     @op_endpoint("/v1/route", "route", RouteRequest, RouteResponse, "route", "toposort")
-    async def route(request: Request) -> JSONResponse:
+    async def route(req: RouteRequest, request: Request) -> dict[str, Any]:
         """Routes episodes of descriptor texts (needs, offers) or of embeddings (q, k): edges, inboxes,
         in-degrees, the topological order and levels of each episode's graph (optionally the scores). Text
         episodes of concurrent requests share encoder batches."""
-        req = await _parse(RouteRequest, request)
-        return JSONResponse(await service.route(req))
+        return await service.route(req)
 
     @op_endpoint("/v1/embed", "embed", EmbedRequest, EmbedResponse)
-    async def embed(request: Request) -> JSONResponse:
+    async def embed(req: EmbedRequest, request: Request) -> dict[str, Any]:
         """Texts to unit vectors (the Router's encoder and its cache)."""
-        req = await _parse(EmbedRequest, request)
-        return JSONResponse(await service.embed(req))
+        return await service.embed(req)
 
     @op_endpoint("/v1/embeddings", "create_embeddings", EmbeddingsRequest, EmbeddingsResponse, tag="openai")
-    async def embeddings(request: Request) -> JSONResponse:
+    async def embeddings(req: EmbeddingsRequest, request: Request) -> dict[str, Any]:
         """OpenAI-compatible embeddings (the descriptor encoder), so OpenAI, LangChain and AutoGen embedding
         clients can point at this server as they are (`base_url` = this server's `/v1`, `model` = the
         encoder's name, the token as the API key)."""
-        req = await _parse(EmbeddingsRequest, request)
-        return JSONResponse(await service.embeddings(req))
+        return await service.embeddings(req)
 
     @op_endpoint("/v1/toposort", "toposort", ToposortRequest, ToposortResponse, "toposort")
-    async def toposort(request: Request) -> JSONResponse:
+    async def toposort(req: ToposortRequest, request: Request) -> dict[str, Any]:
         """Topological order with cycle breaking (``ops.toposort``) of one graph or a batch."""
-        req = await _parse(ToposortRequest, request)
-        return JSONResponse(await _run(service.toposort, req, request))
+        return await _run(service.toposort, req, request)
 
     @op_endpoint(
         "/v1/conductor/check",
@@ -262,10 +269,9 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         "conductor_check",
         "conductor_density",
     )
-    async def conductor_check(request: Request) -> JSONResponse:
+    async def conductor_check(req: ConductorRequest, request: Request) -> dict[str, Any]:
         """Checks AgentConductor YAML plans: class, message, layers, edges and the density reward."""
-        req = await _parse(ConductorRequest, request)
-        return JSONResponse(await _run(service.conductor_check, req, request))
+        return await _run(service.conductor_check, req, request)
 
     # Without a checkpoint the path still answers (503) but is left out of the schema: no request to it can
     # succeed, so a generated client should not offer it.
@@ -278,12 +284,11 @@ def create_app(config: ServeConfig, *, encoder: Any = None) -> FastAPI:
         unavailable=True,
         listed=service.qmix is not None,
     )
-    async def qmix_act(request: Request) -> JSONResponse:
+    async def qmix_act(req: QMixRequest, request: Request) -> dict[str, Any]:
         """One Agent Q-Mix round with the checkpoint loaded at start: Q-values, greedy actions, next hidden
         state (the client keeps the hidden state between rounds). 503 `qmix_unavailable` without a
         checkpoint (and then the path is not in this schema)."""
-        req = await _parse(QMixRequest, request)
-        return JSONResponse(await _run(service.qmix_act, req, request))
+        return await _run(service.qmix_act, req, request)
 
     add_docs(app)
 

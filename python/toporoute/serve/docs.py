@@ -7,7 +7,9 @@ never a page that fetches scripts from a CDN.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -35,30 +37,35 @@ def add_docs(app: FastAPI) -> None:
     if assets is not None:
         app.mount(ASSETS_URL, StaticFiles(directory=assets), name="docs-assets")
 
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        if assets is None:
-            return _without_assets(title)
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=f"{title} - Swagger UI",
-            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
-            swagger_ui_parameters={"persistAuthorization": True},
-        )
+    def page(
+        render: Callable[..., HTMLResponse], name: str, **urls: Any
+    ) -> Callable[[], Awaitable[HTMLResponse]]:
+        """A page drawn by ``render`` (FastAPI's HTML of the document) over the assets, or the note without them."""
 
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
-        if assets is None:
-            return _without_assets(title)
-        return get_redoc_html(
-            openapi_url="/openapi.json",
-            title=f"{title} - ReDoc",
-            redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
-            redoc_favicon_url=f"{ASSETS_URL}/favicon.png",
-            with_google_fonts=False,
-        )
+        async def html() -> HTMLResponse:
+            if assets is None:
+                return _without_assets(title)
+            return render(openapi_url="/openapi.json", title=f"{title} - {name}", **urls)
+
+        return html
+
+    swagger_ui = page(
+        get_swagger_ui_html,
+        "Swagger UI",
+        swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+        swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+        swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
+        swagger_ui_parameters={"persistAuthorization": True},
+    )
+    redoc = page(
+        get_redoc_html,
+        "ReDoc",
+        redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
+        redoc_favicon_url=f"{ASSETS_URL}/favicon.png",
+        with_google_fonts=False,
+    )
+    app.get("/docs", include_in_schema=False, name="swagger_ui")(swagger_ui)
+    app.get("/redoc", include_in_schema=False, name="redoc")(redoc)
 
 
 def _without_assets(title: str) -> HTMLResponse:

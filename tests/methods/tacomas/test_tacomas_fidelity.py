@@ -25,16 +25,6 @@ from toporoute.tasks import Task
 WORKERS = ["searcher", "calculator", "verifier", "reflector"]
 
 
-@pytest.fixture
-def he(humaneval2: list[Task]) -> list[Task]:
-    return humaneval2
-
-
-@pytest.fixture
-def solutions(humaneval_solutions: dict[str, str]) -> dict[str, str]:
-    return humaneval_solutions
-
-
 def default(**kw: Any) -> TacoMAS:
     """TacoMAS with its defaults (the loop tests' ``taco`` runs the pipeline without tools or reflection), and a
     roomy sandbox limit for the tools (a loaded machine once took over 5 s to start an interpreter)."""

@@ -45,16 +45,6 @@ REPLACE = {
 }
 
 
-@pytest.fixture
-def he(humaneval2: list[Task]) -> list[Task]:
-    return humaneval2
-
-
-@pytest.fixture
-def solutions(humaneval_solutions: dict[str, str]) -> dict[str, str]:
-    return humaneval_solutions
-
-
 class Script:
     """Replies by call kind (the request's role tag); ``over`` replaces a kind's reply (a str, a callable, or a
     list handed out in order, the last one repeating). Every request is kept."""

@@ -4,6 +4,7 @@ everywhere in toporoute)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,7 +81,7 @@ class RoundGraph:
     def edges(self) -> list[tuple[int, int]]:
         return [(int(s), int(d)) for s, d in zip(*np.nonzero(self.adjacency))]
 
-    def trace_block(self, agents: list[str], roles: list[str]) -> Graph:
+    def trace_block(self, agents: Sequence[str], roles: Sequence[str]) -> Graph:
         """The round record's graph block of this graph, its nodes named ``agents`` with ``roles``."""
         return Graph.build(
             agents,
