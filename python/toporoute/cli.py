@@ -53,8 +53,6 @@ _VERBOSE_HELP = (
 def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command's parser; ``run`` gets the option groups of ``methods`` (the methods named on the command
     line), one group per set of options, so ``toporoute run METHOD --help`` shows that method's own options."""
-    from .methods.qmix.plugin import LOOP_OPTIONS, add_qmix_network_options
-    from .methods.qmix.train_config import TRAIN_OPTIONS
     from .methods.registry import REGISTRY
 
     p, sub = _root_parser()
@@ -106,6 +104,37 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     tr = sub.add_parser(
         "train",
+        help="train an Agent Q-Mix policy (QMIX) or an AgentConductor orchestrator (GRPO on TRL)",
+        description="Trains what 'toporoute run' then uses: 'train qmix' a Q-Mix policy (--checkpoint), "
+        "'train conductor' an orchestrator model (--orchestrator). Rerunning with the same --out resumes.",
+        epilog=_ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    tr.set_defaults(command_parser=tr)
+    what = tr.add_subparsers(dest="method", required=True, metavar="METHOD")
+    _train_qmix_args(what)
+    _train_conductor_args(what)
+
+    rep = sub.add_parser(
+        "report", help="write RUN_DIR/report.html and RUN_DIR/figures/*.png", allow_abbrev=False
+    )
+    rep.set_defaults(command_parser=rep)
+    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory (or one method folder)")
+    rep.add_argument("--out", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)")
+    _serve_args(sub)
+    _light_args(sub)
+    _export_otel_args(sub)
+    return p
+
+
+def _train_qmix_args(what: Any) -> None:
+    """``toporoute train qmix``."""
+    from .methods.qmix.plugin import LOOP_OPTIONS, add_qmix_network_options
+    from .methods.qmix.train_config import TRAIN_OPTIONS
+
+    tr = what.add_parser(
+        "qmix",
         help="train an Agent Q-Mix policy on a task set (QMIX, any engine)",
         description="Trains a Q-Mix policy with QMIX: every episode runs the real method loop on the engine, is "
         "scored, and feeds the replay buffer; OUT gets policy.safetensors (use it with 'toporoute run qmix "
@@ -115,7 +144,6 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     tr.set_defaults(command_parser=tr)
-    tr.add_argument("method", choices=("qmix",), help="what to train (qmix)")
     tr.add_argument(
         "--tasks", default="humaneval", help="training tasks, same forms as run --tasks (default humaneval)"
     )
@@ -149,16 +177,55 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     tr.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
 
-    rep = sub.add_parser(
-        "report", help="write RUN_DIR/report.html and RUN_DIR/figures/*.png", allow_abbrev=False
+
+def _train_conductor_args(what: Any) -> None:
+    """``toporoute train conductor``."""
+    from .methods.conductor.plugin import OPTIONS
+    from .methods.conductor.train_config import TRAIN_OPTIONS
+
+    tr = what.add_parser(
+        "conductor",
+        help="train AgentConductor's orchestrator with GRPO (TRL), optionally after SFT",
+        description="Trains the orchestrator model (default: the embedded SmolLM2-135M; --model: any local "
+        "Hugging Face folder) with TRL's GRPOTrainer on its real first-turn prompts for the training tasks. "
+        "The reward is the plan check's penalty, the density term and (unless --reward validity,density) the "
+        "hidden tests' verdict of the plan run by the real loop with its role agents on the training task (the "
+        "engine options choose their engine). OUT gets orchestrator/ (use it with 'toporoute run conductor "
+        "--orchestrator OUT/orchestrator', which refuses its training tasks), log.jsonl, figures/ and "
+        "report.html. Rerunning with the same --out resumes from the last checkpoint.",
+        epilog=_ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
-    rep.set_defaults(command_parser=rep)
-    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory (or one method folder)")
-    rep.add_argument("--out", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)")
-    _serve_args(sub)
-    _light_args(sub)
-    _export_otel_args(sub)
-    return p
+    tr.set_defaults(command_parser=tr)
+    tr.add_argument(
+        "--tasks", default="humaneval", help="training tasks, same forms as run --tasks (default humaneval)"
+    )
+    tr.add_argument(
+        "--limit",
+        type=int_at_least(1),
+        default=40,
+        help="first N tasks (default 40: HumanEval 0-39; evaluate with --offset 40)",
+    )
+    tr.add_argument("--offset", type=int_at_least(0), default=0, help="skip the first K tasks (default 0)")
+    tr.add_argument("--out", required=True, type=Path, help="training folder (required)")
+    tr.add_argument(
+        "--model",
+        default=None,
+        help="the orchestrator to train: a Hugging Face model folder or hub id (default: the embedded "
+        "SmolLM2-135M-Instruct)",
+    )
+    TRAIN_OPTIONS.add(tr.add_argument_group("options of GRPO training"))
+    _engine_args(
+        tr,
+        model_flag="--role-model",
+        title="engine options (the role agents of the execution reward)",
+        model_help="the role agents' model folder or id (default for vllm: the embedded SmolLM2-135M)",
+    )
+    _sampling_args(tr, "0.2")
+    OPTIONS.add(tr.add_argument_group("options of the AgentConductor episode loop (prompts, reward, agents)"))
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar or per-step lines")
+    tr.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
 
 
 def _root_parser() -> tuple[argparse.ArgumentParser, Any]:
@@ -311,8 +378,14 @@ def _export_otel_args(sub: Any) -> None:
     )
 
 
-def _engine_args(parser: argparse.ArgumentParser) -> None:
-    p = parser.add_argument_group("engine options")
+def _engine_args(
+    parser: argparse.ArgumentParser,
+    *,
+    model_flag: str = "--model",
+    title: str = "engine options",
+    model_help: str = "model folder or id (default for vllm: the embedded SmolLM2-135M)",
+) -> None:
+    p = parser.add_argument_group(title)
     p.add_argument(
         "--engine",
         choices=("vllm", "openai", "replay"),
@@ -320,9 +393,7 @@ def _engine_args(parser: argparse.ArgumentParser) -> None:
         help="vllm: in-process vLLM; openai: an OpenAI-compatible server at --base-url; replay: a recorded "
         "transcript (default vllm)",
     )
-    p.add_argument(
-        "--model", default=None, help="model folder or id (default for vllm: the embedded SmolLM2-135M)"
-    )
+    p.add_argument(model_flag, default=None, help=model_help)
     p.add_argument(
         "--max-model-len",
         type=int_at_least(1),
@@ -657,8 +728,11 @@ async def _run_one(
 
     print(f"== {method.name}", file=sys.stderr, flush=True)
     info = _run_info(args, engine.name)
-    # a method whose settings name a meta engine (TacoMAS's --meta-model) gets its meta kinds routed there
-    spec = getattr(getattr(method, "settings", None), "meta_model", "")
+    # a method that names a second engine (TacoMAS's --meta-model, AgentConductor's --orchestrator) gets its
+    # meta kinds routed there
+    spec = getattr(method, "meta_engine_spec", "") or getattr(
+        getattr(method, "settings", None), "meta_model", ""
+    )
     meta = None
     if spec:
         from .llm.routed import RoutedEngine
@@ -711,9 +785,76 @@ async def _train(args: argparse.Namespace) -> int:
 
     lock = RunLock(args.out, what="a training run").acquire()  # held by the trainer until it ends
     try:
+        if args.method == "conductor":
+            return await _train_conductor(args, lock)
         return await _train_locked(args, lock)
     finally:
         lock.release()
+
+
+async def _train_conductor(args: argparse.Namespace, lock: RunLock) -> int:
+    from .methods.conductor import ConductorSettings
+    from .methods.conductor.plugin import OPTIONS
+    from .methods.conductor.train import ConductorTrainer
+    from .methods.conductor.train_config import TRAIN_OPTIONS, GRPOConfig
+    from .methods.options import settings_of
+
+    tasks = _load_tasks(args)
+    given: dict[str, Any] = {"max_tokens": args.max_tokens, "seed": args.seed, **OPTIONS.read(args, args.out)}
+    if args.temperature is not None:
+        given["temperature"] = args.temperature
+    if given.get("orchestrator") is not None:
+        raise ToporouteError(
+            "train conductor trains --model; --orchestrator belongs to 'toporoute run conductor'"
+        )
+    settings = settings_of(ConductorSettings, given, "conductor")
+    train = GRPOConfig(**TRAIN_OPTIONS.read(args, args.out), seed=args.seed)
+    import importlib.util
+
+    missing = [m for m in ("trl", "peft", "datasets") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ToporouteError(
+            f"toporoute train conductor needs {', '.join(missing)}: pip install 'toporoute[train]'"
+        )
+    print(
+        f"{len(tasks)} training task(s) from {args.tasks}; {train.steps} GRPO steps of "
+        f"{train.prompts_per_step} x {train.group_size} plans; reward {train.reward}",
+        file=sys.stderr,
+    )
+    info: dict[str, Any] = {"tasks": args.tasks, "engine": args.engine}
+    engine = None
+    if "execution" in train.components:  # the role agents of the executed plans
+        role_args = argparse.Namespace(**{**vars(args), "model": args.role_model})
+        engine = await _engine(role_args)
+        info.update(role_model=engine.name, **getattr(role_args, "engine_info", {}))
+    try:
+        trainer = ConductorTrainer(
+            tasks,
+            args.out,
+            model=args.model,
+            settings=settings,
+            train=train,
+            engine=engine,
+            loop=asyncio.get_running_loop(),
+            info=info,
+            progress=not args.no_progress,
+            lock=lock,
+        )
+        result = await asyncio.to_thread(trainer.run)
+    finally:
+        if engine is not None:
+            await engine.aclose()
+    print(
+        f"\norchestrator: {result['orchestrator']}  ({result.get('step', 0)} GRPO steps, {result['wall_s']} s)"
+    )
+    print(
+        f"log: {args.out / 'log.jsonl'}; figures: {args.out / 'figures'}; report: {args.out / 'report.html'}"
+    )
+    print(
+        f"evaluate: toporoute run conductor --orchestrator {result['orchestrator']} --offset "
+        f"{args.offset + len(tasks)} ...  (its training tasks are refused)"
+    )
+    return 0
 
 
 async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:

@@ -32,7 +32,15 @@ from ..trace.schema import EpisodeRecord
 from ..trace.writer import TraceWriter
 from .episode import Method
 
-__all__ = ["check_resume", "episode_fn", "run_config", "run_method", "tasks_for", "versions"]
+__all__ = [
+    "check_resume",
+    "episode_fn",
+    "exclude_trained",
+    "run_config",
+    "run_method",
+    "tasks_for",
+    "versions",
+]
 
 log = logging.getLogger("toporoute")
 
@@ -130,6 +138,50 @@ def tasks_for(method: Method, tasks: Sequence[Task]) -> tuple[list[Task], dict[s
             f"method {method.name} leaves out all {len(tasks)} task(s): {record.get('message', '')}", "tasks"
         )
     return list(kept), record
+
+
+_SHOWN_IDS = 20  # overlapping task ids an error or a log line names before it says "and N more"
+
+
+def exclude_trained(
+    tasks: Sequence[Task],
+    trained: Sequence[str],
+    *,
+    where: str,
+    drop: bool,
+    trained_on: str | None = "checkpoint",
+) -> tuple[list[Task], dict[str, Any]]:
+    """A ``select_tasks`` for a method whose model or policy was trained on the tasks ``trained``: the tasks of
+    ``tasks`` outside them, and the ``task_selection`` record (``trained_on``, ``trained_tasks``,
+    ``on_overlap``, ``dropped`` and, when tasks were left out, a ``message``).
+
+    Raises :class:`InvalidArgumentError` naming ``where`` (the checkpoint) and the overlapping ids when tasks
+    overlap and ``drop`` is off: a score on training tasks is not an evaluation.
+    """
+    record: dict[str, Any] = {
+        "trained_on": trained_on,
+        "trained_tasks": len(trained),
+        "on_overlap": "drop" if drop else "refuse",
+        "dropped": [],
+    }
+    seen = set(trained)
+    overlap = [t.id for t in tasks if t.id in seen]
+    if not overlap:
+        return list(tasks), record
+    more = len(overlap) - _SHOWN_IDS
+    shown = ", ".join(overlap[:_SHOWN_IDS]) + (f" and {more} more" if more > 0 else "")
+    if not drop:
+        raise InvalidArgumentError(
+            f"{where} was trained on {len(overlap)} of the {len(tasks)} task(s) to run: {shown}; a score on "
+            "training tasks is not an evaluation: choose other tasks (e.g. --offset past them) or pass "
+            "--drop-trained-tasks to leave them out",
+            "tasks",
+        )
+    record["dropped"] = overlap
+    record["message"] = (
+        f"left out {len(overlap)} task(s) {where} was trained on (--drop-trained-tasks): {shown}"
+    )
+    return [t for t in tasks if t.id not in seen], record
 
 
 def episode_fn(

@@ -17,6 +17,7 @@ import asyncio
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from ..episode import (
 )
 from ..waves import run_waves
 from . import _prompts
+from .checkpoint import OrchestratorCheckpoint
 from .reward import (
     CAPS,
     TurnRewards,
@@ -95,6 +97,37 @@ class Conductor(SettingsMethod[ConductorSettings]):
     ) -> None:
         super().__init__(name, settings or ConductorSettings())
         self._search = _SearchSlot(retriever, encoder, self.settings.retrieval_corpus)
+        self.checkpoint = _orchestrator_checkpoint(self.settings.orchestrator)
+
+    # the orchestrator's calls go to an engine of their own when ``settings.orchestrator`` names one
+    meta_kinds = ("orchestrator",)
+
+    @property
+    def meta_engine_spec(self) -> str:
+        """The orchestrator's engine spec (``[ENGINE:]MODEL[@BASE_URL]``; "" when it runs on the run's engine):
+        the command line opens that engine and sends the calls tagged ``orchestrator`` there."""
+        return self.settings.orchestrator or ""
+
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        if self.checkpoint is not None:  # which trained orchestrator ran
+            out["orchestrator_checkpoint"] = self.checkpoint.summary()
+        return out
+
+    def select_tasks(self, tasks: Sequence[Task]) -> tuple[list[Task], dict[str, Any] | None]:
+        """Every task, unless the orchestrator is a trained folder (:mod:`.checkpoint`): then never one it was
+        trained on (refused, or left out with ``drop_trained_tasks``; see
+        :func:`~toporoute.methods.harness.exclude_trained`). Nothing is recorded for an untrained orchestrator."""
+        if self.checkpoint is None:
+            return list(tasks), None
+        from ..harness import exclude_trained
+
+        return exclude_trained(
+            tasks,
+            self.checkpoint.task_ids,
+            where=f"the orchestrator {self.checkpoint.path}",
+            drop=self.settings.drop_trained_tasks,
+        )
 
     def with_settings(self, **changes: Any) -> Conductor:
         """The same method with ``changes`` to its settings, sharing its retriever (the corpus is embedded once)
@@ -130,7 +163,7 @@ class Conductor(SettingsMethod[ConductorSettings]):
         for k in range(s.max_turns):
             rc = clock.round()
             request = self._orchestrator_request(ctx.episode, task, k, history, first=not context.nodes)
-            got = await rc.generate_one(ctx, request)
+            got = await self._plan(ctx, rc, task, k, request)
             with rc.routing():
                 chk = ops.conductor_check(
                     got.text if got.ok else "", context=context, options=s.check_options
@@ -224,6 +257,16 @@ class Conductor(SettingsMethod[ConductorSettings]):
         )
 
     # ------------------------------------------------------------------------------------------ the orchestrator
+
+    async def _plan(self, ctx: EpisodeContext, rc: Clock, task: Task, k: int, request: Request) -> Result:
+        """The orchestrator's reply to ``request`` (turn ``k``); the GRPO trainer's executor answers turn 0 with
+        the plan it scores instead."""
+        return await rc.generate_one(ctx, request)
+
+    def orchestrator_request(self, task: Task, k: int = 0, episode: str | None = None) -> Request:
+        """The orchestrator's first-turn request for ``task`` as the loop sends it (turn ``k`` with no history):
+        the prompts GRPO trains on."""
+        return self._orchestrator_request(episode or task.episode_id, task, k, [], first=True)
 
     def _orchestrator_request(
         self, episode: str, task: Task, k: int, history: list[_Turn], *, first: bool
@@ -629,3 +672,14 @@ def _graph_stats(g: TurnGraph) -> Stats:
             if not c:
                 adj[src - g.base, i] = True
     return Stats.of(ops.graph_stats(adj), edges=g.n_edges, intra=True)
+
+
+def _orchestrator_checkpoint(spec: str | None) -> OrchestratorCheckpoint | None:
+    """The training record of the orchestrator ``spec`` names, when it is a local folder holding one."""
+    if not spec:
+        return None
+    from ...llm.routed import parse_engine_spec
+
+    model = parse_engine_spec(spec, "orchestrator").model
+    folder = Path(model).expanduser()
+    return OrchestratorCheckpoint.load(folder) if folder.is_dir() else None

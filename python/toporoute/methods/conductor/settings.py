@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._checks import at_least, one_of
+from ...errors import InvalidArgumentError
 from ...tasks import Task
 from ...types.conductor_topology import CheckOptions
 from ..episode import SandboxSettings
@@ -78,6 +79,13 @@ class ConductorSettings(SandboxSettings):
         :class:`~toporoute.methods.episode.SandboxSettings`).
     density_mode, w_e, w_g, return_mode, gamma : see :class:`~toporoute.methods.conductor.reward.RewardConfig`
         (and its defaults).
+    orchestrator : str, optional
+        The orchestrator's model when it is not the run's: a folder ``toporoute train conductor`` wrote
+        (``TRAIN_DIR/orchestrator``), any model folder, or ``[ENGINE:]MODEL[@BASE_URL]`` (e.g.
+        ``openai:/ckpt@http://127.0.0.1:8001/v1`` for ``vllm serve /ckpt``). Its calls go to an engine of
+        their own; the role agents stay on the run's. A trained folder's training tasks are never run.
+    drop_trained_tasks : bool
+        Leave out the tasks the orchestrator was trained on (default: refuse to run on them).
     """
 
     max_turns: int = 2
@@ -132,6 +140,16 @@ class ConductorSettings(SandboxSettings):
         _REWARD_DEFAULTS.return_mode, choices=RETURN_MODES, help="trajectory return (default sum)"
     )
     gamma: float = _REWARD_DEFAULTS.gamma
+    orchestrator: str | None = option(
+        None,
+        type=str,
+        metavar="PATH",
+        help="the orchestrator's model, on an engine of its own: a folder 'toporoute train conductor' wrote "
+        "(TRAIN_DIR/orchestrator; its training tasks are refused), any model folder, or "
+        "[ENGINE:]MODEL[@BASE_URL] (default: the run's model)",
+    )
+    # --drop-trained-tasks (shared with qmix) is added by the plugin
+    drop_trained_tasks: bool = False
     check_options: CheckOptions = field(init=False, repr=False, compare=False)
     reward: RewardConfig = field(init=False, repr=False, compare=False)
 
@@ -142,6 +160,10 @@ class ConductorSettings(SandboxSettings):
         one_of("default_level", self.default_level, tuple(CAPS))  # level: its flag's choices
         for name in ("orchestrator_max_tokens", "retrieval_k", "view_chars"):
             at_least(name, getattr(self, name), 1)
+        if self.orchestrator is not None and not str(self.orchestrator).strip():
+            raise InvalidArgumentError(
+                "orchestrator must name a model folder or an engine spec; got ''", "orchestrator"
+            )
         object.__setattr__(
             self,
             "check_options",
@@ -170,4 +192,8 @@ class ConductorSettings(SandboxSettings):
         d.pop("check_options", None)
         d.pop("reward", None)
         d["pool"] = list(self.pool)
+        # recorded when set: a run folder from before these settings existed stays resumable
+        for name, default in (("orchestrator", None), ("drop_trained_tasks", False)):
+            if d.get(name) == default:
+                d.pop(name, None)
         return d

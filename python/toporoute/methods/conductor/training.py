@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from ... import ops
 from ..._atomic import write_bytes_atomic
 from ...errors import InvalidArgumentError
 from ...types.conductor_topology import CheckOptions, Context, Node, TurnGraph
-from .reward import CAPS, RewardConfig, grpo_advantages, trajectory_return, turn_rewards
+from .reward import CAPS, RewardConfig, TurnRewards, grpo_advantages, trajectory_return, turn_rewards
 from .settings import LEVELS_BY_LABEL
 
 if TYPE_CHECKING:
@@ -38,11 +39,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PlanReward",
+    "PlanTerms",
     "agents_json",
     "canonical_form",
     "collect_rollouts",
     "context_of",
     "load_rollouts",
+    "plan_summary",
     "sft_records",
     "write_jsonl",
 ]
@@ -104,6 +107,11 @@ class PlanReward:
         ``verdict_fn(index, graph, columns) -> verdict`` executes a valid plan (e.g. with
         :class:`~toporoute.methods.conductor.Conductor` on an engine) and returns its verdict class. Without it
         a ``verdict`` column is used when present, else valid plans get r_e = 0 (structure and density only).
+    execute : callable, optional
+        The batched form: ``execute(indices, plans, columns) -> verdicts`` runs the valid plans of a batch (their
+        row indices and completion texts; ``columns`` as TRL passes them) together and returns one verdict per
+        plan (:class:`~toporoute.methods.conductor.train.PlanExecutor` runs them through the real loop).
+        Takes precedence over ``verdict_fn``.
     """
 
     __name__ = "conductor_plan_reward"
@@ -115,6 +123,7 @@ class PlanReward:
         reward: RewardConfig | None = None,
         default_level: str = "easy",
         verdict_fn: Callable[[int, TurnGraph, Mapping[str, Any]], str] | None = None,
+        execute: Callable[[Sequence[int], Sequence[str], Mapping[str, Any]], Sequence[str]] | None = None,
     ) -> None:
         if default_level not in CAPS:
             raise InvalidArgumentError(
@@ -124,8 +133,14 @@ class PlanReward:
         self.reward = reward or RewardConfig()
         self.default_level = default_level
         self.verdict_fn = verdict_fn
+        self.execute = execute
 
     def __call__(self, prompts: Any = None, completions: Sequence[Any] = (), **columns: Any) -> list[float]:
+        return [float(x) for x in self.terms(completions, **columns).rewards.r]
+
+    def terms(self, completions: Sequence[Any], **columns: Any) -> PlanTerms:
+        """The checks and the reward terms of a batch (``r_e``, ``r_g``, ``r`` per completion), as
+        :meth:`__call__` sums them; the GRPO trainer logs them per component."""
         texts = [_completion_text(c) for c in completions]
         n = len(texts)
 
@@ -157,7 +172,17 @@ class PlanReward:
             caps.append(CAPS[key])
         verdicts: list[str | None] = [None] * n
         given = column("verdict")
-        for i in np.flatnonzero(batch.ok).tolist():
+        valid = np.flatnonzero(batch.ok).tolist()
+        if self.execute is not None and valid:
+            ran = list(self.execute(valid, [texts[i] for i in valid], columns))
+            if len(ran) != len(valid):
+                raise InvalidArgumentError(
+                    f"execute returned {len(ran)} verdicts for {len(valid)} plans", "execute"
+                )
+            for i, v in zip(valid, ran):
+                verdicts[i] = v
+            valid = []
+        for i in valid:
             if self.verdict_fn is not None:
                 row = {
                     k: (v[i] if isinstance(v, Sequence) and len(v) == n else v) for k, v in columns.items()
@@ -168,7 +193,18 @@ class PlanReward:
             elif given is not None:
                 verdicts[i] = given[i]
         r = turn_rewards(batch.error, verdicts, batch.nodes, batch.edges, batch.steps, caps, self.reward)
-        return [float(x) for x in r.r]
+        return PlanTerms(batch, r, verdicts)
+
+
+@dataclass(frozen=True)
+class PlanTerms:
+    """A batch of plans as :meth:`PlanReward.terms` scores them: ``check`` (``ops.conductor_check``'s batch:
+    ``ok``, ``error``, ``nodes``, ...), ``rewards`` (``r_e``, ``r_g``, ``r``, ``s_complex`` per plan) and the
+    ``verdicts`` of the plans that ran (None elsewhere)."""
+
+    check: Any
+    rewards: TurnRewards
+    verdicts: list[str | None]
 
 
 def canonical_form(graph: TurnGraph, context: Context | None = None) -> str:
@@ -228,6 +264,35 @@ def load_rollouts(run_dir: str | Path) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def plan_summary(run_dir: str | Path) -> dict[str, Any]:
+    """How the orchestrator of a conductor run did: ``episodes``; ``valid_first`` and ``valid_turns``, the share
+    of valid plans among first turns and among all turns (the paper's "valid topology" rate, over-cap plans
+    counted valid here; ``over_cap`` gives their share of the valid ones); ``mean_return`` (the episodes'
+    return under the run's ``return_mode``) and ``mean_first_reward`` (r of the first turn); ``passed`` (the
+    share of episodes whose answer passed the hidden tests)."""
+    rows = load_rollouts(run_dir)
+    if not rows:
+        raise InvalidArgumentError(f"{run_dir}: no finished conductor episode", "run_dir")
+    first, every, over = [], [], []
+    for row in rows:
+        for t in row["turns"]:
+            ok = (t.get("check") or {}).get("error") is None
+            every.append(ok)
+            if t.get("round", 0) == 0:
+                first.append(ok)
+            if ok:
+                over.append(((t.get("reward") or {}).get("r_g") or 0.0) < 0)
+    return {
+        "episodes": len(rows),
+        "valid_first": float(np.mean(first)) if first else 0.0,
+        "valid_turns": float(np.mean(every)) if every else 0.0,
+        "over_cap": float(np.mean(over)) if over else 0.0,
+        "mean_return": float(np.mean([r["return"] for r in rows])),
+        "mean_first_reward": float(np.mean([r["rewards"][0] for r in rows if r["rewards"]])),
+        "passed": float(np.mean([bool(r["passed"]) for r in rows])),
+    }
 
 
 def _segments(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from ..episode import (
     record_edges,
     request_seed,
 )
+from ..harness import exclude_trained
 from ..waves import run_waves
 from ._features import Features, global_state, observations
 from ._graph import ACTIONS, Schedule, actions_to_graph, schedule
@@ -51,9 +52,6 @@ if TYPE_CHECKING:
     from ...runtime import EpisodeContext
 
 __all__ = ["QMix", "QMixPolicy", "QMixStepRecord"]
-
-# overlapping task ids an error or a log line names before it says "and N more"
-_SHOWN_IDS = 20
 
 
 class QMixPolicy:
@@ -201,42 +199,32 @@ class QMix:
         """
         policy = self.policy
         where = str(policy.source) if policy.source is not None else "the checkpoint"
+        if policy.train_task_ids is not None:
+            return exclude_trained(
+                tasks,
+                policy.train_task_ids,
+                where=where,
+                drop=self.drop_trained_tasks,
+                trained_on=policy.train_tasks_from,
+            )
+        # an older checkpoint away from its training folder: refusing would make it unusable, so run, and say
+        # that the overlap could not be checked
+        why = (
+            "written before checkpoints listed them, and no train.json beside it"
+            if policy.source is not None
+            else "its params carry no task_ids metadata"
+        )
         record: dict[str, Any] = {
             "trained_on": policy.train_tasks_from,
-            "trained_tasks": None if policy.train_task_ids is None else len(policy.train_task_ids),
+            "trained_tasks": None,
             "on_overlap": "drop" if self.drop_trained_tasks else "refuse",
             "dropped": [],
         }
-        if policy.train_task_ids is None:
-            # an older checkpoint away from its training folder: refusing would make it unusable, so run, and
-            # say that the overlap could not be checked
-            why = (
-                "written before checkpoints listed them, and no train.json beside it"
-                if policy.source is not None
-                else "its params carry no task_ids metadata"
-            )
-            record["message"] = (
-                f"{where} does not record the tasks it was trained on ({why}): its evaluation may include "
-                "training tasks (toporoute train qmix defaults to the first 15 HumanEval tasks; --offset 15 "
-                "skips them)"
-            )
-            return list(tasks), record
-        trained = set(policy.train_task_ids)
-        overlap = [t.id for t in tasks if t.id in trained]
-        if not overlap:
-            return list(tasks), record
-        if not self.drop_trained_tasks:
-            raise InvalidArgumentError(
-                f"{where} was trained on {len(overlap)} of the {len(tasks)} task(s) to run: "
-                f"{_ids(overlap)}; a score on training tasks is not an evaluation: choose other tasks (e.g. "
-                "--offset past them) or pass --drop-trained-tasks to leave them out",
-                "tasks",
-            )
-        record["dropped"] = overlap
         record["message"] = (
-            f"left out {len(overlap)} task(s) {where} was trained on (--drop-trained-tasks): {_ids(overlap)}"
+            f"{where} does not record the tasks it was trained on ({why}): its evaluation may include training "
+            "tasks (toporoute train qmix defaults to the first 15 HumanEval tasks; --offset 15 skips them)"
         )
-        return [t for t in tasks if t.id not in trained], record
+        return list(tasks), record
 
     async def episode(self, ctx: EpisodeContext, task: Task, emit: Emit) -> EpisodeOutput:
         """Runs one task; ``emit`` gets one trace record per round (the last one also holds FinalRefer)."""
@@ -450,12 +438,6 @@ def _worker_user(
 
 def _final_user(team: QMixTeam, text: str, outputs: list[str]) -> str:
     return final_prompt(team, text, [(a.name, a.role, outputs[i]) for i, a in enumerate(team.agents)])
-
-
-def _ids(ids: Sequence[str]) -> str:
-    """Task ids for a message: the first :data:`_SHOWN_IDS`, then how many more."""
-    more = len(ids) - _SHOWN_IDS
-    return ", ".join(ids[:_SHOWN_IDS]) + (f" and {more} more" if more > 0 else "")
 
 
 def _train_task_ids(params: QMixParams, source: Path | None) -> tuple[tuple[str, ...] | None, str | None]:
