@@ -128,17 +128,15 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     return p
 
 
-def _train_qmix_args(what: Any) -> None:
-    """``toporoute train qmix``."""
-    from .methods.qmix.plugin import LOOP_OPTIONS, add_qmix_network_options
-    from .methods.qmix.train_config import TRAIN_OPTIONS
-
+def _train_parser(
+    what: Any, name: str, help: str, description: str, *, limit: int, limit_help: str
+) -> argparse.ArgumentParser:
+    """A ``toporoute train NAME`` parser with what every trainer takes first: the training tasks (``--tasks``,
+    ``--limit``, ``--offset``) and the training folder (``--out``)."""
     tr = what.add_parser(
-        "qmix",
-        help="train an Agent Q-Mix policy on a task set (QMIX, any engine)",
-        description="Trains a Q-Mix policy with QMIX: every episode runs the real method loop on the engine, is "
-        "scored, and feeds the replay buffer; OUT gets policy.safetensors (use it with 'toporoute run qmix "
-        "--checkpoint'), best.safetensors, log.jsonl and figures/. Rerunning with the same --out resumes.",
+        name,
+        help=help,
+        description=description,
         epilog=_ENVIRONMENT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
@@ -147,11 +145,27 @@ def _train_qmix_args(what: Any) -> None:
     tr.add_argument(
         "--tasks", default="humaneval", help="training tasks, same forms as run --tasks (default humaneval)"
     )
-    tr.add_argument(
-        "--limit", type=int_at_least(1), default=15, help="first N tasks (default 15, as the paper)"
-    )
+    tr.add_argument("--limit", type=int_at_least(1), default=limit, help=limit_help)
     tr.add_argument("--offset", type=int_at_least(0), default=0, help="skip the first K tasks (default 0)")
     tr.add_argument("--out", required=True, type=Path, help="training folder (required)")
+    return tr
+
+
+def _train_qmix_args(what: Any) -> None:
+    """``toporoute train qmix``."""
+    from .methods.qmix.plugin import LOOP_OPTIONS, add_qmix_network_options
+    from .methods.qmix.train_config import TRAIN_OPTIONS
+
+    tr = _train_parser(
+        what,
+        "qmix",
+        "train an Agent Q-Mix policy on a task set (QMIX, any engine)",
+        "Trains a Q-Mix policy with QMIX: every episode runs the real method loop on the engine, is "
+        "scored, and feeds the replay buffer; OUT gets policy.safetensors (use it with 'toporoute run qmix "
+        "--checkpoint'), best.safetensors, log.jsonl and figures/. Rerunning with the same --out resumes.",
+        limit=15,
+        limit_help="first N tasks (default 15, as the paper)",
+    )
     TRAIN_OPTIONS.add(tr)
     tr.add_argument(
         "--task-feature",
@@ -183,32 +197,20 @@ def _train_conductor_args(what: Any) -> None:
     from .methods.conductor.plugin import OPTIONS
     from .methods.conductor.train_config import TRAIN_OPTIONS
 
-    tr = what.add_parser(
+    tr = _train_parser(
+        what,
         "conductor",
-        help="train AgentConductor's orchestrator with GRPO (TRL), optionally after SFT",
-        description="Trains the orchestrator model (default: the embedded SmolLM2-135M; --model: any local "
+        "train AgentConductor's orchestrator with GRPO (TRL), optionally after SFT",
+        "Trains the orchestrator model (default: the embedded SmolLM2-135M; --model: any local "
         "Hugging Face folder) with TRL's GRPOTrainer on its real first-turn prompts for the training tasks. "
         "The reward is the plan check's penalty, the density term and (unless --reward validity,density) the "
         "hidden tests' verdict of the plan run by the real loop with its role agents on the training task (the "
         "engine options choose their engine). OUT gets orchestrator/ (use it with 'toporoute run conductor "
         "--orchestrator OUT/orchestrator', which refuses its training tasks), log.jsonl, figures/ and "
         "report.html. Rerunning with the same --out resumes from the last checkpoint.",
-        epilog=_ENVIRONMENT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
+        limit=40,
+        limit_help="first N tasks (default 40: HumanEval 0-39; evaluate with --offset 40)",
     )
-    tr.set_defaults(command_parser=tr)
-    tr.add_argument(
-        "--tasks", default="humaneval", help="training tasks, same forms as run --tasks (default humaneval)"
-    )
-    tr.add_argument(
-        "--limit",
-        type=int_at_least(1),
-        default=40,
-        help="first N tasks (default 40: HumanEval 0-39; evaluate with --offset 40)",
-    )
-    tr.add_argument("--offset", type=int_at_least(0), default=0, help="skip the first K tasks (default 0)")
-    tr.add_argument("--out", required=True, type=Path, help="training folder (required)")
     tr.add_argument(
         "--model",
         default=None,
