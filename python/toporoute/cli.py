@@ -98,6 +98,7 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     run.add_argument("--report", action="store_true", help="write RUN_DIR/report.html when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     run.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
+    _ray_args(run)
     for group in _option_groups(methods):
         group.add(run.add_argument_group(f"options of {group.title}"))
     run.set_defaults(command_parser=run)  # for errors about run's options, with run's usage line
@@ -126,6 +127,39 @@ def _parser(methods: Sequence[str] = ()) -> argparse.ArgumentParser:
     _light_args(sub)
     _export_otel_args(sub)
     return p
+
+
+def _ray_args(run: argparse.ArgumentParser) -> None:
+    g = run.add_argument_group(
+        "scale-out on Ray (extra ray)",
+        "The episodes run on Ray actors, each with its own engine (--engine as above: in-process vLLM on the "
+        "actor's GPU, the openai engine, a replay); this process writes the run folder as a local run does, so a "
+        "rerun skips finished episodes wherever they ran. --concurrency is per actor.",
+    )
+    g.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run on the Ray cluster at ADDRESS (ray://HOST:10001, HOST:6379 or auto); without ADDRESS on a "
+        "local cluster started for the run (default: no Ray)",
+    )
+    g.add_argument(
+        "--ray-actors",
+        type=int_at_least(1),
+        default=None,
+        help="actors (default: one per GPU when they take GPUs, else 2)",
+    )
+    g.add_argument(
+        "--ray-gpus-per-actor",
+        type=float_at_least(0.0),
+        default=None,
+        help="GPUs per actor (default: 1 with --engine vllm on a cluster with GPUs, else 0)",
+    )
+    g.add_argument(
+        "--ray-cpus-per-actor", type=float_at_least(0.0), default=1.0, help="CPUs per actor (default 1)"
+    )
 
 
 def _train_parser(
@@ -643,12 +677,15 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             for method in built.values():
                 _check_folder(args, method, tasks, engine)
-            if engine is None:
-                engine = await _engine(args)
-            rows = [
-                await _run_one(args, built.get(spec.name) or _build(spec, args, encoder), tasks, engine)
-                for spec in specs
-            ]
+            if args.ray is not None:
+                rows = await _run_on_ray(args, specs, built, options, tasks, encoder, engine)
+            else:
+                if engine is None:
+                    engine = await _engine(args)
+                rows = [
+                    await _run_one(args, built.get(spec.name) or _build(spec, args, encoder), tasks, engine)
+                    for spec in specs
+                ]
         finally:
             if engine is not None:
                 await engine.aclose()
@@ -692,12 +729,18 @@ def _build(
     its options as read already (None: read them now)."""
     from .methods.registry import make_method
 
+    return make_method(spec.name, rounds=args.rounds, encoder=encoder, **_settings(spec, args, options))
+
+
+def _settings(spec: MethodSpec, args: argparse.Namespace, options: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings :func:`_build` gives the method of ``spec``: the command's sampling and the method's
+    options (``options`` as read already; None: read them now)."""
     settings: dict[str, Any] = {"max_tokens": args.max_tokens, "seed": args.seed}
     if args.temperature is not None:  # else the method's own default (its settings class)
         settings["temperature"] = args.temperature
     if spec.options is not None:
         settings.update(spec.options.read(args, args.out) if options is None else options)
-    return make_method(spec.name, rounds=args.rounds, encoder=encoder, **settings)
+    return settings
 
 
 def _run_info(args: argparse.Namespace, model: str) -> dict[str, Any]:
@@ -730,11 +773,7 @@ async def _run_one(
 
     print(f"== {method.name}", file=sys.stderr, flush=True)
     info = _run_info(args, engine.name)
-    # a method that names a second engine (TacoMAS's --meta-model, AgentConductor's --orchestrator) gets its
-    # meta kinds routed there
-    spec = getattr(method, "meta_engine_spec", "") or getattr(
-        getattr(method, "settings", None), "meta_model", ""
-    )
+    spec = _meta_spec(method)
     meta = None
     if spec:
         from .llm.routed import RoutedEngine
@@ -757,9 +796,17 @@ async def _run_one(
             await meta.aclose()
 
 
-async def _meta_engine(args: argparse.Namespace, spec: str) -> tuple[Any, dict[str, Any]]:
-    """The engine of a ``[ENGINE:]MODEL[@BASE_URL]`` spec, opened with the run's other engine options, and what
-    run.json records of it (a recording goes to ``<record>.meta<suffix>``)."""
+def _meta_spec(method: Method) -> str:
+    """The second engine a method names (TacoMAS's --meta-model, AgentConductor's --orchestrator), which gets
+    the calls of its ``meta_kinds``; "" for none."""
+    return getattr(method, "meta_engine_spec", "") or getattr(
+        getattr(method, "settings", None), "meta_model", ""
+    )
+
+
+def _meta_args(args: argparse.Namespace, spec: str) -> argparse.Namespace:
+    """The engine options of a ``[ENGINE:]MODEL[@BASE_URL]`` spec: the run's own for what the spec leaves out
+    (a recording goes to ``<record>.meta<suffix>``)."""
     from .llm.routed import parse_engine_spec
 
     es = parse_engine_spec(spec)
@@ -771,9 +818,118 @@ async def _meta_engine(args: argparse.Namespace, spec: str) -> tuple[Any, dict[s
         max_model_len=None,
         record=None if args.record is None else args.record.with_suffix(".meta" + args.record.suffix),
     )
-    meta_args = argparse.Namespace(**given)
+    return argparse.Namespace(**given)
+
+
+async def _meta_engine(args: argparse.Namespace, spec: str) -> tuple[Any, dict[str, Any]]:
+    """The engine of a ``[ENGINE:]MODEL[@BASE_URL]`` spec, opened (:func:`_meta_args`), and what run.json
+    records of it."""
+    meta_args = _meta_args(args, spec)
     meta = await _engine(meta_args)
-    return meta, {"spec": spec, "engine": kind, "model": meta.name, **meta_args.engine_info}
+    return meta, {"spec": spec, "engine": meta_args.engine, "model": meta.name, **meta_args.engine_info}
+
+
+_ENGINE_OPTIONS = (
+    "engine",
+    "model",
+    "max_model_len",
+    "dtype",
+    "verbose",
+    "base_url",
+    "api_key_env",
+    "guided_regex",
+    "replay",
+    "record",
+    "reprompts",
+)
+"""What :func:`_engine` reads of the command's options: all a Ray actor gets to open its engine."""
+
+
+def _engine_factory(args: argparse.Namespace) -> Any:
+    """:func:`_engine` with the engine options of ``args`` only, to send to Ray actors."""
+    from functools import partial
+
+    return partial(_engine, argparse.Namespace(**{k: getattr(args, k) for k in _ENGINE_OPTIONS}))
+
+
+async def _engine_label(args: argparse.Namespace) -> str:
+    """The model name an engine of ``args`` reports, without starting vLLM (the other engines open at once)."""
+    if args.engine == "vllm":
+        from .llm.vllm_engine import engine_name
+
+        return engine_name(args.model)
+    engine = await _engine(args)
+    try:
+        return str(engine.name)
+    finally:
+        await engine.aclose()
+
+
+async def _run_on_ray(
+    args: argparse.Namespace,
+    specs: Sequence[MethodSpec],
+    built: dict[str, Method],
+    options: dict[str, dict[str, Any]],
+    tasks: Sequence[Task],
+    encoder: Any,
+    engine: Any,
+) -> list[dict[str, Any]]:
+    """The methods of ``specs`` in order, their episodes on Ray actors (``--ray``); this process keeps the run
+    folder (:mod:`toporoute.distributed.ray_run`)."""
+    from dataclasses import replace
+    from functools import partial
+
+    from .distributed.ray_run import MethodJob, RayCluster, RayOptions
+    from .methods.registry import make_method
+
+    if args.record is not None:
+        raise ToporouteError(
+            "--record cannot be used with --ray: each actor would record its own calls; record a local run",
+            "ray",
+        )
+    ray = RayOptions(
+        address=None if args.ray == "local" else args.ray,
+        actors=args.ray_actors,
+        gpus_per_actor=args.ray_gpus_per_actor,
+        cpus_per_actor=args.ray_cpus_per_actor,
+        concurrency=args.concurrency,
+        verbose=args.verbose,
+    )
+    model = engine.name if engine is not None else await _engine_label(args)
+    rows = []
+    async with RayCluster(ray, _engine_factory(args), gpu_engine=args.engine == "vllm") as cluster:
+        for spec in specs:
+            method = built.get(spec.name) or _build(spec, args, encoder)
+            print(f"== {method.name}", file=sys.stderr, flush=True)
+            settings = _settings(spec, args, options.get(spec.name))
+            job = MethodJob(
+                make_method=partial(make_method, spec.name, rounds=args.rounds, **settings),
+                eval_timeout_s=args.eval_timeout,
+            )
+            info = {**_run_info(args, model), "ray": cluster.describe()}
+            meta = _meta_spec(method)
+            if meta:
+                meta_args = _meta_args(args, meta)
+                job = replace(
+                    job,
+                    meta_engine=_engine_factory(meta_args),
+                    meta_kinds=tuple(getattr(method, "meta_kinds", ())),
+                )
+                label = await _engine_label(meta_args)
+                info["meta_engine"] = {"spec": meta, "engine": meta_args.engine, "model": label}
+            rows.append(
+                await cluster.run_method(
+                    method,
+                    job,
+                    tasks,
+                    args.out / method.name,
+                    model=model,
+                    engine="Structured",
+                    info=info,
+                    progress=not args.no_progress,
+                )
+            )
+    return rows
 
 
 async def _train(args: argparse.Namespace) -> int:

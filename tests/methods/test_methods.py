@@ -83,7 +83,7 @@ def manager_reply(done_at: int):
     return reply
 
 
-def team_engine(done_at: int = 2, broken: set[str] = frozenset()) -> ScriptedEngine:
+def team_engine(done_at: int = 2, broken: set[str] = frozenset(), latency_s: float = 0.0) -> ScriptedEngine:
     mgr = manager_reply(done_at)
 
     def reply(request: Request) -> str:
@@ -115,7 +115,7 @@ def team_engine(done_at: int = 2, broken: set[str] = frozenset()) -> ScriptedEng
             )
         return worker_reply(agent, round_)
 
-    return ScriptedEngine(reply)
+    return ScriptedEngine(reply, latency_s=latency_s)
 
 
 async def one_episode(method, task: Task, engine: ScriptedEngine):

@@ -448,3 +448,28 @@ def test_only_the_exporter_imports_opentelemetry(tmp_path: Path) -> None:
         if re.search(r"^\s*(?:from|import)\s+opentelemetry\b", f.read_text(encoding="utf-8"), re.MULTILINE)
     )
     assert importers == ["trace/otel.py"]
+
+
+# The ray extra is optional (toporoute run --ray): only toporoute/distributed/ray_run.py imports Ray, and only once a
+# run on a cluster starts; a local run, the command line (--ray parsed included) and the package never do.
+_NO_RAY = (
+    "import toporoute, toporoute.runtime, toporoute.methods.harness, toporoute.distributed, toporoute.cli\n"
+    "toporoute.cli._parse(['run', 'dytopo', '--out', 'RUN_DIR', '--ray', '--ray-actors', '2'])\n"
+    "import asyncio\n"
+    "from toporoute.llm import ScriptedEngine\n"
+    "from toporoute.methods import make_method\n"
+    "from toporoute.methods.harness import run_method\n"
+    "from toporoute.tasks import load_tasks\n"
+    "asyncio.run(run_method(make_method('cot'), load_tasks('math-demo', limit=1), ScriptedEngine(lambda r: "
+    "'\\\\boxed{1}'), 'RUN_DIR/cot', progress=False))"
+)
+
+
+def test_only_the_ray_runner_imports_ray(tmp_path: Path) -> None:
+    assert_loads_none(_NO_RAY, ["ray"], tmp_path)
+    importers = sorted(
+        f.relative_to(PKG_SRC).as_posix()
+        for f in PKG_SRC.rglob("*.py")
+        if re.search(r"^\s*(?:from|import)\s+ray\b", f.read_text(encoding="utf-8"), re.MULTILINE)
+    )
+    assert importers == ["distributed/ray_run.py"]

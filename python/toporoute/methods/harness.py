@@ -36,8 +36,10 @@ __all__ = [
     "check_resume",
     "episode_fn",
     "exclude_trained",
+    "finish_run",
     "run_config",
     "run_method",
+    "start_run",
     "tasks_for",
     "versions",
 ]
@@ -259,23 +261,9 @@ async def run_method(
     The folder is locked for the run (:class:`toporoute._runlock.RunLock`): a second run on it, in this process
     or another, raises :class:`~toporoute._runlock.RunFolderBusyError` at once.
     """
-    from ..trace.reader import load_run, summarize
-
     out = Path(out_dir)
-    tasks, selection = tasks_for(method, tasks)
-    config = run_config(method, tasks, getattr(engine, "name", None), type(engine).__name__, info)
-    if selection is not None:
-        config["task_selection"] = selection
-        if selection.get("message"):
-            log.warning("%s: %s", method.name, selection["message"])
     with RunLock(out):
-        check_resume(out / "run.json", config)
-        config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
-        config["argv"] = sys.argv[1:]
-        if any(t.kind == "code" for t in tasks):  # what contains the generated code (tasks.sandbox)
-            config["sandbox"] = {"files": file_isolation(), "network": network_isolation()}
-        write_json_atomic(out / "run.json", config)
-
+        tasks = start_run(method, tasks, out, getattr(engine, "name", None), type(engine).__name__, info)
         eval_gate = asyncio.Semaphore(max(1, eval_workers))
         fns = [
             (
@@ -295,14 +283,50 @@ async def run_method(
             engine_failures=getattr(method, "engine_failures", "any"),
         )
         summary: RunSummary = await runtime.run(fns)
-        ran = sum(o.status != "skipped" for o in summary.outcomes)
-        run = load_run(out).methods[0]  # summary_file: still the previous run's, rewritten below
-        previous = float((run.summary_file or {}).get("wall_s") or 0.0)
-        wall = summary.wall_s + (previous if ran < len(summary.outcomes) else 0.0)
-        totals = summarize(run, wall_s=round(wall, 3))
-        totals.update(
-            engine_calls=len(summary.batches),
-            mean_batch=round(summary.totals()["mean_batch"], 2),
-        )
-        write_json_atomic(out / "summary.json", totals)
-        return totals
+        return finish_run(out, summary)
+
+
+def start_run(
+    method: Method,
+    tasks: Sequence[Task],
+    out: Path,
+    model: str | None,
+    engine: str,
+    info: dict[str, Any] | None = None,
+) -> list[Task]:
+    """What every run of ``method`` on ``tasks`` into the method folder ``out`` does first, under the folder's
+    :class:`~toporoute._runlock.RunLock`, wherever its episodes then run: the tasks the method chooses
+    (:func:`tasks_for`, its choice logged), the check that a resumed folder holds the same settings
+    (:func:`check_resume`), and run.json (:func:`run_config` with the start time, versions, command line and
+    sandbox). Returns the tasks to run."""
+    tasks, selection = tasks_for(method, tasks)
+    config = run_config(method, tasks, model, engine, info)
+    if selection is not None:
+        config["task_selection"] = selection
+        if selection.get("message"):
+            log.warning("%s: %s", method.name, selection["message"])
+    check_resume(out / "run.json", config)
+    config.update(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), versions=versions())
+    config["argv"] = sys.argv[1:]
+    if any(t.kind == "code" for t in tasks):  # what contains the generated code (tasks.sandbox)
+        config["sandbox"] = {"files": file_isolation(), "network": network_isolation()}
+    write_json_atomic(out / "run.json", config)
+    return tasks
+
+
+def finish_run(out: Path, summary: RunSummary) -> dict[str, Any]:
+    """The method's totals over every episode file of ``out`` (those of earlier runs of a resumed folder too),
+    written to summary.json and returned; the wall time adds the earlier runs' when episodes were skipped."""
+    from ..trace.reader import load_run, summarize
+
+    ran = sum(o.status != "skipped" for o in summary.outcomes)
+    run = load_run(out).methods[0]  # summary_file: still the previous run's, rewritten below
+    previous = float((run.summary_file or {}).get("wall_s") or 0.0)
+    wall = summary.wall_s + (previous if ran < len(summary.outcomes) else 0.0)
+    totals = summarize(run, wall_s=round(wall, 3))
+    totals.update(
+        engine_calls=len(summary.batches),
+        mean_batch=round(summary.totals()["mean_batch"], 2),
+    )
+    write_json_atomic(out / "summary.json", totals)
+    return totals

@@ -48,6 +48,7 @@ __all__ = [
     "EpisodeOutcome",
     "RunSummary",
     "Runtime",
+    "finished_record",
     "write_json_atomic",
 ]
 
@@ -189,14 +190,7 @@ class Runtime:
 
     def finished(self, episode: str) -> dict[str, Any] | None:
         """The saved record of a finished episode, or None (absent, unreadable, or not ok)."""
-        path = self.record_path(episode)
-        if path is None or not path.is_file():
-            return None
-        try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return saved if isinstance(saved, dict) and saved.get("status") == "ok" else None
+        return None if self.out_dir is None else finished_record(self.out_dir, episode)
 
     async def run(self, episodes: Iterable[tuple[str, EpisodeFn]]) -> RunSummary:
         """Runs ``(episode_id, fn)`` pairs; returns outcomes in input order."""
@@ -214,12 +208,7 @@ class Runtime:
         start = time.perf_counter()
         bar = _progress(len(items), self.progress)
         progress = _Progress(bar, start) if self.progress else None
-        batcher = RoundBatcher(
-            self.engine,
-            max_wait=self.max_wait,
-            max_batch=self.max_batch,
-            on_batch=None if progress is None else progress.batch,
-        )
+        batcher = self.batcher(None if progress is None else progress.batch)
         gate = asyncio.Semaphore(self.concurrency)
         outcomes: dict[str, EpisodeOutcome] = {}
 
@@ -232,7 +221,7 @@ class Runtime:
                 bar.update(1)
                 return
             async with gate:
-                outcomes[episode] = await self._run_one(episode, fn, batcher)
+                outcomes[episode] = await self.run_episode(episode, fn, batcher)
                 bar.update(1)
 
         tasks = [asyncio.ensure_future(one(e, fn)) for e, fn in items]
@@ -245,7 +234,16 @@ class Runtime:
             bar.close()
         return RunSummary([outcomes[e] for e, _ in items], list(batcher.flushes), time.perf_counter() - start)
 
-    async def _run_one(self, episode: str, fn: EpisodeFn, batcher: RoundBatcher) -> EpisodeOutcome:
+    def batcher(self, on_batch: Callable[[Sequence[Result]], None] | None = None) -> RoundBatcher:
+        """A :class:`RoundBatcher` over this runtime's engine with its ``max_wait`` and ``max_batch``: the one
+        :meth:`run` makes for its episodes, or one that episodes started one at a time share through
+        :meth:`run_episode` (a Ray actor's, :mod:`toporoute.distributed`)."""
+        return RoundBatcher(self.engine, max_wait=self.max_wait, max_batch=self.max_batch, on_batch=on_batch)
+
+    async def run_episode(self, episode: str, fn: EpisodeFn, batcher: RoundBatcher) -> EpisodeOutcome:
+        """Runs one episode now, its LLM calls batched with the other episodes on ``batcher``, and writes its
+        record (with ``out_dir``). It neither checks for a finished record nor waits for a slot: :meth:`run`
+        does both; a caller of this method does its own."""
         ctx = EpisodeContext(episode, Ledger(), batcher, self.engine_failures)
         start = time.perf_counter()
         batcher.enter()
@@ -284,6 +282,19 @@ class Runtime:
         """:meth:`run` from synchronous code. On Ctrl-C the episodes in flight are cancelled and
         KeyboardInterrupt propagates; every finished episode's record is already on disk."""
         return asyncio.run(self.run(episodes))
+
+
+def finished_record(out_dir: Path, episode: str) -> dict[str, Any] | None:
+    """The saved record ``out_dir/episodes/<episode>.json`` of a finished episode, or None (absent, unreadable,
+    or not ok): what a resumed run skips."""
+    path = out_dir / "episodes" / f"{episode}.json"
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) and saved.get("status") == "ok" else None
 
 
 class _NoBar:
