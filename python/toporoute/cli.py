@@ -445,8 +445,11 @@ def _engine_args(
     )
     p.add_argument(
         "--base-url",
-        default="http://127.0.0.1:8000/v1",
-        help="openai: API root (default http://127.0.0.1:8000/v1)",
+        action="append",
+        default=None,
+        help="openai: API root; several servers of the model (the flag repeated, or URLs separated by commas) "
+        "share the requests, each to the least busy, a failed one left until it answers again "
+        "(default http://127.0.0.1:8000/v1)",
     )
     p.add_argument(
         "--api-key-env",
@@ -592,9 +595,16 @@ async def _engine(args: argparse.Namespace) -> Any:
 
         if not args.model:
             raise ToporouteError("--engine openai needs --model (the server's model id)")
+        # --base-url's list (each entry maybe comma-separated), or a meta spec's one URL
+        entries = [args.base_url] if isinstance(args.base_url, str) else args.base_url or []
+        urls = [u.strip() for entry in entries for u in entry.split(",") if u.strip()]
         inner = OpenAIEngine(
-            args.model, base_url=args.base_url, api_key_env=args.api_key_env, guided_regex=args.guided_regex
+            args.model,
+            base_url=urls or "http://127.0.0.1:8000/v1",
+            api_key_env=args.api_key_env,
+            guided_regex=args.guided_regex,
         )
+        args.engine_info = {"base_urls": list(inner.base_urls)}  # for run.json
     else:
         from .llm import ReplayEngine
 

@@ -133,7 +133,9 @@ class Result:
 
     ``text`` is the raw completion; ``parsed`` the JSON value when the request had a schema and the output
     validated; ``usage`` sums every attempt (re-prompts included); ``latency_s`` is wall time from submission
-    to completion of the last attempt.
+    to completion of the last attempt. ``server`` names the server that answered (or, for a failed request, the
+    last one it was sent to) where an engine spreads requests over several (``OpenAIEngine`` with several base
+    URLs); None elsewhere.
     """
 
     text: str
@@ -144,6 +146,7 @@ class Result:
     finish_reason: str | None = None
     tags: Tags = field(default_factory=Tags)
     attempts: int = 1
+    server: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,9 @@
 """Usage accounting: a per-episode ledger of LLM calls and routed messages, returned as a value.
 
 There are no global counters: each episode owns a :class:`Ledger`; the runtime sums them into a run summary.
-Token counts are the engine's own (prompt and completion tokens as reported per call).
+Token counts are the engine's own (prompt and completion tokens as reported per call). Where the engine names
+the server that answered a call (``Result.server``: an OpenAI engine over several servers), the call records it
+and the summary totals each server; elsewhere neither shows, so such records read as before.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ __all__ = ["CallRecord", "EdgeRecord", "Ledger"]
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One LLM call (all its re-prompts together)."""
+    """One LLM call (all its re-prompts together); ``server`` is the one that answered its last attempt, where
+    the engine names one."""
 
     round: int | None
     agent: str | None
@@ -28,6 +31,14 @@ class CallRecord:
     attempts: int
     ok: bool
     engine_failure: bool = False
+    server: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON, without ``server`` when no server is named (records of single-server engines)."""
+        d = asdict(self)
+        if self.server is None:
+            del d["server"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class Ledger:
                 result.attempts,
                 result.ok,
                 result.error is not None and result.error.engine_failure,
+                result.server,
             )
         )
 
@@ -82,6 +94,22 @@ class Ledger:
             out[(e.src, e.dst)] += e.tokens
         return dict(out)
 
+    def by_server(self) -> dict[str, dict[str, int]]:
+        """Per server that answered calls: ``calls``, ``failed_calls``, ``prompt_tokens``,
+        ``completion_tokens``; empty when the engine names no servers."""
+        out: dict[str, dict[str, int]] = {}
+        for c in self.calls:
+            if c.server is None:
+                continue
+            row = out.setdefault(
+                c.server, {"calls": 0, "failed_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+            )
+            row["calls"] += 1
+            row["failed_calls"] += not c.ok
+            row["prompt_tokens"] += c.prompt_tokens
+            row["completion_tokens"] += c.completion_tokens
+        return out
+
     def _group(self, key: Any) -> dict[Any, Usage]:
         out: dict[Any, Usage] = defaultdict(Usage)
         for c in self.calls:
@@ -90,9 +118,10 @@ class Ledger:
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready totals: tokens, calls, failed calls (``engine_failed_calls`` of them without a reply from
-        the engine), re-prompts, LLM latency, routed messages."""
+        the engine), re-prompts, LLM latency, routed messages, and ``servers`` (:meth:`by_server`) where the
+        engine named the servers."""
         total = self.total()
-        return {
+        out: dict[str, Any] = {
             "prompt_tokens": total.prompt_tokens,
             "completion_tokens": total.completion_tokens,
             "calls": len(self.calls),
@@ -103,10 +132,14 @@ class Ledger:
             "messages_routed": len(self.edges),
             "tokens_routed": sum(e.tokens for e in self.edges),
         }
+        servers = self.by_server()
+        if servers:
+            out["servers"] = servers
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "summary": self.summary(),
-            "calls": [asdict(c) for c in self.calls],
+            "calls": [c.to_dict() for c in self.calls],
             "edges": [asdict(e) for e in self.edges],
         }

@@ -134,7 +134,10 @@ Episode record (``episodes/<episode>.json``; the runtime's wrapper around the me
                 "llm_s": float, "routing_s": float, "eval_s": float},
      "usage": {"prompt_tokens": int, "completion_tokens": int, "calls": int,
                "failed_calls": int, "engine_failed_calls": int,   # no valid reply | no reply from the engine
-               "reprompts": int, "llm_latency_s": float, "messages_routed": int, "tokens_routed": int},
+               "reprompts": int, "llm_latency_s": float, "messages_routed": int, "tokens_routed": int,
+               "servers": {url: {"calls": int, "failed_calls": int, "prompt_tokens": int,
+                                 "completion_tokens": int}}},   # "servers" (and each ledger call's "server")
+                                                     # only from an engine over several servers (openai)
      "ledger": {...}}
 
 An episode in which the engine failed a call (connection refused, a timeout or server error after the
