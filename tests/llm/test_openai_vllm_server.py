@@ -204,3 +204,22 @@ async def test_regex_extension_constrains_the_reply(server: str) -> None:
     r = await _one(server, request, guided_regex=True)
     assert r.finish_reason == "stop", r.text
     assert re.fullmatch(REGEX, r.text), r.text
+
+
+def test_a_ray_run_on_the_real_server(server: str, tmp_path: Path) -> None:
+    # toporoute run --ray: two actors of a local Ray cluster, each with its own openai engine on this server
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'toporoute[ray]')")
+    from _procs import run_toporoute
+
+    out = tmp_path / "run"
+    p = run_toporoute(
+        *("run", "cot", "--tasks", "math-demo", "--limit", "2", "--max-tokens", "48", "--out", str(out)),
+        *("--engine", "openai", "--model", SERVED, "--base-url", server, "--ray", "--ray-actors", "2"),
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    summary = json.loads((out / "cot" / "summary.json").read_text())
+    assert summary["ok"] == 2 and summary["errors"] == 0 and summary["calls_per_task"] == 1, summary
+    assert summary["completion_tokens_per_task"] > 0
+    assert json.loads((out / "cot" / "run.json").read_text())["ray"]["actors"] == 2

@@ -42,7 +42,7 @@ from .._runlock import RunLock
 from ..errors import ToporouteError
 from ..llm.base import Engine
 from ..runtime import BatchStats, EpisodeOutcome, RunSummary, Runtime
-from ..runtime.runner import finished_record
+from ..runtime.runner import finished_record, progress_bar
 from ..tasks import Task
 
 __all__ = ["EpisodeActor", "MethodJob", "RayCluster", "RayOptions", "run_method_on_ray"]
@@ -421,9 +421,7 @@ class _Bar:
     """The driver's progress bar: finished episodes, and the actors' episodes in flight and LLM calls."""
 
     def __init__(self, total: int, skipped: int, enabled: bool) -> None:
-        from ..runtime.runner import _progress
-
-        self.bar = _progress(total, enabled)
+        self.bar = progress_bar(total, enabled)
         self.bar.update(skipped)
         self.calls = 0
         self.errors = 0

@@ -49,6 +49,7 @@ __all__ = [
     "RunSummary",
     "Runtime",
     "finished_record",
+    "progress_bar",
     "write_json_atomic",
 ]
 
@@ -206,7 +207,7 @@ class Runtime:
                 raise InvalidArgumentError(f"episode id {episode!r} appears twice", "episodes")
             seen.add(episode)
         start = time.perf_counter()
-        bar = _progress(len(items), self.progress)
+        bar = progress_bar(len(items), self.progress)
         progress = _Progress(bar, start) if self.progress else None
         batcher = self.batcher(None if progress is None else progress.batch)
         gate = asyncio.Semaphore(self.concurrency)
@@ -329,7 +330,9 @@ class _Progress:
         return " · ".join(parts)
 
 
-def _progress(total: int, enabled: bool) -> Any:
+def progress_bar(total: int, enabled: bool) -> Any:
+    """An episode bar (tqdm on stderr) over ``total`` episodes, or a bar that shows nothing (``enabled`` off,
+    or tqdm missing): what :meth:`Runtime.run` and a Ray run's driver show."""
     if not enabled:
         return _NoBar()
     try:
