@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, NonFiniteError, OutOfRangeError
 from ..types import dag_codes as c
 from ..types.results import DagEdits, DagRepair
+from ._reference_graph import reaches
 from .samples import DAG_DEFAULTS, Call, Sample, dag_inputs
 
 __all__ = ["check_alive_ends", "check_consistent", "dag_edit", "dag_repair"]
@@ -42,24 +43,6 @@ def check_consistent(adj: np.ndarray, alive: np.ndarray, names: tuple[str, str] 
             f"{g} must have no edge touching a dead node; got {g}[{b}, {s}, {d}] with {a}[{b}, {dead}] False",
             arg=g,
         )
-
-
-def _reaches(g: np.ndarray, starts: list[int], target: int) -> bool:
-    """True when some node of ``starts`` reaches ``target`` along the edges of ``g`` (N, N)."""
-    seen = np.zeros(g.shape[0], dtype=bool)
-    stack = []
-    for s in starts:
-        if not seen[s]:
-            seen[s] = True
-            stack.append(s)
-    while stack:
-        u = stack.pop()
-        if u == target:
-            return True
-        for v in np.flatnonzero(g[u] & ~seen):
-            seen[v] = True
-            stack.append(int(v))
-    return False
 
 
 def _edit_one(
@@ -114,7 +97,7 @@ def _edit_one(
             h[node] = False
         h[node, d] = True
         # every new edge touches D, whose only in-edge is A -> D: a new cycle exists iff D reaches A
-        if _reaches(h, [d], node):
+        if reaches(h, [d], node):
             return c.REASON_CYCLE, -1
         g[:] = h
         alive[d] = True
@@ -127,7 +110,7 @@ def _edit_one(
             return c.REASON_NOT_A_SUCCESSOR, -1
         if arg == sink:
             return c.REASON_SINK, -1
-        had_path = _reaches(g, [source], sink)
+        had_path = reaches(g, [source], sink)
         h = g.copy()
         h[node, arg] = False
         linked = []
@@ -143,9 +126,9 @@ def _edit_one(
         deleted = arg != source and not h[:, arg].any()
         if deleted:
             h[arg] = False
-        if linked and _reaches(h, linked, node):
+        if linked and reaches(h, linked, node):
             return c.REASON_CYCLE, -1
-        if had_path and not _reaches(h, [source], sink):
+        if had_path and not reaches(h, [source], sink):
             return c.REASON_LAST_PATH, -1
         g[:] = h
         if deleted:
@@ -159,7 +142,7 @@ def _edit_one(
         return c.REASON_OUT_DEGREE, -1
     h = g.copy()
     h[node, sink] = True
-    if _reaches(h, [sink], node):
+    if reaches(h, [sink], node):
         return c.REASON_CYCLE, -1
     g[:] = h
     return c.REASON_OK, -1
@@ -271,7 +254,7 @@ def _repair_one(
     # 2. a DAG (the search starts at the source, so its tree keeps every node the source reached)
     _break_cycles(g, alive, source)
     # 3. the source reaches the sink
-    if not _reaches(g, [source], sink):
+    if not reaches(g, [source], sink):
         g[source, sink] = True
     # 4. out-degree cap: drop the lowest-mean edges first (ties: the higher index), never the last path
     for u in range(N):
@@ -287,7 +270,7 @@ def _repair_one(
             if degree <= max_out:
                 break
             g[u, v] = False
-            if _reaches(g, [source], sink):
+            if reaches(g, [source], sink):
                 degree -= 1
             else:
                 g[u, v] = True
@@ -295,7 +278,7 @@ def _repair_one(
     if prunable is not None:
         for u, v in np.argwhere(g & prunable):
             g[u, v] = False
-            if not _reaches(g, [source], sink):
+            if not reaches(g, [source], sink):
                 g[u, v] = True
     # 6. degree-zero pruning to a fixpoint (such a node is on no source -> sink path)
     changed = True

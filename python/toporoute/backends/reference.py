@@ -26,6 +26,7 @@ from ._reference_bandit import *
 from ._reference_bandit import SAMPLES as _BANDIT_SAMPLES
 from ._reference_dag import *
 from ._reference_dag import SAMPLES as _DAG_SAMPLES
+from ._reference_graph import reaches
 from ._reference_schedule import *
 from ._reference_schedule import SAMPLES as _SCHEDULE_SAMPLES
 from ._reference_team import *
@@ -501,23 +502,9 @@ QMIX_ACTIONS = (
 )
 
 
-def _reaches(adj: np.ndarray, start: int, goal: int) -> bool:
-    """Whether ``goal`` is reachable from ``start`` along the edges of ``adj`` (depth-first)."""
-    seen = np.zeros(len(adj), dtype=bool)
-    stack = [start]
-    while stack:
-        v = stack.pop()
-        if v == goal:
-            return True
-        if not seen[v]:
-            seen[v] = True
-            stack.extend(int(w) for w in np.flatnonzero(adj[v] & ~seen))
-    return False
-
-
 def _add_edge(adj: np.ndarray, s: int, d: int) -> None:
     """Adds ``s -> d`` unless it is a self-loop, already there, or would close a cycle."""
-    if s != d and not adj[s, d] and not _reaches(adj, d, s):
+    if s != d and not adj[s, d] and not reaches(adj, [d], s):
         adj[s, d] = True
 
 
@@ -551,7 +538,7 @@ def qmix_graph(actions: np.ndarray) -> QMixGraph:
                 _add_edge(adj, i, i + 1)
             elif a == 5:
                 p = (i + n // 2) % n
-                if p != i and not _reaches(adj, p, i):
+                if p != i and not reaches(adj, [p], i):
                     adj[i, p] = adj[p, i] = True
                     debate[b, i] = p
     return QMixGraph(out, debate)

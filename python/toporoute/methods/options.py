@@ -33,11 +33,13 @@ __all__ = [
     "Flag",
     "MethodSpec",
     "OptionGroup",
+    "add_drop_trained_tasks",
     "add_shared",
     "builder",
     "check_fields",
     "flag_of",
     "option",
+    "read_drop_trained_tasks",
     "setting",
     "settings_of",
 ]
@@ -170,6 +172,28 @@ def add_shared(g: argparse._ActionsContainer, flag: str, help: str, **kw: Any) -
         existing.help = f"{existing.help}; {help}"
         return
     g.add_argument(flag, default=None, help=help, **kw)
+
+
+_DROP_TRAINED_TASKS = "--drop-trained-tasks"
+
+
+def add_drop_trained_tasks(g: argparse._ActionsContainer, checkpoint: str = "the checkpoint") -> None:
+    """``--drop-trained-tasks`` of the methods that run a trained checkpoint (Agent Q-Mix, AgentConductor): they
+    refuse the tasks it was trained on unless it is given. Added once per command: when another method group
+    of the same command added it, that group's help stands and the one value goes to both. ``checkpoint``
+    names what was trained in the help."""
+    if _DROP_TRAINED_TASKS in g._option_string_actions:  # an argument group shares its parser's table
+        return
+    g.add_argument(
+        _DROP_TRAINED_TASKS,
+        action="store_true",
+        help=f"leave out the tasks {checkpoint} was trained on, and say so (default: refuse to run on them)",
+    )
+
+
+def read_drop_trained_tasks(args: argparse.Namespace) -> bool:
+    """The value of :func:`add_drop_trained_tasks`' flag (False where the command has none)."""
+    return bool(getattr(args, "drop_trained_tasks", False))
 
 
 def _add(g: argparse._ActionsContainer, f: Field[Any], flag: Flag) -> None:

@@ -53,19 +53,13 @@ def _finite(value: Any, name: str) -> float:
     return float(value)
 
 
-def _nodes(x: Any, name: str, batch: tuple[int, ...], dtype: str) -> None:
-    """A (B, N) or (N,) array of ``dtype`` whose shape is ``batch``."""
-    shape = _v.array(x, name, dtype, (len(batch),), "(B, N) or (N,) matching the graph")
-    _v.same_shape(shape, name, batch, "(B, N)" if len(batch) == 2 else "(N,)")
-
-
 def _select_args(args: Args) -> Args:
     """The checks of ``bandit_select`` on its arguments in the op table's order."""
     adj, alpha, beta, k, weights, seed, step, mode, active, graph_offset = args
     shape = _v.square(adj, "adj")
     batch = shape[:-1]
-    _nodes(alpha, "alpha", batch, "float32")
-    _nodes(beta, "beta", batch, "float32")
+    _v.per_node(alpha, "alpha", batch, "float32")
+    _v.per_node(beta, "beta", batch, "float32")
     if weights is not None:
         ws = _v.array(weights, "weights", "float32", (2, 3), "(B, N, N) or (N, N)")
         _v.same_shape(ws, "weights", shape, "the shape of adj")
@@ -86,13 +80,13 @@ def _update_args(args: Args) -> Args:
     """The checks of ``bandit_update`` on its arguments in the op table's order."""
     alpha, beta, selected, reward, dt, km, gamma, delta, prior = args
     shape = _v.array(alpha, "alpha", "float32", (1, 2), "(B, N) or (N,)")
-    _nodes(beta, "beta", shape, "float32")
-    _nodes(selected, "selected", shape, "bool")
-    _nodes(reward, "reward", shape, "float32")
+    _v.per_node(beta, "beta", shape, "float32")
+    _v.per_node(selected, "selected", shape, "bool")
+    _v.per_node(reward, "reward", shape, "float32")
     if dt is not None:
-        _nodes(dt, "dt", shape, "float32")
+        _v.per_node(dt, "dt", shape, "float32")
     if km is not None:
-        _nodes(km, "km", shape, "float32")
+        _v.per_node(km, "km", shape, "float32")
     gamma = _real(gamma, "gamma", 0.0, 1.0)
     delta = _real(delta, "delta", 0.0, math.inf)
     prior = _real(prior, "prior", 0.0, math.inf, open_lo=True)
@@ -106,13 +100,13 @@ def _weights_args(args: Args) -> Args:
     if shape[-1] < 1:
         raise ShapeError(f"adj must hold at least one node (the sink); got N = {shape[-1]}", arg="adj")
     batch = shape[:-1]
-    _nodes(alpha, "alpha", batch, "float32")
-    _nodes(beta, "beta", batch, "float32")
+    _v.per_node(alpha, "alpha", batch, "float32")
+    _v.per_node(beta, "beta", batch, "float32")
     cs = _v.array(c_syn, "c_syn", "float32", (2, 3), "(B, N, N) or (N, N)")
     _v.same_shape(cs, "c_syn", shape, "the shape of adj")
     ss = _v.typed_array(similarity, "similarity", ("float64",), (2, 3), "(B, N, 2) or (N, 2)")
     _v.same_shape(ss, "similarity", (*batch, 2), "(B, N, 2)" if len(batch) == 2 else "(N, 2)")
-    _nodes(selected, "selected", batch, "bool")
+    _v.per_node(selected, "selected", batch, "bool")
     sink = _integer(sink, "sink", 0, shape[-1], f"in [0, {shape[-1]}) (a node of adj)")
     return (
         adj, alive, alpha, beta, c_syn, similarity, selected, sink, _real(lam, "lam", 0.0, math.inf),
@@ -131,7 +125,7 @@ def _synergy_args(args: Args) -> Args:
     for x, name in ((edge_alpha, "edge_alpha"), (edge_beta, "edge_beta"), (routed, "routed")):
         xs = _v.array(x, name, "float32", (2, 3), "(B, N, N) or (N, N)")
         _v.same_shape(xs, name, shape, "the shape of c_syn")
-    _nodes(reward, "reward", shape[:-1], "float32")
+    _v.per_node(reward, "reward", shape[:-1], "float32")
     return c_syn, edge_alpha, edge_beta, routed, reward, _real(lr, "lr", 0.0, math.inf)
 
 

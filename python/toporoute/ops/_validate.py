@@ -101,10 +101,15 @@ def graph(adj: Any, alive: Any, adj_name: str = "adj", alive_name: str = "alive"
     """adj (B, N, N) or (N, N) bool and alive (B, N) or (N,) bool; returns the shape of adj. The names are the
     arguments' in the messages."""
     shape = square(adj, adj_name)
-    batch = shape[:-1]
-    ashape = array(alive, alive_name, "bool", (len(batch),), f"(B, N) or (N,) matching {adj_name}")
-    same_shape(ashape, alive_name, batch, "(B, N)" if len(batch) == 2 else "(N,)")
+    per_node(alive, alive_name, shape[:-1], "bool", of=adj_name)
     return shape
+
+
+def per_node(x: Any, name: str, batch: tuple[int, ...], dtype: str, *, of: str = "the graph") -> None:
+    """``x`` must be a per-node array of ``dtype`` whose shape is ``batch``, the graph's (B, N) or (N,); ``of``
+    names what it matches in the messages."""
+    shape = array(x, name, dtype, (len(batch),), f"(B, N) or (N,) matching {of}")
+    same_shape(shape, name, batch, "(B, N)" if len(batch) == 2 else "(N,)")
 
 
 def plain_graph(adj: Any, alive: Any) -> bool:
@@ -121,42 +126,55 @@ def plain_graph(adj: Any, alive: Any) -> bool:
     )
 
 
+def _plain_tau_k_in(tau_value: Any, k_in_value: Any) -> bool:
+    """The common case of the scalars of ``ops.route`` and ``ops.route_indexed``: a float ``tau`` in [-1, 1]
+    and an int ``k_in`` >= 0 (anything else goes through :func:`tau` and :func:`k_in`, which word the errors)."""
+    return (
+        type(tau_value) is float and type(k_in_value) is int and -1.0 <= tau_value <= 1.0 and k_in_value >= 0
+    )
+
+
 def route(args: Args) -> Args:
     """All checks of ``ops.route`` on ``(q, k, active, tau, k_in)``. The common case (numpy float32 arrays, no
     mask, a float and an int) is decided with a handful of comparisons: route itself takes microseconds."""
     q, k, active, tau_value, k_in_value = args
-    if (
-        type(q) is ND
-        and type(k) is ND
-        and active is None
-        and type(tau_value) is float
-        and type(k_in_value) is int
-        and q.dtype is F32
-        and k.dtype is F32
-        and 2 <= q.ndim <= 3
-        and q.shape == k.shape
-        and -1.0 <= tau_value <= 1.0
-        and k_in_value >= 0
-    ):
-        return args
-    if (  # the same for device arrays (CuPy, PyTorch) whose float32 has been seen
-        active is None
-        and type(tau_value) is float
-        and type(k_in_value) is int
-        and type(q) is type(k)
-        and getattr(q, "dtype", None) in _DEVICE_F32  # a list or a scalar has none: the full checks say why
-        and getattr(k, "dtype", None) in _DEVICE_F32
-        and 2 <= len(shape := q.shape) <= 3
-        and shape == k.shape
-        and -1.0 <= tau_value <= 1.0
-        and k_in_value >= 0
-    ):
-        return args
+    if active is None and _plain_tau_k_in(tau_value, k_in_value):
+        if (
+            type(q) is ND
+            and type(k) is ND
+            and q.dtype is F32
+            and k.dtype is F32
+            and 2 <= q.ndim <= 3
+            and q.shape == k.shape
+        ):
+            return args
+        # the same for device arrays (CuPy, PyTorch) whose float32 has been seen; a list or a scalar has no
+        # dtype: the full checks say why
+        if (
+            type(q) is type(k)
+            and getattr(q, "dtype", None) in _DEVICE_F32
+            and getattr(k, "dtype", None) in _DEVICE_F32
+            and 2 <= len(shape := q.shape) <= 3
+            and shape == k.shape
+        ):
+            return args
     qs = array(q, "q", "float32", (2, 3), "(B, N, D) or (N, D)")
     ks = array(k, "k", "float32", (2, 3), "(B, N, D) or (N, D)")
     same_shape(ks, "k", qs, "the shape of q")
     active_mask(active, qs[:-1])
     return q, k, active, tau(tau_value), k_in(k_in_value)
+
+
+def edit_rows(edits: Any, adj_shape: tuple[int, ...], rows: str, width: int) -> None:
+    """``edits`` must be int32 rows of ``width`` values, ``(B, rows, width)`` with B of adj, or ``(rows,
+    width)`` for a single graph (``dag_edit``'s ``(kind, node, arg)``, ``team_project``'s ``(kind, a, b,
+    role)``); ``rows`` names their count in the messages."""
+    single = f"({rows}, {width})"
+    layout = f"(B, {rows}, {width}) or {single} matching adj"
+    es = typed_array(edits, "edits", ("int32",), (len(adj_shape),), layout)
+    if es[-1] != width or es[:-2] != adj_shape[:-2]:
+        want = f"(B, {rows}, {width}) with B of adj" if len(adj_shape) == 3 else single
+        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
 
 
 def square(adj: Any, name: str) -> tuple[int, ...]:
@@ -290,10 +308,8 @@ def same_shape(
 
 def active_mask(active: Any, batch_shape: tuple[int, ...]) -> None:
     """``active`` must be a bool array of shape ``batch_shape`` (``(B, N)`` or ``(N,)``)."""
-    if active is None:
-        return
-    shape = array(active, "active", "bool", (len(batch_shape),), "(B, N) or (N,) matching the graph")
-    same_shape(shape, "active", batch_shape, "(B, N)" if len(batch_shape) == 2 else "(N,)")
+    if active is not None:
+        per_node(active, "active", batch_shape, "bool")
 
 
 def tau(value: Any) -> float:
@@ -448,16 +464,13 @@ def route_indexed(args: Args) -> Args:
         and type(table) is ND
         and type(q_rows) is ND
         and type(k_rows) is ND
-        and type(tau_value) is float
-        and type(k_in_value) is int
         and table.dtype is F32
         and table.ndim == 2
         and q_rows.dtype in NP_INDEX_DTYPES
         and k_rows.dtype in NP_INDEX_DTYPES
         and 1 <= q_rows.ndim <= 2
         and q_rows.shape == k_rows.shape
-        and -1.0 <= tau_value <= 1.0
-        and k_in_value >= 0
+        and _plain_tau_k_in(tau_value, k_in_value)
     ):
         return args
     typed_array(table, "table", ("float32",), (2,), "(M, D)")

@@ -59,10 +59,7 @@ def _edit_args(args: Args) -> Args:
     ):
         return args
     shape = _v.graph(adj, alive)
-    es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, E, 3) or (E, 3) matching adj")
-    if es[-1] != 3 or es[:-2] != shape[:-2]:
-        want = "(B, E, 3) with B of adj" if len(shape) == 3 else "(E, 3)"
-        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
+    _v.edit_rows(edits, shape, "E", 3)
     s, t = _ends(source, sink, shape[-1])
     return adj, alive, edits, s, t, _v.integer(max_out, "max_out", 1)
 

@@ -135,10 +135,7 @@ def _project_args(args: Args) -> Args:
     _v.same_shape(ashape, "alive", batch, layout)
     rshape = _v.typed_array(roles, "roles", ("int32",), (len(batch),), f"{layout} matching adj")
     _v.same_shape(rshape, "roles", batch, layout)
-    es = _v.typed_array(edits, "edits", ("int32",), (len(shape),), "(B, P, 4) or (P, 4) matching adj")
-    if es[-1] != 4 or es[:-2] != shape[:-2]:
-        want = "(B, P, 4) with B of adj" if len(shape) == 3 else "(P, 4)"
-        raise ShapeError(f"edits must have shape {want}; got {es}", arg="edits")
+    _v.edit_rows(edits, shape, "P", 4)
     protected, critical, scores, generation = opts
     _per_node(protected, "protected", "bool", batch)
     _per_node(scores, "scores", "float32", batch)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..._atomic import write_bytes_atomic
+from .._training_curves import finish_axes, trailing_mean, write_png
 
 __all__ = ["curve_table", "write_training_report"]
 
@@ -25,10 +25,6 @@ def _series(log: Sequence[dict[str, Any]], key: str) -> tuple[np.ndarray, np.nda
         return np.zeros(0), np.zeros(0)
     x, y = zip(*pts)
     return np.asarray(x, float), np.asarray(y, float)
-
-
-def _smooth(y: np.ndarray, width: int) -> np.ndarray:
-    return np.array([y[max(0, i - width + 1) : i + 1].mean() for i in range(len(y))])
 
 
 def curve_table(log: Sequence[dict[str, Any]], every: int = 10) -> list[dict[str, Any]]:
@@ -56,14 +52,7 @@ def write_training_report(out_dir: str | Path, log: Sequence[dict[str, Any]], *,
     from matplotlib.figure import Figure
 
     out = Path(out_dir)
-    paths: list[Path] = []
-
-    def save(fig: Any, name: str) -> None:
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-        path = out / "figures" / f"{name}.png"
-        write_bytes_atomic(path, buf.getvalue())
-        paths.append(path)
+    folder = out / "figures"
 
     fig = Figure(figsize=(7.0, 3.8))
     ax = fig.add_subplot()
@@ -71,14 +60,12 @@ def write_training_report(out_dir: str | Path, log: Sequence[dict[str, Any]], *,
         x, y = _series(log, key)
         if len(x):
             ax.plot(x, y, "o", ms=2.5, alpha=0.35, color=_COLORS[key])
-            ax.plot(x, _smooth(y, 10), color=_COLORS[key], label=f"{key} (mean of the last 10)")
+            ax.plot(x, trailing_mean(y, 10), color=_COLORS[key], label=f"{key} (mean of the last 10)")
     ax.axhline(0.0, color="#999999", lw=0.8)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("mean over the step's completions")
-    ax.set_title("Reward and its components")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=7)
-    save(fig, "rewards")
+    finish_axes(
+        ax, "GRPO step", "mean over the step's completions", title="Reward and its components", legend_size=7
+    )
+    paths = [write_png(fig, folder / "rewards.png")]
 
     for key, name, label in (("validity_rate", "validity", "valid plans"), ("kl", "kl", "KL to the start")):
         fig = Figure(figsize=(7.0, 3.0))
@@ -86,16 +73,14 @@ def write_training_report(out_dir: str | Path, log: Sequence[dict[str, Any]], *,
         x, y = _series(log, key)
         if len(x):
             ax.plot(x, y, "o", ms=2.5, alpha=0.35, color="#8172B3")
-            ax.plot(x, _smooth(y, 10), color="#8172B3", label="mean of the last 10")
+            ax.plot(x, trailing_mean(y, 10), color="#8172B3", label="mean of the last 10")
             ax.legend(loc="best", fontsize=7)
         else:
             ax.text(0.5, 0.5, f"no {label} logged", ha="center", va="center", transform=ax.transAxes)
         if key == "validity_rate":
             ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("GRPO step")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        save(fig, name)
+        finish_axes(ax, "GRPO step", label)
+        paths.append(write_png(fig, folder / f"{name}.png"))
 
     def cell(v: Any, fmt: str) -> str:
         return "" if v is None else html.escape(fmt.format(v))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidArgumentError
 from ...types.qmix_params import ADJ_MODES, QMixConfig
-from ..options import MethodSpec, OptionGroup, settings_of
+from ..options import MethodSpec, OptionGroup, add_drop_trained_tasks, read_drop_trained_tasks, settings_of
 from .settings import QMixSettings
 
 if TYPE_CHECKING:
@@ -37,11 +37,7 @@ def _add_checkpoint(g: argparse._ActionsContainer) -> None:
     g.add_argument(
         "--checkpoint", type=Path, default=None, help="the policy (required; toporoute train qmix writes it)"
     )
-    g.add_argument(
-        "--drop-trained-tasks",
-        action="store_true",
-        help="leave out the tasks the checkpoint was trained on, and say so (default: refuse to run on them)",
-    )
+    add_drop_trained_tasks(g)
 
 
 def _read_checkpoint(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
@@ -55,7 +51,7 @@ def _read_checkpoint(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "TRAIN_DIR/policy.safetensors)",
             "checkpoint",
         )
-    return {"checkpoint": args.checkpoint, "drop_trained_tasks": args.drop_trained_tasks}
+    return {"checkpoint": args.checkpoint, "drop_trained_tasks": read_drop_trained_tasks(args)}
 
 
 def _build(settings: dict[str, Any], rounds: int | None, encoder: Encoder | None) -> Method:
