@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -172,3 +173,71 @@ def test_qmix_forward(benchmark: Any, side: str, B: int) -> None:
 @pytest.mark.parametrize("B", BATCHES)
 def test_qmix_mix(benchmark: Any, side: str, B: int) -> None:
     _bench(benchmark, "mix", side, B)
+
+
+LEVEL_BATCHES = pick((1, 2, 4, 8, 16, 32, 64, 256, 1024), (1, 64))
+
+
+def _amx_here() -> str | None:
+    """None when this CPU and build run the AMX level, else why not."""
+    from toporoute import _core
+
+    info = _core.build_info().get("simd", {})
+    return (
+        None
+        if "amx" in info.get("supported", [])
+        else f"no AMX level here (supported: {info.get('supported')})"
+    )
+
+
+def _interleaved(calls: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Each call's best mean time over rounds that take the sides in turn (a side's round: at least 20 ms of
+    back-to-back calls), after warm-up calls: on a shared VM the levels' times drift by tens of percent between
+    runs, and side by side in one round they drift together. At smoke size: one short round."""
+    rounds, span = pick((15, 0.02), (1, 0.0))
+    for call in calls.values():
+        for _ in range(20):
+            call()
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(rounds):
+        for side, call in calls.items():
+            n, t0 = 0, time.perf_counter()
+            while True:
+                call()
+                n += 1
+                elapsed = time.perf_counter() - t0
+                if elapsed >= span:
+                    break
+            best[side] = min(best[side], elapsed / n)
+    return best
+
+
+@pytest.mark.parametrize("op", ["forward", "mix"])
+def test_qmix_level_by_size(op: str) -> None:
+    """The level a call runs at when none is named (``_core.qmix_level``: AMX only from enough rows) against
+    each level named: at every B the default should be as fast as the faster of avx512 and amx. Printed, not
+    asserted; the results of the three agree within 1e-5 (asserted)."""
+    from toporoute import _core
+    from toporoute.backends import cpu
+
+    why = _amx_here()
+    if why is not None:
+        pytest.skip(why)
+    for B in LEVEL_BATCHES:
+        case = OPS[f"qmix_{op}"].prepare(B, _ctx())
+        args = case.args
+        rows = B * N if op == "forward" else B
+        kernel = getattr(cpu, f"qmix_{op}")
+        calls = {isa: functools.partial(kernel, *args, isa=isa) for isa in ("", "avx512", "amx")}
+        outs = {isa: call() for isa, call in calls.items()}
+        for isa in ("avx512", "amx"):
+            pairs = zip(outs[isa], outs[""]) if op == "forward" else [(outs[isa], outs[""])]
+            for got, want in pairs:
+                assert float(np.abs(got - want).max()) <= ATOL, f"qmix_{op} B={B}: {isa} differs"
+        t = _interleaved(calls)
+        best = min(t["avx512"], t["amx"])
+        print(
+            f"\n[level] qmix_{op} B={B} N={N}: default runs {_core.qmix_level(f'qmix_{op}', rows)} "
+            f"{t[''] * 1e6:.1f} us; avx512 {t['avx512'] * 1e6:.1f} us, amx {t['amx'] * 1e6:.1f} us; "
+            f"default / faster level = {t[''] / best:.2f}x"
+        )

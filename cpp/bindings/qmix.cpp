@@ -90,10 +90,19 @@ QMixWeightsHandle make_weights(const py::handle& config, const py::handle& agent
   return h;
 }
 
-Isa resolved_isa(const std::string& isa) {
+// The level of one call over `rows` rows (resolve_isa_for_rows with the op's AMX threshold).
+Isa resolved_isa(const std::string& isa, std::int64_t rows, std::int64_t amx_min_rows) {
   Isa out;
-  raise_status(resolve_isa(isa, &out));
+  raise_status(resolve_isa_for_rows(isa, rows, amx_min_rows, &out));
   return out;
+}
+
+std::string qmix_level(const std::string& op, std::int64_t rows, const std::string& isa) {
+  if (op != "qmix_forward" && op != "qmix_mix") {
+    throw py::value_error("op must be qmix_forward or qmix_mix; got '" + op + "'");
+  }
+  const std::int64_t min_rows = op == "qmix_forward" ? kQMixForwardAmxMinRows : kQMixMixAmxMinRows;
+  return isa_name(resolved_isa(isa, rows, min_rows));
 }
 
 py::tuple qmix_forward(const QMixWeightsHandle& h, const py::handle& obs, const py::handle& adj,
@@ -103,7 +112,7 @@ py::tuple qmix_forward(const QMixWeightsHandle& h, const py::handle& obs, const 
   const QMixForwardArgs args = qmix_forward_args(
       c, fast_view<float, 3>(obs, "obs"), fast_view<std::uint8_t, 3>(adj, "adj", true),
       optional_fast_view<float, 3>(hidden, "hidden"), optional_fast_view<std::uint8_t, 2>(active, "active", true));
-  const Isa resolved = resolved_isa(isa);
+  const Isa resolved = resolved_isa(isa, args.B * args.N, kQMixForwardAmxMinRows);
   NewOutputs out("qmix_forward");
   out.add<float>({args.B, args.N, c.n_actions});
   out.add<float>({args.B, args.N, c.hidden});
@@ -119,7 +128,7 @@ py::object qmix_mix(const QMixWeightsHandle& h, const py::handle& q_taken, const
   if (!w.has_mixer()) raise_no_mixer();
   const QMixMixArgs args =
       qmix_mix_args(w.config(), fast_view<float, 2>(q_taken, "q_taken"), fast_view<float, 2>(state, "state"));
-  const Isa resolved = resolved_isa(isa);
+  const Isa resolved = resolved_isa(isa, args.B, kQMixMixAmxMinRows);
   NewOutputs out("qmix_mix");
   out.add<float>({args.B});
   py::object q_tot = out.allocate()[0];
@@ -163,6 +172,10 @@ void bind_qmix(py::module_& m) {
   m.def("qmix_mix", &qmix_mix, py::arg("weights"), py::arg("q_taken"), py::arg("state"), py::arg("isa") = "",
         "qmix_mix(weights, q_taken, state, isa='') -> q_tot: the monotonic mixer over (B, n_agents) and (B, S) "
         "float32 inputs; (B,) float32.");
+  m.def("qmix_level", &qmix_level, py::arg("op"), py::arg("rows"), py::arg("isa") = "",
+        "qmix_level(op, rows, isa='') -> str: the SIMD level a call of op (qmix_forward: rows = B * N agent rows; "
+        "qmix_mix: rows = B) runs at: isa when named, else the process default, except avx512 for fewer rows than "
+        "the AMX level repays when that default is amx and TOPOROUTE_SIMD is unset.");
   m.def("qmix_graph", &qmix_graph, py::arg("actions"),
         "qmix_graph(actions) -> (adj, debate): Agent Q-Mix's round graph phi of (B, N) int32/int64 joint actions; "
         "(B, N, N) bool and (B, N) int32.");

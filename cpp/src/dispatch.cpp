@@ -128,30 +128,49 @@ Status check_request(const std::string& requested, const char* arg, Isa* out) {
   return Status::success();
 }
 
-std::pair<Status, Isa> choose_default() {
+struct DefaultChoice {
+  Status status;
+  Isa isa;
+  bool named;  // by TOPOROUTE_SIMD: every call runs at it, whatever its size
+};
+
+DefaultChoice choose_default() {
   const char* env = std::getenv("TOPOROUTE_SIMD");
   Isa isa = Isa::generic;
   if (env != nullptr && env[0] != '\0') {
     Status s = check_request(env, "TOPOROUTE_SIMD", &isa);
-    return {s, isa};
+    return {s, isa, true};
   }
   for (Isa cand : {Isa::amx, Isa::avx512, Isa::avx2}) {
-    if (isa_supported(cand)) return {Status::success(), cand};
+    if (isa_supported(cand)) return {Status::success(), cand, false};
   }
-  return {Status::success(), Isa::generic};
+  return {Status::success(), Isa::generic, false};
+}
+
+const DefaultChoice& default_choice() {
+  static const DefaultChoice choice = choose_default();  // once per process; immutable afterwards
+  return choice;
 }
 
 }  // namespace
 
 Status default_isa(Isa* out) {
-  static const std::pair<Status, Isa> choice = choose_default();  // once per process; immutable afterwards
-  *out = choice.second;
-  return choice.first;
+  const DefaultChoice& choice = default_choice();
+  *out = choice.isa;
+  return choice.status;
 }
 
 Status resolve_isa(const std::string& requested, Isa* out) {
   if (requested.empty()) return default_isa(out);
   return check_request(requested, "isa", out);
+}
+
+Status resolve_isa_for_rows(const std::string& requested, std::int64_t rows, std::int64_t amx_min_rows, Isa* out) {
+  if (!requested.empty()) return check_request(requested, "isa", out);
+  const DefaultChoice& choice = default_choice();
+  *out = choice.isa;
+  if (choice.status.ok() && choice.isa == Isa::amx && !choice.named && rows < amx_min_rows) *out = Isa::avx512;
+  return choice.status;
 }
 
 }  // namespace toporoute

@@ -16,6 +16,7 @@ import _inputs as inp
 import numpy as np
 import pytest
 from _backends import (
+    ACTIVE_ISA,
     ISAS,
     TOLERANCES,
     Backend,
@@ -36,22 +37,27 @@ from toporoute.types.qmix_params import QMixConfig, QMixParams
 
 @on_backends("qmix_forward", reference=False, cuda=False)
 def test_every_episode_is_computed_alone(backend: Backend) -> None:
-    # Tiles, register blocks and threads never mix rows: a batch gives each episode's B=1 result bit for bit.
+    # Tiles, register blocks and threads never mix rows: a batch gives each episode's B=1 result bit for bit at
+    # one SIMD level. Where no level is named and the process's is amx, the batch of 300 runs on the AMX tiles and
+    # one episode at avx512 (cpu.simd_level): then they agree within the levels' tolerance.
     p = QMixParams.random(QMixConfig(), seed=8)
     rng = np.random.default_rng(9)
     obs, adj, hid, act = inp.qmix_obs(rng, p.config, 300, 3)
     q_taken, state = inp.qmix_mix_inputs(rng, p.config, 300)
     step = backend.qmix_forward(p, obs, adj, hid, active=act)
     mix = backend.qmix_mix(p, q_taken, state)
+    by_size = backend.name == "cpu" and backend.isa == ACTIVE_ISA  # called without isa=: its level by size
     for b in (0, 1, 41, 42, 150, 299):
         one = slice(b, b + 1)
+        same = {
+            op: not by_size or cpu.simd_level(op, (p, x)) == cpu.simd_level(op, (p, x[one]))
+            for op, x in (("qmix_forward", obs), ("qmix_mix", q_taken))
+        }
         single = backend.qmix_forward(p, obs[one], adj[one], hid[one], active=act[one])
-        assert_matches(
-            "qmix_forward", single, ops.QMixStep(step.q[one], step.hidden[one]), f"episode {b}", exact=True
-        )
-        assert_matches(
-            "qmix_mix", backend.qmix_mix(p, q_taken[one], state[one]), mix[one], f"episode {b}", exact=True
-        )
+        want = ops.QMixStep(step.q[one], step.hidden[one])
+        assert_matches("qmix_forward", single, want, f"episode {b}", exact=same["qmix_forward"])
+        got = backend.qmix_mix(p, q_taken[one], state[one])
+        assert_matches("qmix_mix", got, mix[one], f"episode {b}", exact=same["qmix_mix"])
 
 
 @needs_core
@@ -251,3 +257,39 @@ def test_simd_environment_override() -> None:
             and np.abs(np.array(got[1]) - np.array(default[1])).max() <= TOLERANCES["qmix_forward.q"].atol
         )
     assert run("bogus") == ["InvalidArgumentError", "TOPOROUTE_SIMD"]
+
+
+_LEVEL = """
+import json
+from toporoute import _core
+print(json.dumps([_core.qmix_level(op, rows) for op in ("qmix_forward", "qmix_mix") for rows in (1, 15, 16, 63, 64)]))
+"""
+
+
+@needs_core
+def test_the_level_of_a_qmix_call_follows_its_size_unless_one_is_named() -> None:
+    # the AMX tiles only from enough rows (forward: B * N >= 64, mixer: B >= 16), where the process default is amx;
+    # a level named per call or by TOPOROUTE_SIMD runs whatever the size (the parity tests name amx at B = 1)
+    from toporoute import _core
+
+    active = _core.build_info()["simd"]["active"]
+    small = "avx512" if active == "amx" else active
+    want = [small, small, small, small, active] + [small, small, active, active, active]
+    assert [
+        _core.qmix_level(op, rows) for op in ("qmix_forward", "qmix_mix") for rows in (1, 15, 16, 63, 64)
+    ] == want
+    for isa in ISAS:
+        assert _core.qmix_level("qmix_forward", 1, isa) == isa
+        assert cpu.simd_level("qmix_mix", (None, np.zeros((1, 3), np.float32))) == small
+    with pytest.raises(ValueError, match="qmix_forward or qmix_mix"):
+        _core.qmix_level("route", 1)
+    env = {k: v for k, v in os.environ.items() if k != "TOPOROUTE_SIMD"}
+    for isa in ISAS:
+        out = subprocess.run(
+            [sys.executable, "-c", _LEVEL],
+            env={**env, "TOPOROUTE_SIMD": isa},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == [isa] * 10, out.stderr[-2000:]

@@ -113,6 +113,15 @@ class QMixWeights {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Where the AMX level of the qmix networks starts to pay when no level is named (resolve_isa_for_rows): below
+/// this many rows (agent rows B * N for qmix_forward, episodes B for qmix_mix) a call runs at avx512, whose
+/// plain float32 FMAs beat the tiles' set-up and the bf16x3 packing of a few rows. Measured on a 2-vCPU Xeon with
+/// AMX, the default networks, N = 3 (bench/test_bench_qmix.py::test_qmix_level_by_size): the tiles lost at
+/// every B up to 16 (48 rows) in every run, by 1.2 to 2.6x for the forward and 1.2 to 3x for the mixer up to
+/// B = 8; above, they won or lost by run (the tiles' speed on a shared VM varies).
+constexpr std::int64_t kQMixForwardAmxMinRows = 64;
+constexpr std::int64_t kQMixMixAmxMinRows = 16;
+
 /// The agent network over B episodes of N agents: input Linear + ReLU; gnn_layers x (message Linear + ReLU,
 /// mean over the neighbours of config.adj_mode / self_loops among active agents (0 without any), GRUCell, the
 /// shared LayerNorm); GRUCell memory; Q-head (Linear, ReLU, Linear). float32 with FMA; about 1e-6 from the

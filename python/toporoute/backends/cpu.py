@@ -25,7 +25,16 @@ except ImportError as exc:  # built without a C++ compiler, or a broken build
 else:
     _IMPORT_ERROR = ""
 
-__all__ = ["CHECKS_INPUTS", "DEFERRED", "KERNELS", "available", "conductor_raw", "has_op", "qmix_weights"]
+__all__ = [
+    "CHECKS_INPUTS",
+    "DEFERRED",
+    "KERNELS",
+    "available",
+    "conductor_raw",
+    "has_op",
+    "qmix_weights",
+    "simd_level",
+]
 
 
 def available() -> tuple[bool, str]:
@@ -48,6 +57,19 @@ def conductor_density(nodes: np.ndarray, edges: np.ndarray, steps: np.ndarray, n
 def qmix_weights(params: QMixParams) -> Any:
     """The params' weights packed for the core (``_core.QMixWeights``), built once and cached on the params."""
     return params.packed("cpu", _core.QMixWeights)
+
+
+def simd_level(op: str, args: tuple[Any, ...]) -> str | None:
+    """The SIMD level a call of ``op`` on ``args`` (the op table's order) runs at when no level is named, for the
+    ops whose level depends on the call's size: the qmix networks, on the AMX tiles only from enough rows
+    (``_core.qmix_level``; rows = B * N agent rows for the forward, B episodes for the mixer). None for the
+    other ops: they run at the process's level (``toporoute info``)."""
+    if _core is None or op not in ("qmix_forward", "qmix_mix"):
+        return None
+    first = args[1]  # obs (B, N, obs_dim) or (N, obs_dim); q_taken (B, n_agents)
+    shape = np.shape(first)
+    rows = int(np.prod(shape[:-1])) if op == "qmix_forward" else int(shape[0])
+    return str(_core.qmix_level(op, rows))
 
 
 DEFERRED = 255  # the core's code for a plan outside its block layout: checked by the reference

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import backends as _backends
+from ..backends import cpu as _cpu
 from ..errors import BackendUnavailableError, InvalidArgumentError, OutOfRangeError, ToporouteError
 from .cases import OPS, Context, DeviceCase, OpCase, Unsupported
 from .device import Device, open_device
@@ -255,8 +256,9 @@ def _case_rows(
             field_name = _differs(result, want)
             mismatch = f"results differ from the reference ({field_name})" if field_name else ""
         row = _row(op, size, backend, "backend", fn, opts, once)
-        if mismatch:
-            row = replace(row, note="; ".join(filter(None, (mismatch, row.note))))
+        level = _cpu.simd_level(op, case.args) if backend == "cpu" else None
+        if mismatch or level:  # the level of an op that picks one per call size (the qmix networks)
+            row = replace(row, note=_join(mismatch, f"SIMD {level}" if level else "", row.note))
         rows.append(row)
     if spec.alternative is not None and opts.alternatives:
         if case.alternative is None:
