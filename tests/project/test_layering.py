@@ -440,14 +440,19 @@ _NO_OTEL = (
 )
 
 
-def test_only_the_exporter_imports_opentelemetry(tmp_path: Path) -> None:
-    assert_loads_none(_NO_OTEL, ["opentelemetry"], tmp_path)
-    importers = sorted(
+def _importers(package: str) -> list[str]:
+    """The package's modules (paths below toporoute/) that import ``package`` at any depth of their code."""
+    pattern = re.compile(rf"^\s*(?:from|import)\s+{package}\b", re.MULTILINE)
+    return sorted(
         f.relative_to(PKG_SRC).as_posix()
         for f in PKG_SRC.rglob("*.py")
-        if re.search(r"^\s*(?:from|import)\s+opentelemetry\b", f.read_text(encoding="utf-8"), re.MULTILINE)
+        if pattern.search(f.read_text(encoding="utf-8"))
     )
-    assert importers == ["trace/otel.py"]
+
+
+def test_only_the_exporter_imports_opentelemetry(tmp_path: Path) -> None:
+    assert_loads_none(_NO_OTEL, ["opentelemetry"], tmp_path)
+    assert _importers("opentelemetry") == ["trace/otel.py"]
 
 
 # The ray extra is optional (toporoute run --ray): only toporoute/distributed/ray_run.py imports Ray, and only once a
@@ -467,9 +472,4 @@ _NO_RAY = (
 
 def test_only_the_ray_runner_imports_ray(tmp_path: Path) -> None:
     assert_loads_none(_NO_RAY, ["ray"], tmp_path)
-    importers = sorted(
-        f.relative_to(PKG_SRC).as_posix()
-        for f in PKG_SRC.rglob("*.py")
-        if re.search(r"^\s*(?:from|import)\s+ray\b", f.read_text(encoding="utf-8"), re.MULTILINE)
-    )
-    assert importers == ["distributed/ray_run.py"]
+    assert _importers("ray") == ["distributed/ray_run.py"]

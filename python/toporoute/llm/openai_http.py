@@ -385,25 +385,6 @@ class OpenAIEngine:
         """The request on one server, retried there as the class docstring says; ``before`` counts the attempts
         made on other servers. With several servers (``tried``: those this request went to, this one last),
         raises :class:`_ServerFailed` when this one fails it."""
-        server.requests += 1
-        server.outstanding += 1
-        try:
-            result = await self._attempts(client, server, payload, request, t0, before, tried)
-        finally:
-            server.outstanding -= 1
-        server.ok += result.ok
-        return result
-
-    async def _attempts(
-        self,
-        client: httpx.AsyncClient,
-        server: _Server,
-        payload: dict[str, Any],
-        request: Request,
-        t0: float,
-        before: int,
-        tried: list[_Server] | None,
-    ) -> Result:
         url = f"{server.url}/chat/completions"
         answered_by = None if tried is None else server.url
 
@@ -414,40 +395,46 @@ class OpenAIEngine:
                 raise _ServerFailed(f, attempts)
             return self._failed(request, f, before + attempts, t0)
 
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                text, usage, finish = await self._attempt(client, url, payload)
-            except _Failure as f:
-                if f.unreachable:  # a timeout: not retried on this server
-                    return server_failed(f, attempt)
-                return self._failed(request, f, before + attempt, t0, answered_by)
-            except _Retry as r:
-                fail = r.failure
-                # no answer at all (or another request took this server out): on to the next server at once
-                # while there is one; on the last one, retried like a server's error
-                if tried is not None and (fail.unreachable or not server.up) and self._others_up(tried):
-                    return server_failed(fail, attempt)
-                if attempt > self._max_retries:
-                    return server_failed(fail, attempt)
-                wait = self._delay(attempt - 1, r.after_s)
-                if wait is None:
-                    why = f"{fail.message} (Retry-After {r.after_s:g} s exceeds backoff_max_s)"
-                    return server_failed(_Failure(fail.kind, why, fail.status), attempt)
-                log.info("%s: retry %d in %.2f s after %s", self.name, attempt, wait, fail.message)
-                await asyncio.sleep(wait)
-                continue
-            return Result(
-                text,
-                usage=usage,
-                latency_s=time.perf_counter() - t0,
-                parsed=self._checker.parsed(request, text),
-                finish_reason=finish,
-                tags=request.tags,
-                attempts=before + attempt,
-                server=answered_by,
-            )
+        server.requests += 1
+        server.outstanding += 1
+        try:
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    text, usage, finish = await self._attempt(client, url, payload)
+                except _Failure as f:
+                    if f.unreachable:  # a timeout: not retried on this server
+                        return server_failed(f, attempt)
+                    return self._failed(request, f, before + attempt, t0, answered_by)
+                except _Retry as r:
+                    fail = r.failure
+                    # no answer at all (or another request took this server out): on to the next server at once
+                    # while there is one; on the last one, retried like a server's error
+                    if tried is not None and (fail.unreachable or not server.up) and self._others_up(tried):
+                        return server_failed(fail, attempt)
+                    if attempt > self._max_retries:
+                        return server_failed(fail, attempt)
+                    wait = self._delay(attempt - 1, r.after_s)
+                    if wait is None:
+                        why = f"{fail.message} (Retry-After {r.after_s:g} s exceeds backoff_max_s)"
+                        return server_failed(_Failure(fail.kind, why, fail.status), attempt)
+                    log.info("%s: retry %d in %.2f s after %s", self.name, attempt, wait, fail.message)
+                    await asyncio.sleep(wait)
+                    continue
+                server.ok += 1
+                return Result(
+                    text,
+                    usage=usage,
+                    latency_s=time.perf_counter() - t0,
+                    parsed=self._checker.parsed(request, text),
+                    finish_reason=finish,
+                    tags=request.tags,
+                    attempts=before + attempt,
+                    server=answered_by,
+                )
+        finally:
+            server.outstanding -= 1
 
     def _mark_down(self, server: _Server, why: str) -> None:
         """Takes ``server`` out until a probe gets an answer, and starts the prober if it is not running."""
