@@ -137,9 +137,10 @@ class EpisodeActor:
         from ..llm.routed import RoutedEngine
 
         await self.end()
-        assert self._engine is not None, "open() first"
-        method = job.make_method()
         engine = self._engine
+        if engine is None:
+            raise ToporouteError("EpisodeActor.begin before open()")
+        method = job.make_method()
         if job.meta_engine is not None:
             self._meta = await job.meta_engine()
             engine = RoutedEngine(engine, self._meta, job.meta_kinds)
