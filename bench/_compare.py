@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from toporoute.benchmark import measure
@@ -34,3 +35,17 @@ def report(
         f"({verdict})"
     )
     return ratio
+
+
+def machine(*, omp: bool = False, flags: bool = False) -> str:
+    """The CPU a benchmark names beside its figures: the model and the logical CPUs, with ``omp`` the
+    ``OMP_NUM_THREADS`` setting, with ``flags`` each SIMD flag :func:`toporoute.llm.cpu.cpu_info` reports."""
+    from toporoute.llm.cpu import cpu_info
+
+    cpu = cpu_info()
+    text = f"{cpu.model}, {os.cpu_count()} logical CPUs"
+    if omp:
+        text += f", OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}"
+    if flags:
+        text += "; " + " ".join(f"{f}={'yes' if on else 'no'}" for f, on in cpu.reported().items())
+    return text

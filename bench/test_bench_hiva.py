@@ -12,7 +12,6 @@ Run: ``python -m pytest bench/test_bench_hiva.py -s`` (``TOPOROUTE_BENCH=smoke``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import numpy as np
@@ -21,7 +20,7 @@ import pytest
 from toporoute import backends, ops
 from toporoute.backends.samples import bandit_inputs
 
-from ._compare import report, seconds
+from ._compare import machine, report, seconds
 from ._scale import pick
 from .test_bench_ops import host_backends
 
@@ -31,13 +30,6 @@ BATCHES = pick([1, 4096], [1, 64])
 TARGETS = {1: 10.0, 4096: 20.0}  # issue 18
 
 needs_core = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
-
-
-def _machine() -> str:
-    from toporoute.llm.cpu import cpu_info
-
-    threads = os.environ.get("OMP_NUM_THREADS", "default")
-    return f"{cpu_info().model}, {os.cpu_count()} logical CPUs, OMP_NUM_THREADS={threads}"
 
 
 @needs_core
@@ -55,7 +47,7 @@ def test_bandit_select_cpu_vs_reference(B: int) -> None:
     slow = seconds(lambda: run("reference"))
     fast = seconds(lambda: run("cpu"))
     report(
-        f"bandit_select B={B} N={N} k={K} thompson [{_machine()}]",
+        f"bandit_select B={B} N={N} k={K} thompson [{machine(omp=True)}]",
         "reference",
         slow,
         "cpu",
@@ -74,7 +66,14 @@ def test_bandit_and_synergy_updates_cpu_vs_reference(B: int) -> None:
             np.testing.assert_allclose(getattr(got, name), value, rtol=1e-6, atol=1e-6, err_msg=name)
     slow = seconds(lambda: step("reference"))
     fast = seconds(lambda: step("cpu"))
-    report(f"bandit_update + synergy_update B={B} N={N} [{_machine()}]", "reference", slow, "cpu", fast, None)
+    report(
+        f"bandit_update + synergy_update B={B} N={N} [{machine(omp=True)}]",
+        "reference",
+        slow,
+        "cpu",
+        fast,
+        None,
+    )
 
 
 @pytest.mark.parametrize("backend", host_backends("bandit_select"))

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import os
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -38,7 +37,7 @@ from langgraph.graph import END, START, StateGraph
 
 from toporoute.integrations.langgraph import build_graph, team_input
 
-from ._compare import report, seconds
+from ._compare import machine, report, seconds
 from ._scale import pick
 
 NAMES = ["Developer", "Researcher", "Tester", "Designer"]
@@ -111,12 +110,6 @@ def _static_graph(rounds: int) -> Any:
     return graph.compile()
 
 
-def _machine() -> str:
-    from toporoute.llm.cpu import cpu_info
-
-    return f"{cpu_info().model}, {os.cpu_count()} logical CPUs"
-
-
 @pytest.fixture(scope="module")
 def router(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from toporoute.embed import Encoder, Router
@@ -139,7 +132,7 @@ def test_routing_overhead_per_superstep_vs_static_edges(router: Any) -> None:
     routed = dytopo.invoke(team_input("Write add(a, b)."))["routed"]
     assert routed, "the descriptors route at least one message"
 
-    print(f"\n[cpu] {_machine()}; {ROUNDS} rounds of {len(NAMES)} agents per run")
+    print(f"\n[cpu] {machine()}; {ROUNDS} rounds of {len(NAMES)} agents per run")
     t_static = seconds(lambda: static.invoke({"round": 0, "memory": {}})) / ROUNDS
     cases = [
         ("chain", chain),

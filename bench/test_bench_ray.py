@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from toporoute.distributed.ray_run import MethodJob, RayCluster, RayOptions
 from toporoute.llm.scripted import ScriptedEngine
 from toporoute.methods import make_method
 
+from ._compare import machine
 from ._scale import pick
 
 TASKS = pick(32, 8)
@@ -51,12 +51,6 @@ def dytopo_warm() -> Any:
     encoder = Encoder.default()
     encoder.encode(["I need a warm start.", "I provide one."])
     return make_method("dytopo", encoder=encoder)
-
-
-def _machine() -> str:
-    from toporoute.llm.cpu import cpu_info
-
-    return f"{cpu_info().model}, {os.cpu_count()} logical CPUs"
 
 
 async def _timed(actors: int, out: Path) -> tuple[float, dict[str, Any]]:
@@ -82,7 +76,7 @@ def test_throughput_scales_with_actors(tmp_path: Path) -> None:
     two, s2 = asyncio.run(_timed(2, tmp_path / "two"))
     assert s1["ok"] == s2["ok"] == TASKS and s1["calls_per_task"] == s2["calls_per_task"]
     print(
-        f"\n[cpu] {_machine()}; DyTopo, {TASKS} episodes, {PER_ACTOR} per actor at once, {LATENCY_S * 1e3:.0f} ms "
+        f"\n[cpu] {machine()}; DyTopo, {TASKS} episodes, {PER_ACTOR} per actor at once, {LATENCY_S * 1e3:.0f} ms "
         f"per engine call\n[ratio] Ray actors, episodes/s: 1 actor {TASKS / one:.2f} ({one:.2f} s), 2 actors "
         f"{TASKS / two:.2f} ({two:.2f} s) = {one / two:.2f}x "
         f"({'meets' if one / two >= 1.7 else 'BELOW'} target >= 1.7x)"

@@ -13,8 +13,6 @@ smoke sizes: B = 64 instead of 4096, one round. Results are checked equal before
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -22,21 +20,12 @@ from toporoute import backends, ops
 from toporoute.backends.samples import team_project_inputs
 from toporoute.types import team_codes as c
 
-from ._compare import report, seconds
+from ._compare import machine, report, seconds
 from ._scale import pick
 
 pytestmark = pytest.mark.skipif(not backends.available()["cpu"][0], reason="the compiled core is not built")
 
 N, P = 32, 8
-
-
-def _machine() -> str:
-    from toporoute.llm.cpu import cpu_info
-
-    cpu = cpu_info()
-    flags = " ".join(f"{f}={'yes' if on else 'no'}" for f, on in cpu.reported().items())
-    threads = os.environ.get("OMP_NUM_THREADS", "default")
-    return f"{cpu.model}, {os.cpu_count()} logical CPUs, OMP_NUM_THREADS={threads}; {flags}"
 
 
 @pytest.mark.parametrize(("B", "target"), [(1, 10.0), (pick(4096, 64), 20.0)])
@@ -54,7 +43,7 @@ def test_team_project_vs_reference(B: int, target: float) -> None:
         f"replacements), {want.inherited.sum() / B:.1f} inherited and {want.repaired.sum() / B:.1f} repair edges "
         "per graph"
     )
-    print(f"[cpu] {_machine()}")
+    print(f"[cpu] {machine(omp=True, flags=True)}")
 
     def run(backend: str) -> object:
         return ops.team_project(adj, alive, roles, sink, edits, backend=backend, **kw)
