@@ -19,7 +19,7 @@ SOURCES = sorted((CPP / "tests").glob("test_*.cpp"))
 
 
 def test_there_are_cpp_unit_tests() -> None:
-    assert [s.name for s in SOURCES] == ["test_bits.cpp", "test_gram.cpp"]
+    assert [s.name for s in SOURCES] == ["test_bits.cpp", "test_cosine.cpp", "test_gram.cpp"]
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=[s.stem for s in SOURCES])

@@ -169,9 +169,11 @@ def _route_grid(N: int, D: int) -> list[tuple[str, np.ndarray, np.ndarray, dict,
     return cases
 
 
-# D around the SIMD widths and the GPU's 4-float loads; N up to a warp, and past the 64-agent bitsets
+# D around the SIMD widths and the GPU's 4-float loads; N up to a warp, and past the 64-agent bitsets; teams of
+# 32 agents and more with rows of 128 columns and more take the CPU's float32 pass (its 16 lanes, its pieces of
+# 512 columns, its tiles of q rows: (64, 700) spans two pieces and several tiles)
 ROUTE_SHAPES = [(N, D) for N in (1, 2, 3, 5, 8, 13, 33) for D in (1, 3, 7, 8, 9, 16, 384)]
-ROUTE_SHAPES += [(70, 1), (70, 16), (70, 384)]
+ROUTE_SHAPES += [(70, 1), (70, 16), (70, 384), (130, 384), (64, 700)]
 
 
 @on_backends("route", reference=False)
@@ -186,9 +188,11 @@ def _route_ties() -> list[tuple[str, np.ndarray, np.ndarray, dict, Any]]:
     # small integer vectors: many exactly equal scores (ties), scores of exactly 0 and +-1
     rng = np.random.default_rng(7)
     cases = []
-    for D, N in itertools.product((1, 2, 3, 8, 17), (2, 5, 9, 16)):
+    for D, N in [*itertools.product((1, 2, 3, 8, 17), (2, 5, 9, 16)), (130, 40)]:
         q = rng.integers(-2, 3, size=(32, N, D)).astype(np.float32)
         k = rng.integers(-2, 3, size=(32, N, D)).astype(np.float32)
+        if D > 17:  # long rows rarely tie by chance: a team of 40 drawn from 6 rows (the CPU's float32 pass)
+            q, k = (x[:, rng.integers(0, 6, N)] for x in (q, k))
         mask = inp.active(rng, 32, N)
         for tau, k_in in itertools.product((-1.0, -0.5, 0.0, 0.5, 1.0), (0, 1, 2, 4)):
             kw = {"tau": tau, "k_in": k_in, "active": mask}
@@ -203,15 +207,42 @@ def test_route_many_ties(backend: Backend) -> None:
 
 
 @on_backends("route", reference=False)
-def test_route_extreme_magnitudes(backend: Backend) -> None:
-    # very large and very small (but normal) float32 values: float64 norms neither overflow nor underflow
-    q, k = inp.qk(np.random.default_rng(11), 8, 6, 9)
+@pytest.mark.parametrize(("N", "D"), [(6, 9), (40, 130)])
+def test_route_extreme_magnitudes(N: int, D: int, backend: Backend) -> None:
+    # very large and very small (but normal) float32 values: float64 norms neither overflow nor underflow (a
+    # team of 40 takes the float64 path then: its float32 pass would overflow or lose the products)
+    q, k = inp.qk(np.random.default_rng(11), 8, N, D)
     for scale in (np.float32(1e-19), np.float32(1e19), np.float32(3e38 / 16)):
         qs = np.clip(q * scale, -3e38, 3e38).astype(np.float32)
         ks = np.clip(k * scale, -3e38, 3e38).astype(np.float32)
         assert np.isfinite(qs).all() and np.isfinite(ks).all()
         want = REFERENCE.route(qs, ks, tau=0.0, k_in=2)
         assert_matches("route", backend.route(qs, ks, tau=0.0, k_in=2), want, f"scale={scale}")
+
+
+@needs_core
+@pytest.mark.parametrize(("N", "D"), [(40, 130), (96, 384), (33, 1100)])
+def test_route_float32_pass_agrees_across_levels(N: int, D: int) -> None:
+    # Large teams take a float32 pass that settles every decision the float64 way (the grids above): its scores
+    # are the same bit for bit at every level that has it (AVX2's two registers of 8 lanes and AVX-512's one of
+    # 16 sum in the same order), and its decisions equal the generic level's, which has no such pass.
+    rng = np.random.default_rng(N * D)
+    q, k = inp.qk(rng, 5, N, D)
+    active = inp.active(rng, 5, N)
+    levels = [isa for isa in ISAS if isa != "generic"]
+    if not levels:
+        pytest.skip("this CPU has no SIMD level with the float32 pass (AVX2 or better)")
+    for tau, k_in in ((0.0, 3), (0.3, 1), (-0.5, 0)):
+        generic = core.route(q, k, active, tau, k_in, "generic")
+        first = core.route(q, k, active, tau, k_in, levels[0])
+        for isa in levels:
+            got = core.route(q, k, active, tau, k_in, isa)
+            for name, g, f, gen in zip(("scores", "adjacency", "inbox", "in_degree"), got, first, generic):
+                assert np.array_equal(g, f), (
+                    f"{isa} and {levels[0]} differ in {name} (tau={tau}, k_in={k_in})"
+                )
+                if name != "scores":
+                    assert np.array_equal(g, gen), f"{isa}'s {name} differs from the generic level's"
 
 
 @on_backends("route", reference=False)
@@ -405,7 +436,7 @@ def _route_indexed_grid(N: int, D: int) -> list[tuple[str, tuple, dict, Any]]:
 
 
 @on_backends("route_indexed", reference=False)
-@pytest.mark.parametrize("N", [1, 2, 5, 9])
+@pytest.mark.parametrize("N", [1, 2, 5, 9, 48])  # 48 agents: the CPU's float32 pass on the gathered rows
 @pytest.mark.parametrize("D", [1, 8, 9, 384])
 def test_route_indexed_grid(N: int, D: int, backend: Backend) -> None:
     # against the reference, and bit for bit against the same backend's route on the gathered rows

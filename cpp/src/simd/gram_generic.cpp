@@ -48,14 +48,20 @@ namespace toporoute::simd {
 
 void gram_generic(const GramArgs& a) { gram_driver<GenericLanes<4, 1, 4>>(a); }
 
-GramFn gram_for(Isa isa) {
+// No float32 cosine pass at this level: without hardware FMA its fused multiply-adds would be library calls.
+const RouteKernels kRouteGeneric = {gram_generic, dots_driver<GenericLanes<4, 1, 4>>,
+                                    norms_driver<GenericLanes<4, 1, 4>>, nullptr};
+
+const RouteKernels& route_kernels_for(Isa isa) {
 #if defined(TOPOROUTE_HAVE_X86_SIMD)
-  if (isa == Isa::avx512 || isa == Isa::amx) return gram_avx512;
-  if (isa == Isa::avx2) return gram_avx2;
+  if (isa == Isa::avx512 || isa == Isa::amx) return kRouteAvx512;
+  if (isa == Isa::avx2) return kRouteAvx2;
 #else
   (void)isa;
 #endif
-  return gram_generic;
+  return kRouteGeneric;
 }
+
+GramFn gram_for(Isa isa) { return route_kernels_for(isa).gram; }
 
 }  // namespace toporoute::simd

@@ -81,6 +81,27 @@ inline void row_norms(const float* base, std::int64_t sn, std::int64_t N, std::i
   }
 }
 
+// out[r] = k[r] . q for count rows k[r], each equal to gram_driver's entry for the same two rows (every entry has
+// its own accumulators); four rows at a time for four independent FMA chains.
+template <class T>
+void dots_driver(const float* const* k, std::int64_t count, const float* q, std::int64_t D, double* out) {
+  constexpr int R = 4;
+  const float* kr[R];
+  const float* qr[1] = {q};
+  double block[R][1];
+  for (std::int64_t r0 = 0; r0 < count; r0 += R) {
+    for (std::int64_t r = 0; r < R; ++r) kr[r] = k[std::min(r0 + r, count - 1)];
+    cross_block<T, R, 1>(kr, qr, D, block);
+    for (std::int64_t r = 0; r < R && r0 + r < count; ++r) out[r0 + r] = block[r][0];
+  }
+}
+
+// Squared norms equal to gram_driver's.
+template <class T>
+void norms_driver(const float* rows, std::int64_t sn, std::int64_t N, std::int64_t D, double* out) {
+  row_norms<T, T::kCols>(rows, sn, N, D, out);
+}
+
 template <class T>
 void gram_driver(const GramArgs& a) {
   constexpr int R = T::kRows, C = T::kCols;
