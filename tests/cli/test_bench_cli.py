@@ -1,5 +1,5 @@
 """``toporoute bench`` and ``toporoute info``: the table's format (one row per op, size and side), the JSON result
-file (raw round times included; version 1 files still read) and ``--compare`` (a synthetic regression flagged,
+file (raw round times included; versions 1 and 2 still read) and ``--compare`` (a synthetic regression flagged,
 exit status with ``--fail-on-regression``, the lists of cases in one run only wrapped), ``--plot``, ``--threads``,
 usage errors (unknown ops, sizes, backends: exit status 2 naming the bad value and the choices), missing
 alternatives reported per row, the noise rule, and the warm-up (a slow first call, or several, never timed, on
@@ -65,15 +65,15 @@ def test_table_has_one_row_per_op_size_and_side(capsys: pytest.CaptureFixture[st
     assert out.startswith("machine: ")
     # progress on stderr, not in the table
     assert re.search(r"^\[1/4 \d+ s\] route B=1 reference$", err, re.MULTILINE)
-    for op, alternative in (("route", None), ("toposort", "networkx")):
+    for op, alternatives in (("route", ["torch", "numpy"]), ("toposort", ["networkx"])):
         rows = _table(out, op)
         assert rows[0] == ["size", "side", "median", "min", "IQR", "rounds", "vs ref", "vs alt", "note"]
-        sides = AVAILABLE + ([alternative] if alternative else [])
+        sides = AVAILABLE + alternatives
         assert [(r[0], r[1]) for r in rows[1:]] == [(s, side) for s in ("1", "3") for side in sides]
         for r in rows[1:]:
             if r[1] == "reference":
                 assert r[6] == "1.00x"
-            if r[1] != "networkx" or bench_cases.importlib.util.find_spec("networkx"):
+            if r[1] not in alternatives or bench_cases.importlib.util.find_spec(r[1]):
                 assert r[2].endswith(("ns", "us", "ms", " s")), r
     assert "vs" in _table(out, "toposort")[0][7]
 
@@ -108,8 +108,11 @@ def test_json_and_compare_round_trip(capsys: pytest.CaptureFixture[str], tmp_pat
     assert {"python", "numpy", "torch", "onnxruntime", "toporoute"} <= set(machine["versions"])
     assert "core_openmp" in machine["threads"]
     assert 0.0 <= machine["during_run"]["other_cpu_share"] <= 1.0
-    assert [(r["op"], r["size"], r["side"]) for r in data["results"]] == [("route", 1, b) for b in AVAILABLE]
-    for r in data["results"]:  # the raw round times, from which the statistics come
+    assert [(r["op"], r["size"], r["agents"], r["side"]) for r in data["results"]] == [
+        ("route", 1, 8, s) for s in [*AVAILABLE, "torch", "numpy"]
+    ]
+    sides = [r["side"] for r in data["results"] if r["timing"] is not None]  # torch: when installed
+    for r in data["results"][: len(AVAILABLE)]:  # the raw round times, from which the statistics come
         t = r["timing"]
         assert len(t["round_times"]) == t["rounds"] >= 1 and all(x > 0 for x in t["round_times"])
         assert t["median"] == statistics.median(t["round_times"]) and t["min"] == min(t["round_times"])
@@ -128,6 +131,8 @@ def test_json_and_compare_round_trip(capsys: pytest.CaptureFixture[str], tmp_pat
     def scaled(factor: float, model: str | None = None) -> Path:
         old = json.loads(path.read_text())
         for r in old["results"]:
+            if r["timing"] is None:
+                continue
             r["timing"] = {
                 k: v * factor if k in ("median", "min", "q1", "q3", "iqr") else v
                 for k, v in r["timing"].items()
@@ -142,8 +147,8 @@ def test_json_and_compare_round_trip(capsys: pytest.CaptureFixture[str], tmp_pat
     code, out, _ = _bench(capsys, "route", "--sizes", "1", *FAST, "--compare", str(faster))
     assert code == 0  # regressions are reported; the status changes only when asked
     assert "warning: CPU model differs: old 'Some Other CPU'" in out
-    assert out.count("REGRESSION") == len(AVAILABLE)
-    assert f"{len(AVAILABLE)} regression(s) beyond noise of {len(AVAILABLE)} case(s) compared" in out
+    assert out.count("REGRESSION") == len(sides)
+    assert f"{len(sides)} regression(s) beyond noise of {len(sides)} case(s) compared" in out
     code, _, _ = _bench(
         capsys, "route", "--sizes", "1", *FAST, "--compare", str(faster), "--fail-on-regression"
     )
@@ -152,7 +157,7 @@ def test_json_and_compare_round_trip(capsys: pytest.CaptureFixture[str], tmp_pat
     code, out, _ = _bench(
         capsys, "route", "--sizes", "1", *FAST, "--compare", str(slower), "--fail-on-regression"
     )
-    assert code == 0 and "REGRESSION" not in out and out.count("improvement") == len(AVAILABLE)
+    assert code == 0 and "REGRESSION" not in out and out.count("improvement") == len(sides)
     assert "CPU model differs" not in out
 
 
@@ -177,7 +182,7 @@ def _case(median: float, rel_iqr: float, side: str = "cpu") -> Row:
 def test_noise_rule(old: Row, new: Row, verdict: str) -> None:
     cmp = compare_runs(BenchRun({}, {}, (old, _case(1.0, 0.0, "gone"))), BenchRun({}, {}, (new,)))
     assert [c.verdict for c in cmp.changes] == [verdict]
-    assert cmp.only_old == (("route", 1, "gone"),) and cmp.only_new == ()
+    assert cmp.only_old == (("route", 1, None, "gone"),) and cmp.only_new == ()
 
 
 @pytest.mark.parametrize(
@@ -290,9 +295,10 @@ def test_every_side_is_warmed_before_it_is_timed(monkeypatch: pytest.MonkeyPatch
     # three are: the timings are the warm calls', so the ratios are too
     def prepare(B: int, ctx: bench_cases.Context) -> bench_cases.OpCase:
         backend = _slow_start(0.05, 0.05)
-        return bench_cases.OpCase(lambda b: backend, _slow_start(0.06, 0.03, 0.015))
+        alternative = bench_cases.Alternative("slow starter", _slow_start(0.06, 0.03, 0.015))
+        return bench_cases.OpCase(lambda b: backend, (alternative,))
 
-    spec = bench_cases.OpSpec("cold", "B calls", (1,), (1,), prepare, "slow starter", ("reference",))
+    spec = bench_cases.OpSpec("cold", "B calls", (1,), (1,), prepare, ("slow starter",), ("reference",))
     monkeypatch.setitem(bench_cases.OPS, "cold", spec)
     run = run_bench(BenchOptions(ops=("cold",), backends=("reference",), repeats=3, round_time=0.001))
     assert [(r.side, r.status) for r in run.rows] == [("reference", "ok"), ("slow starter", "ok")]
@@ -309,14 +315,16 @@ def _saved(path: Path, sizes: range, side: str = "cpu") -> Path:
 def test_only_in_one_run_lists_are_wrapped(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    keys = tuple(("topology_distance", size, side) for size in range(1, 30) for side in ("reference", "cpu"))
+    keys = tuple(
+        ("topology_distance", size, None, side) for size in range(1, 30) for side in ("reference", "cpu")
+    )
     lines = format_comparison(Comparison((), keys, keys[:3]), "old.json", width=60).splitlines()
     assert lines[1] == "only in the old run: topology_distance 1 reference,"
     assert all(len(ln) <= 60 for ln in lines), max(lines, key=len)
     old_lines = lines[1 : next(i for i, ln in enumerate(lines) if ln.startswith("only in this run"))]
     assert len(old_lines) > 10 and all(ln.startswith("  topology_distance ") for ln in old_lines[1:])
     listed = " ".join(ln.strip() for ln in old_lines)[len("only in the old run: ") :].split(", ")
-    assert listed == [f"{op} {size} {side}" for op, size, side in keys]  # every case, none split
+    assert listed == [f"{op} {size} {side}" for op, size, _, side in keys]  # every case, none split
     # the command wraps to the terminal's width ($COLUMNS when stdout is not a terminal)
     monkeypatch.setenv("COLUMNS", "50")
     old, new = _saved(tmp_path / "old.json", range(1, 60)), _saved(tmp_path / "new.json", range(1, 2))

@@ -161,6 +161,8 @@ def test_device_rows_of_a_run() -> None:
     }
     assert sides["route"] == [
         ("reference", "backend", "ok"),
+        ("torch", "alternative", "ok"),
+        ("numpy", "alternative", "ok"),
         ("cuda-device", "device", "ok"),
         ("d2d-copy", "device copy", "ok"),
         ("torch-cuda", "device alternative", "ok"),
@@ -199,8 +201,8 @@ def test_device_rows_of_a_run() -> None:
     )
     text = format_run(run)
     assert (
-        "route (B episodes of N=8 agents, D=384, tau=0.3, k_in=3; on device arrays: PyTorch on the GPU)"
-        in text
+        "route (B episodes of N=8 agents, D=384, tau=0.3, k_in=3; alternatives: torch, numpy (vs alt: the "
+        "fastest); on device arrays: PyTorch on the GPU)" in text
     )
     assert "toposort (B DAGs of N=16 nodes (p=0.3); alternative: networkx)" in text
     assert "note: device: host stand-in" in text
@@ -232,7 +234,8 @@ def test_device_rows_report_failures_per_row(monkeypatch: pytest.MonkeyPatch) ->
     run = _run(Failing(), "route")
     row = next(r for r in run.rows if r.side == "cuda-device")
     assert row.status == "error" and "RuntimeError: device-side error: code 3" in row.note
-    assert [r.side for r in run.rows] == ["reference", "cuda-device"]  # nothing else timed on a broken device
+    # nothing else timed on a broken device
+    assert [r.side for r in run.rows] == ["reference", "torch", "numpy", "cuda-device"]
 
 
 def test_no_device_rows_for_an_op_without_a_kernel_there(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,8 +1,10 @@
 """What ``toporoute bench`` times: per op, what its size means, its default sizes, the call on each backend and
-the usual alternative (networkx for toposort, PyTorch for the Q-Mix networks, sentence-transformers for the
-encoder and the Router), on inputs from :mod:`toporoute.benchmark.inputs`.
+the usual alternatives (PyTorch and numpy for route, networkx for toposort, PyTorch for the Q-Mix networks,
+sentence-transformers for the encoder and the Router), on inputs from :mod:`toporoute.benchmark.inputs`.
 
 Every size is a batch: ``B`` episodes, graphs, plans or texts (:data:`OPS` says which, and the fixed dimensions).
+Ops with a team-size axis (``route``, ``toposort``: :attr:`OpSpec.agents`) also take ``N``, the agents (nodes)
+per episode, ``--agents``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from . import inputs
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["OPS", "Context", "DeviceCase", "OpCase", "OpSpec", "Unsupported"]
+__all__ = ["OPS", "TEAM_LIMIT", "Alternative", "Context", "DeviceCase", "OpCase", "OpSpec", "Unsupported"]
+
+TEAM_LIMIT = 256
+"""The most agents per episode ``--agents`` takes: the service's default ``max_agents``
+(:class:`toporoute.serve.ServeConfig`, not imported here: it loads the web stack), which caps route's episodes
+and toposort's graphs alike. The core has no lower limit (toposort's bitset path covers N <= 64, its general path
+the rest)."""
 
 
 class Unsupported(Exception):
@@ -49,21 +57,39 @@ class DeviceCase:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """One usual alternative of an op at one size: ``name`` (its rows' side) and its zero-argument ``call`` on
+    the case's inputs, or None with ``note`` saying why it cannot run here."""
+
+    name: str
+    call: Callable[[], object] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class OpCase:
     """One op at one size: ``call(backend)`` gives the zero-argument call on that backend (inputs prepared);
-    ``alternative`` the usual alternative's call, or None with ``alternative_note`` saying why.
+    ``alternatives`` the usual alternatives (:attr:`OpSpec.alternatives`, in that order).
 
     Ops of the op table also carry their public function and host inputs (``op``, ``args``, ``kwargs``: the
     call is ``op(*args, backend=..., **kwargs)``), and, when the table names an argument that places them on a
     device, ``on_device(device)``: the case on device-resident copies of the inputs."""
 
     call: Callable[[str], Callable[[], object]]
-    alternative: Callable[[], object] | None = None
-    alternative_note: str = ""
+    alternatives: tuple[Alternative, ...] = ()
     on_device: Callable[[Device], DeviceCase] | None = None
     op: Callable[..., object] | None = None
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+
+    # the first alternative alone, as the Q-Mix suites under bench/ compare with it
+    @property
+    def alternative(self) -> Callable[[], object] | None:
+        return self.alternatives[0].call if self.alternatives else None
+
+    @property
+    def alternative_note(self) -> str:
+        return self.alternatives[0].note if self.alternatives else ""
 
 
 @dataclass(frozen=True)
@@ -71,18 +97,36 @@ class OpSpec:
     """An op of the benchmark.
 
     ``meaning`` says what the size counts and the fixed dimensions; ``backends`` the ops backends it runs on
-    (the encoder runs on ONNX Runtime: ``cpu`` only); ``alternative`` the name of the usual alternative, if any;
-    ``device_alternative`` the name of the alternative on device-resident inputs, if any."""
+    (the encoder runs on ONNX Runtime: ``cpu`` only); ``alternatives`` the names of the usual alternatives (the
+    sides of their rows); ``device_alternative`` the name of the alternative on device-resident inputs, if any.
+
+    ``agents``: the op's team-size axis, its default N (agents or nodes per episode; None: the op has none).
+    ``prepare(B, ctx)`` builds the case of B episodes; an op with the axis takes ``prepare(B, ctx, N)`` too
+    (N defaults to ``agents``), with N up to ``max_agents`` and ``B * N`` up to ``max_size * agents`` (the agent
+    rows of its largest default-N batch: the inputs' memory)."""
 
     name: str
     meaning: str
     defaults: tuple[int, ...]
     quick: tuple[int, ...]
-    prepare: Callable[[int, Context], OpCase]
-    alternative: str | None = None
+    prepare: Callable[..., OpCase]
+    alternatives: tuple[str, ...] = ()
     backends: tuple[str, ...] = ("reference", "cpu", "cuda")
     max_size: int = 1 << 16
     device_alternative: str | None = None
+    agents: int | None = None
+    max_agents: int = TEAM_LIMIT
+
+    def meaning_at(self, agents: int | None) -> str:
+        """:attr:`meaning` for episodes of ``agents`` agents (the op's default N written there: ``N=8``)."""
+        if self.agents is None or agents is None:
+            return self.meaning
+        return self.meaning.replace(f"N={self.agents} ", f"N={agents} ", 1)
+
+    @property
+    def max_rows(self) -> int:
+        """The most agent rows (``B * N``) of one case of an op with the team-size axis."""
+        return self.max_size * (self.agents or 1)
 
 
 @dataclass
@@ -175,9 +219,7 @@ def _put(device: Device, value: Any) -> Any:
     return device.put(value) if isinstance(value, np.ndarray) else value
 
 
-def _op_case(
-    name: str, *args: Any, alternative: Callable[[], object] | None = None, note: str = "", **kwargs: Any
-) -> OpCase:
+def _op_case(name: str, *args: Any, alternatives: tuple[Alternative, ...] = (), **kwargs: Any) -> OpCase:
     """The case of op ``name`` called as ``ops.<name>(*args, backend=..., **kwargs)``; on a device (ops whose
     table entry names a placing argument), every numpy argument is copied there first."""
     fn = getattr(ops, name)
@@ -193,7 +235,7 @@ def _op_case(
             d_kwargs = {key: _put(device, v) for key, v in kwargs.items()}
             return DeviceCase(functools.partial(fn, *d_args, backend=device.backend, **d_kwargs))
 
-    return OpCase(call, alternative, note, on_device, fn, args, kwargs)
+    return OpCase(call, alternatives, on_device, fn, args, kwargs)
 
 
 def _no_torch(device: Device) -> str:
@@ -202,10 +244,21 @@ def _no_torch(device: Device) -> str:
 
 # -- the cases --------------------------------------------------------------------------------------------------
 
+_ROUTE_N, _TOPOSORT_N = 8, 16  # the default team sizes (OpSpec.agents)
 
-def _route(B: int, ctx: Context) -> OpCase:
-    N, D, tau, k_in = 8, 384, 0.3, 3
+
+def _route(B: int, ctx: Context, N: int = _ROUTE_N) -> OpCase:
+    D, tau, k_in = 384, 0.3, 3
     q, k = samples.route_inputs(B, N, D)
+    torch_alt = Alternative("torch", note="torch not installed")
+    if not _missing("torch"):
+        import torch
+
+        from .device import torch_route
+
+        t_q, t_k = torch.from_numpy(q), torch.from_numpy(k)
+        torch_alt = Alternative("torch", _torch_call(functools.partial(torch_route, t_q, t_k, tau, k_in)))
+    numpy_alt = Alternative("numpy", functools.partial(inputs.batched_numpy_route, q, k, tau, k_in))
 
     def on_device(device: Device) -> DeviceCase:
         from .device import route_bytes, torch_route
@@ -225,23 +278,23 @@ def _route(B: int, ctx: Context) -> OpCase:
         call = functools.partial(ops.route, d_q, d_k, tau=tau, k_in=k_in, backend=device.backend)
         return DeviceCase(call, alternative, note, copy, read + written, 2 * read)
 
-    return replace(_op_case("route", q, k, tau=tau, k_in=k_in), on_device=on_device)
+    case = _op_case("route", q, k, tau=tau, k_in=k_in, alternatives=(torch_alt, numpy_alt))
+    return replace(case, on_device=on_device)
 
 
-def _toposort(B: int, ctx: Context) -> OpCase:
-    adj = samples.random_dags(B, 16)
-    alternative, note = None, ""
+def _toposort(B: int, ctx: Context, N: int = _TOPOSORT_N) -> OpCase:
+    adj = samples.random_dags(B, N)
     if _missing("networkx"):
-        note = "networkx not installed"
-    else:
-        import networkx as nx
+        missing = Alternative("networkx", note="networkx not installed")
+        return _op_case("toposort", adj, alternatives=(missing,))
+    import networkx as nx
 
-        graphs = [nx.from_numpy_array(a.astype(np.uint8), create_using=nx.DiGraph) for a in adj]
+    graphs = [nx.from_numpy_array(a.astype(np.uint8), create_using=nx.DiGraph) for a in adj]
 
-        def alternative() -> object:
-            return [[sorted(gen) for gen in nx.topological_generations(g)] for g in graphs]
+    def generations() -> object:
+        return [[sorted(gen) for gen in nx.topological_generations(g)] for g in graphs]
 
-    return _op_case("toposort", adj, alternative=alternative, note=note)
+    return _op_case("toposort", adj, alternatives=(Alternative("networkx", generations),))
 
 
 def _conductor_check(B: int, ctx: Context) -> OpCase:
@@ -256,13 +309,13 @@ def _qmix_forward(B: int, ctx: Context) -> OpCase:
     obs = rng.standard_normal((B, 3, c.obs_dim), dtype=np.float32)
     adj = rng.random((B, 3, 3)) < 0.5
     hidden = rng.standard_normal((B, 3, c.hidden), dtype=np.float32)
-    alternative, note = None, "torch not installed"
+    alternative = Alternative("torch", note="torch not installed")
     if nets is not None:
         import torch
 
         t_obs, t_adj, t_hidden = (torch.from_numpy(x) for x in (obs, adj, hidden))
-        alternative, note = _torch_call(functools.partial(nets.agent, t_obs, t_adj, t_hidden)), ""
-    case = _op_case("qmix_forward", params, obs, adj, hidden, alternative=alternative, note=note)
+        alternative = Alternative("torch", _torch_call(functools.partial(nets.agent, t_obs, t_adj, t_hidden)))
+    case = _op_case("qmix_forward", params, obs, adj, hidden, alternatives=(alternative,))
     return replace(case, on_device=functools.partial(_torch_on_device, case.args, ctx, "agent"))
 
 
@@ -272,13 +325,13 @@ def _qmix_mix(B: int, ctx: Context) -> OpCase:
     rng = np.random.default_rng(B)
     q_taken = rng.standard_normal((B, c.n_agents), dtype=np.float32)
     state = rng.standard_normal((B, c.state_dim), dtype=np.float32)
-    alternative, note = None, "torch not installed"
+    alternative = Alternative("torch", note="torch not installed")
     if nets is not None:
         import torch
 
         t_q, t_state = torch.from_numpy(q_taken), torch.from_numpy(state)
-        alternative, note = _torch_call(functools.partial(nets.mixer, t_q, t_state)), ""
-    case = _op_case("qmix_mix", params, q_taken, state, alternative=alternative, note=note)
+        alternative = Alternative("torch", _torch_call(functools.partial(nets.mixer, t_q, t_state)))
+    case = _op_case("qmix_mix", params, q_taken, state, alternatives=(alternative,))
     return replace(case, on_device=functools.partial(_torch_on_device, case.args, ctx, "mixer"))
 
 
@@ -308,8 +361,9 @@ def _encoder(B: int, ctx: Context) -> OpCase:
     try:
         st = ctx.sentence_transformer()
     except Unsupported as exc:
-        return OpCase(call, None, str(exc))
-    return OpCase(call, functools.partial(st.encode, texts, batch_size=encoder.batch_size))
+        return OpCase(call, (Alternative(_ST, note=str(exc)),))
+    encode = functools.partial(st.encode, texts, batch_size=encoder.batch_size)
+    return OpCase(call, (Alternative(_ST, encode),))
 
 
 def _router(B: int, ctx: Context) -> OpCase:
@@ -330,7 +384,7 @@ def _router(B: int, ctx: Context) -> OpCase:
     try:
         st = ctx.sentence_transformer()
     except Unsupported as exc:
-        return OpCase(call, None, str(exc))
+        return OpCase(call, (Alternative(_ST_NUMPY, note=str(exc)),))
 
     def loop() -> object:  # the research-code way: per episode, encode needs, then offers, then numpy
         return [
@@ -340,9 +394,10 @@ def _router(B: int, ctx: Context) -> OpCase:
             for q, k in zip(needs, offers)
         ]
 
-    return OpCase(call, loop)
+    return OpCase(call, (Alternative(_ST_NUMPY, loop),))
 
 
+_ST, _ST_NUMPY = "sentence-transformers", "sentence-transformers + numpy"
 _B = (1, 64, 1024)
 _TORCH_GPU = "PyTorch on the GPU"
 _BQ = (1, 64)
@@ -352,13 +407,23 @@ _CASES: dict[str, OpSpec] = {
     for s in (
         OpSpec(
             "route",
-            "B episodes of N=8 agents, D=384, tau=0.3, k_in=3",
+            f"B episodes of N={_ROUTE_N} agents, D=384, tau=0.3, k_in=3",
             _B,
             _BQ,
             _route,
+            ("torch", "numpy"),
             device_alternative=_TORCH_GPU,
+            agents=_ROUTE_N,
         ),
-        OpSpec("toposort", "B DAGs of N=16 nodes (p=0.3)", _B, _BQ, _toposort, "networkx"),
+        OpSpec(
+            "toposort",
+            f"B DAGs of N={_TOPOSORT_N} nodes (p=0.3)",
+            _B,
+            _BQ,
+            _toposort,
+            ("networkx",),
+            agents=_TOPOSORT_N,
+        ),
         OpSpec(
             "conductor_check",
             "B orchestrator outputs (YAML plans of 2-5 steps, ~80% valid)",
@@ -373,7 +438,7 @@ _CASES: dict[str, OpSpec] = {
             _B,
             _BQ,
             _qmix_forward,
-            "torch",
+            ("torch",),
             device_alternative=_TORCH_GPU,
         ),
         OpSpec(
@@ -382,7 +447,7 @@ _CASES: dict[str, OpSpec] = {
             _B,
             _BQ,
             _qmix_mix,
-            "torch",
+            ("torch",),
             device_alternative=_TORCH_GPU,
         ),
         OpSpec(
@@ -391,7 +456,7 @@ _CASES: dict[str, OpSpec] = {
             (16, 64),
             (16,),
             _encoder,
-            "sentence-transformers",
+            (_ST,),
             ("cpu",),
             max_size=1 << 14,
         ),
@@ -401,7 +466,7 @@ _CASES: dict[str, OpSpec] = {
             (1, 8),
             (1,),
             _router,
-            "sentence-transformers + numpy",
+            (_ST_NUMPY,),
             max_size=1 << 12,
         ),
     )
@@ -410,7 +475,7 @@ _CASES: dict[str, OpSpec] = {
 
 def _sampled(name: str) -> OpSpec:
     """The case of an op without one written out above: the op on its sample's inputs
-    (:data:`toporoute.backends.reference.SAMPLES`), no alternative."""
+    (:data:`toporoute.backends.reference.SAMPLES`), no alternative and no team-size axis."""
     sample = reference.SAMPLES[name]
 
     def prepare(B: int, ctx: Context) -> OpCase:

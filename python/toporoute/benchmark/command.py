@@ -1,6 +1,7 @@
 """``toporoute bench``: its options and what it does with them (the ``toporoute`` command only dispatches here).
 
-Exit status: 0; 2 for a usage error (an unknown op, size or backend, an unavailable backend named explicitly,
+Exit status: 0; 2 for a usage error (an unknown op, size, team size or backend, ``--agents`` for ops without a
+team-size axis only, an unavailable backend named explicitly,
 matplotlib missing for ``--plot``, an unreadable ``--compare`` or ``--from`` file, ``--from`` with options that
 only a new run takes); 1 when ``--fail-on-regression`` is given and ``--compare`` found a regression beyond noise.
 
@@ -18,7 +19,16 @@ from typing import Any
 from .._argtypes import float_at_least, int_at_least
 from .cases import OPS
 from .results import BUSY, BenchRun
-from .runner import BACKEND_CHOICES, BenchOptions, check_ops, parse_sizes, resolve_backends, run_bench
+from .runner import (
+    BACKEND_CHOICES,
+    BenchOptions,
+    agent_ops,
+    check_ops,
+    parse_agents,
+    parse_sizes,
+    resolve_backends,
+    run_bench,
+)
 
 FORMATS = ("text", "markdown", "csv")
 
@@ -38,19 +48,21 @@ def add_arguments(sub: Any) -> None:
     width = max(len(n) for n in OPS)
     listing = "\n".join(
         f"  {n.ljust(width)}  size = {spec.meaning}; default sizes {','.join(map(str, spec.defaults))}"
-        + (f"; vs {spec.alternative}" if spec.alternative else "")
+        + (f"; --agents N up to {spec.max_agents}" if spec.agents else "")
+        + (f"; vs {', '.join(spec.alternatives)}" if spec.alternatives else "")
         for n, spec in OPS.items()
     )
+    takers = ", ".join(agent_ops(OPS))
     b = sub.add_parser(
         "bench",
         allow_abbrev=False,
         help="time the routing ops, the encoder and the Router on each backend (table on stdout)",
-        description="Times each OP at each size on each backend and against its usual alternative, in one run: "
+        description="Times each OP at each size on each backend and against its usual alternatives, in one run: "
         "warm-up calls until the call stops getting faster (a cold first call is never timed), then --repeats "
         "rounds of at least --round-time seconds (a slow call gets fewer rounds within --max-time). Each "
         "backend's results are checked against the reference's first. Progress goes "
-        "to stderr, the tables to stdout; 'vs ref' and 'vs alt' are the reference's and the alternative's "
-        "median over the row's (above 1: faster).",
+        "to stderr, the tables to stdout (one per op and team size); 'vs ref' and 'vs alt' are the reference's "
+        "and the fastest alternative's median over the row's (above 1: faster).",
         epilog=f"ops (every size is a batch B):\n{listing}\n\n--compare: a case regressed when new/old median "
         "exceeds 1 + max(10%, 3 x the larger relative IQR of the two runs).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -71,6 +83,14 @@ def add_arguments(sub: Any) -> None:
         default=[],
         metavar="SPEC",
         help="sizes for every op named (1,64,4096) or for one op (toposort=16,256); default: each op's own",
+    )
+    b.add_argument(
+        "--agents",
+        default=None,
+        metavar="N1,N2,...",
+        help=f"team sizes: agents per episode (nodes per graph) of the ops with that axis ({takers}), e.g. "
+        "8,64,128,256: one table per op and N; the other ops ignore it, and naming only them is an error "
+        "(default: each op's own N, below)",
     )
     b.add_argument(
         "--quick", action="store_true", help="small sizes, 3 short rounds: under 15 s (default off)"
@@ -191,6 +211,7 @@ def run_command(args: argparse.Namespace) -> int:
 _NEW_RUN_OPTIONS = (
     "ops",
     "sizes",
+    "agents",
     "backend",
     "quick",
     "repeats",
@@ -225,6 +246,7 @@ def _options(args: argparse.Namespace) -> tuple[BenchOptions, tuple[str, ...]]:
         max_time=timing["max_time"],
         threads=args.threads,
         alternatives=not args.no_alternatives,
+        agents=parse_agents(args.agents),
     )
     return opts, notes
 

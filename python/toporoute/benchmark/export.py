@@ -1,11 +1,13 @@
 """``toporoute bench --format markdown|csv``: a run (and its comparison with an older run) as a Markdown document
 or as CSV, for pasting into a README or an issue, or for a spreadsheet.
 
-- Markdown: the machine line, the run's notes, one table per op (the text tables' columns), then the
-  comparison's warnings, table, cases in one run only and verdict count.
-- CSV: one line per op, size and side with the timing in seconds (full precision), the warm-up calls and the
-  raw round times (space-separated); with a comparison, its columns too, and one line per case of the old run
-  only. The machine record is in the ``--json`` file and the Markdown, not in the CSV.
+- Markdown: the machine line, the run's notes, one table per op and team size (the text tables' columns;
+  headed ``route, N=64`` when the run has cases off their op's default N), then the comparison's warnings,
+  table, cases in one run only and verdict count.
+- CSV: one line per op, size, team size (``agents``: empty for an op without the axis) and side with the timing
+  in seconds (full precision), the warm-up calls and the raw round times (space-separated); with a comparison,
+  its columns too, and one line per case of the old run only. The machine record is in the ``--json`` file
+  and the Markdown, not in the CSV.
 """
 
 from __future__ import annotations
@@ -14,7 +16,18 @@ import csv
 import io
 from collections.abc import Sequence
 
-from .output import COMPARISON_RIGHT, HEADERS, cells, comparison_rows, describe, format_machine
+from .output import (
+    HEADERS,
+    case_label,
+    cells,
+    comparison_names_agents,
+    comparison_table,
+    describe,
+    format_machine,
+    names_agents,
+    tables,
+    title,
+)
 from .results import BenchRun, Comparison, Row
 
 __all__ = ["CSV_COLUMNS", "CSV_COMPARISON_COLUMNS", "to_csv", "to_markdown"]
@@ -22,6 +35,7 @@ __all__ = ["CSV_COLUMNS", "CSV_COMPARISON_COLUMNS", "to_csv", "to_markdown"]
 CSV_COLUMNS = (
     "op",
     "size",
+    "agents",
     "side",
     "kind",
     "status",
@@ -59,9 +73,10 @@ def to_markdown(run: BenchRun, comparison: Comparison | None = None, old_name: s
     if run.created:
         lines[0] += f" (run {run.created})"
     lines += ["", *(f"- note: {_md_cell(n)}" for n in run.notes)] if run.notes else []
-    for op in dict.fromkeys(r.op for r in run.rows):
-        lines += ["", f"### {op}", "", _md_cell(describe(op, run.rows)), ""]
-        rows = [list(HEADERS)] + [cells(r) for r in run.rows if r.op == op]
+    named = names_agents((r.op, r.agents) for r in run.rows)
+    for op, agents, group in tables(run.rows):
+        lines += ["", f"### {title(op, agents, named)}", "", _md_cell(describe(op, run.rows, agents)), ""]
+        rows = [list(HEADERS)] + [cells(r) for r in group]
         lines += _md_table(rows, [True, False, True, True, True, True, True, True, False])
     if comparison is not None:
         lines += ["", f"### compared with {_md_cell(old_name)}", ""]
@@ -69,14 +84,15 @@ def to_markdown(run: BenchRun, comparison: Comparison | None = None, old_name: s
         if comparison.machine_warnings:
             lines.append("")
         if comparison.changes:
-            rows = comparison_rows(comparison, lambda v: f"**{v.upper()}**")
-            lines += [*_md_table(rows, COMPARISON_RIGHT), ""]
-        for what, keys in (
+            rows, right = comparison_table(comparison, lambda v: f"**{v.upper()}**")
+            lines += [*_md_table(rows, right), ""]
+        named = comparison_names_agents(comparison)
+        for what, cases in (
             ("only in the old run", comparison.only_old),
             ("only in this run", comparison.only_new),
         ):
-            if keys:
-                lines.append(f"- {what}: " + ", ".join(f"{op} {size} {side}" for op, size, side in keys))
+            if cases:
+                lines.append(f"- {what}: " + ", ".join(case_label(k, named) for k in cases))
         if comparison.only_old or comparison.only_new:
             lines.append("")
         n = len(comparison.regressions)
@@ -107,6 +123,7 @@ def _csv_row(r: Row) -> list[str]:
     return [
         r.op,
         str(r.size),
+        "" if r.agents is None else str(r.agents),
         r.side,
         r.kind,
         r.status,
@@ -120,7 +137,8 @@ def _csv_row(r: Row) -> list[str]:
 
 def to_csv(run: BenchRun, comparison: Comparison | None = None) -> str:
     """``run`` as CSV (:data:`CSV_COLUMNS`; with ``comparison``, :data:`CSV_COMPARISON_COLUMNS` too, and a line
-    per case of the old run only, its other columns empty). Times in seconds, ratios above 1: faster."""
+    per case of the old run only, its other columns empty). Times in seconds, ratios above 1: faster (``vs
+    alternative``: the fastest alternative's)."""
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     if comparison is None:
@@ -128,7 +146,7 @@ def to_csv(run: BenchRun, comparison: Comparison | None = None) -> str:
         out.writerows(_csv_row(r) for r in run.rows)
         return buf.getvalue()
     out.writerow(CSV_COLUMNS + CSV_COMPARISON_COLUMNS)
-    changes = {(c.op, c.size, c.side): c for c in comparison.changes}
+    changes = {(c.op, c.size, c.agents, c.side): c for c in comparison.changes}
     only_new = set(comparison.only_new)
     for r in run.rows:
         c = changes.get(r.key)
@@ -137,7 +155,8 @@ def to_csv(run: BenchRun, comparison: Comparison | None = None) -> str:
         else:
             extra = ["", "", "", "only in this run" if r.key in only_new else ""]
         out.writerow(_csv_row(r) + extra)
-    blank = [""] * (len(CSV_COLUMNS) - 3)
-    for op, size, side in comparison.only_old:
-        out.writerow([op, str(size), side, *blank, "", "", "", "only in the old run"])
+    blank = [""] * (len(CSV_COLUMNS) - 4)
+    for op, size, agents, side in comparison.only_old:
+        team = "" if agents is None else str(agents)
+        out.writerow([op, str(size), team, side, *blank, "", "", "", "only in the old run"])
     return buf.getvalue()

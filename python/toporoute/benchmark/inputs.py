@@ -1,7 +1,8 @@
 """Inputs of the benchmarks beyond the ops' own samples (:mod:`toporoute.backends.samples`: arrays), shared by
 ``toporoute bench`` and the pytest suites under ``bench/``: text. Every builder is a pure function of its sizes
 and a seed, so both time the same data: AgentConductor's YAML plans with a share of schema and logic errors,
-DyTopo's need/offer descriptors, and the research-code routing the Router is compared with.
+DyTopo's need/offer descriptors, the research-code routing the Router is compared with, and ``route`` in plain
+numpy, vectorised over the batch (one of ``toporoute bench route``'s alternatives).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 __all__ = [
     "AGENT_ROLES",
     "DESCRIPTOR_THINGS",
+    "batched_numpy_route",
     "conductor_plan",
     "conductor_texts",
     "descriptors",
@@ -128,3 +130,39 @@ def numpy_route(q: np.ndarray, k: np.ndarray, tau: float, k_in: int) -> np.ndarr
         best = np.argsort(-s[:, i], kind="stable")[:k_in]
         adj[best[s[best, i] > tau], i] = True
     return adj
+
+
+def batched_numpy_route(
+    q: np.ndarray, k: np.ndarray, tau: float, k_in: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``route`` in numpy the way a careful user would write it (``toporoute bench route``'s numpy
+    alternative): ``(scores, adjacency, inbox, in_degree)`` for ``(B, N, D)`` float32 ``q`` and ``k``, the
+    shapes and conventions of :func:`toporoute.backends.reference.route` (``scores[b, j, i]`` provider j's offer
+    against recipient i's need, ``adjacency[b, src, dst]``, ``inbox`` ``(B, N, K)`` padded with -1).
+
+    Vectorised over the batch in float32: norms, one batched product ``k @ q^T``, threshold, no self-edges,
+    then ``argpartition`` for each recipient's ``k_in`` best providers (all when ``k_in <= 0``), sorted by
+    score. Matches the reference on inputs without exact score ties and without zero rows."""
+    B, N, _ = q.shape
+    K = k_in if k_in > 0 else N - 1
+    width = min(K, N)
+    kn = np.sqrt(np.einsum("bnd,bnd->bn", k, k))
+    qn = np.sqrt(np.einsum("bnd,bnd->bn", q, q))
+    scores = np.matmul(k, q.transpose(0, 2, 1))  # [b, j, i]
+    scores /= kn[:, :, None] * qn[:, None, :]
+    np.clip(scores, -1.0, 1.0, out=scores)
+    cand = scores > np.float32(tau)
+    cand &= ~np.eye(N, dtype=bool)
+    ranked = np.where(cand, scores, np.float32(-np.inf))  # [b, j, i]
+    if width < N:  # the best `width` providers per recipient, unordered, then ordered
+        top = np.argpartition(-ranked, width - 1, axis=1)[:, :width, :]
+        order = np.argsort(-np.take_along_axis(ranked, top, axis=1), axis=1, kind="stable")
+        top = np.take_along_axis(top, order, axis=1)
+    else:
+        top = np.argsort(-ranked, axis=1, kind="stable")  # [b, rank, i]
+    kept = np.take_along_axis(ranked, top, axis=1) > -np.inf
+    adjacency = np.zeros((B, N, N), dtype=bool)
+    np.put_along_axis(adjacency, top, kept, axis=1)
+    inbox = np.full((B, N, K), -1, dtype=np.int32)
+    inbox[:, :, :width] = np.where(kept, top, -1).transpose(0, 2, 1)
+    return scores, adjacency, inbox, kept.sum(axis=1, dtype=np.int32)

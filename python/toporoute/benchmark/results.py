@@ -30,21 +30,23 @@ __all__ = [
 ]
 
 SCHEMA = "toporoute-bench"
-SCHEMA_VERSION = 2
-READS = (1, 2)
-"""Schema versions this toporoute reads (version 1 files lack the warm-up count and the round times)."""
+SCHEMA_VERSION = 3
+READS = (1, 2, 3)
+"""Schema versions this toporoute reads (version 1 files lack the warm-up count and the round times, versions 1
+and 2 the team size: their rows get their op's default N)."""
 BUSY = 0.2
 """Above this share of the CPUs used by other processes during a run, its timings are flagged as disturbed."""
 
 
 @dataclass(frozen=True)
 class Row:
-    """One op at one size on one side: a backend (``kind == "backend"``) or the op's usual alternative.
+    """One op at one size on one side: a backend (``kind == "backend"``) or one of the op's usual alternatives.
 
-    ``status``: ``"ok"``, ``"skipped"`` (``note`` says why: not installed, no kernel on that backend) or
-    ``"error"``; a backend whose results differ from the reference's is ``"ok"`` with a ``note`` saying so.
-    ``vs_reference`` / ``vs_alternative``: the reference's / alternative's median over this row's, same run
-    (above 1: this side is faster)."""
+    ``agents``: the team size N of an op with that axis (agents per episode), else None. ``status``:
+    ``"ok"``, ``"skipped"`` (``note`` says why: not installed, no kernel on that backend) or ``"error"``; a
+    backend whose results differ from the reference's is ``"ok"`` with a ``note`` saying so.
+    ``vs_reference`` / ``vs_alternative``: the reference's / the fastest alternative's median over this row's,
+    same run (above 1: this side is faster)."""
 
     op: str
     size: int
@@ -55,10 +57,12 @@ class Row:
     timing: Timing | None = None
     vs_reference: float | None = None
     vs_alternative: float | None = None
+    agents: int | None = None
 
     @property
-    def key(self) -> tuple[str, int, str]:
-        return (self.op, self.size, self.side)
+    def key(self) -> tuple[str, int, int | None, str]:
+        """``(op, size, agents, side)``: what ``--compare`` matches rows on."""
+        return (self.op, self.size, self.agents, self.side)
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,7 @@ class BenchRun:
                 arg,
             )
         rows = []
+        before_agents = data["schema_version"] < 3  # then every op was timed at its default team size
         try:
             for r in data["results"]:
                 t = r.get("timing")
@@ -112,7 +117,8 @@ class BenchRun:
                 if t is not None:
                     fields = {k: v for k, v in t.items() if k != "iqr"}
                     timing = Timing(**{**fields, "round_times": tuple(fields.get("round_times", ()))})
-                rows.append(Row(**{**r, "timing": timing}))
+                agents = _default_agents(r["op"]) if before_agents else r.get("agents")
+                rows.append(Row(**{**r, "timing": timing, "agents": agents}))
         except (KeyError, TypeError, AttributeError) as exc:
             raise InvalidArgumentError(f"{source}: malformed results entry ({exc})", arg) from exc
         return cls(
@@ -122,6 +128,13 @@ class BenchRun:
             tuple(data.get("notes", ())),
             data.get("created", ""),
         )
+
+
+def _default_agents(op: str) -> int | None:
+    from .cases import OPS
+
+    spec = OPS.get(op)
+    return None if spec is None else spec.agents
 
 
 def read_run(path: Path, arg: str = "compare") -> BenchRun:
@@ -137,11 +150,13 @@ def read_run(path: Path, arg: str = "compare") -> BenchRun:
 
 @dataclass(frozen=True)
 class CaseChange:
-    """One case in both runs: ``ratio`` = new median / old median; ``noise`` the relative change below which
-    the difference counts as noise; ``verdict`` ``"regression"``, ``"improvement"`` or ``"same"``."""
+    """One case in both runs (``op``, ``size``, ``agents``, ``side``: :attr:`Row.key`): ``ratio`` = new median /
+    old median; ``noise`` the relative change below which the difference counts as noise; ``verdict``
+    ``"regression"``, ``"improvement"`` or ``"same"``."""
 
     op: str
     size: int
+    agents: int | None
     side: str
     old: float
     new: float
@@ -152,12 +167,12 @@ class CaseChange:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Changes per case, cases in only one run, and warnings that the two machines differ (or that one of the
-    runs shared its machine with busy processes)."""
+    """Changes per case, cases (:attr:`Row.key`) in only one run, and warnings that the two machines differ (or
+    that one of the runs shared its machine with busy processes)."""
 
     changes: tuple[CaseChange, ...]
-    only_old: tuple[tuple[str, int, str], ...]
-    only_new: tuple[tuple[str, int, str], ...]
+    only_old: tuple[tuple[str, int, int | None, str], ...]
+    only_new: tuple[tuple[str, int, int | None, str], ...]
     machine_warnings: tuple[str, ...] = field(default=())
 
     @property

@@ -1,5 +1,5 @@
-"""Runs the benchmark: for each op and size, the inputs once, then every backend and the alternative timed in
-turn (same run, same inputs), each backend's results checked against the reference's first.
+"""Runs the benchmark: for each op, team size and size, the inputs once, then every backend and the alternatives
+timed in turn (same run, same inputs), each backend's results checked against the reference's first.
 
 With the ``cuda`` backend, ops with a device placement are also timed on device-resident inputs (side
 ``cuda-device``: back-to-back calls, one synchronisation per round) against the same computation in PyTorch on the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +24,7 @@ from .cases import OPS, Context, DeviceCase, OpCase, Unsupported
 from .device import Device, open_device
 from .machine import CpuUsage, machine_record, threads
 from .results import BenchRun, Row
-from .timing import measure
+from .timing import Timing, measure
 
 __all__ = [
     "BACKEND_CHOICES",
@@ -32,7 +32,9 @@ __all__ = [
     "DEVICE_ALTERNATIVE",
     "DEVICE_COPY",
     "BenchOptions",
+    "agent_ops",
     "check_ops",
+    "parse_agents",
     "parse_sizes",
     "resolve_backends",
     "result_fields",
@@ -58,9 +60,10 @@ class BenchOptions:
     """What to time and how.
 
     ``sizes``: per op, the sizes to run (ops absent: their defaults, or their quick sizes when ``quick``).
-    ``repeats`` rounds of at least ``round_time`` seconds each; ``max_time``: the budget of one side's timed
-    rounds (a slow call gets fewer rounds). ``threads``: the core's OpenMP threads, PyTorch's and ONNX
-    Runtime's (None: unchanged)."""
+    ``agents``: the team sizes N of the ops with that axis (:attr:`OpSpec.agents`; empty: each op's own); the
+    other ops ignore them, but at least one op of the run must take them. ``repeats`` rounds of at least
+    ``round_time`` seconds each; ``max_time``: the budget of one side's timed rounds (a slow call gets fewer
+    rounds). ``threads``: the core's OpenMP threads, PyTorch's and ONNX Runtime's (None: unchanged)."""
 
     ops: tuple[str, ...] = tuple(OPS)
     backends: tuple[str, ...] = ("reference", "cpu")
@@ -71,9 +74,11 @@ class BenchOptions:
     max_time: float = 1.0
     threads: int | None = None
     alternatives: bool = True
+    agents: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_ops(list(self.ops) + list(self.sizes))
+        self._check_agents()
         bad = [b for b in self.backends if b not in BACKEND_CHOICES[1:]]
         if bad or not self.backends:
             raise InvalidArgumentError(
@@ -92,6 +97,44 @@ class BenchOptions:
     def sizes_of(self, op: str) -> tuple[int, ...]:
         spec = OPS[op]
         return self.sizes.get(op, spec.quick if self.quick else spec.defaults)
+
+    def agents_of(self, op: str) -> tuple[int | None, ...]:
+        """The team sizes ``op`` runs at: ``agents`` (or its own) for an op with the axis, else ``(None,)``."""
+        default = OPS[op].agents
+        return (None,) if default is None else self.agents or (default,)
+
+    def _check_agents(self) -> None:
+        if not self.agents:
+            return
+        takers = agent_ops(self.ops)
+        if not takers:
+            raise InvalidArgumentError(
+                f"--agents sets the team size of {', '.join(agent_ops(OPS))} (the ops with a team-size axis); "
+                f"none of them is timed here (ops: {', '.join(self.ops)})",
+                "agents",
+            )
+        for op in takers:
+            spec = OPS[op]
+            bad = [n for n in self.agents if not 1 <= n <= spec.max_agents]
+            if bad:
+                raise OutOfRangeError(
+                    f"--agents: {op} takes team sizes in [1, {spec.max_agents}] (agents per episode; "
+                    f"{spec.max_agents}: the service's max_agents); got {', '.join(map(str, bad))}",
+                    "agents",
+                )
+            for size in self.sizes_of(op):
+                for n in self.agents:
+                    if size * n > spec.max_rows:
+                        raise OutOfRangeError(
+                            f"--agents: {op} at B={size} and N={n} is {size * n} agent rows; it takes at most "
+                            f"{spec.max_rows} (B x N) per case: lower --sizes or --agents",
+                            "agents",
+                        )
+
+
+def agent_ops(names: Iterable[str]) -> tuple[str, ...]:
+    """The ops among ``names`` with a team-size axis (:attr:`OpSpec.agents`)."""
+    return tuple(n for n in names if OPS[n].agents is not None)
 
 
 def check_ops(names: Sequence[str]) -> tuple[str, ...]:
@@ -140,6 +183,25 @@ def parse_sizes(specs: Sequence[str], ops: Sequence[str]) -> dict[str, tuple[int
                 )
             out[name] = tuple(dict.fromkeys(sizes))
     return out
+
+
+def parse_agents(spec: str | None) -> tuple[int, ...]:
+    """``--agents`` value: ``8,64,256`` (team sizes of the ops with that axis); None: ``()``, each op's own."""
+    if spec is None:
+        return ()
+    out = []
+    for v in spec.split(","):
+        try:
+            n = int(v)
+        except ValueError:
+            n = 0  # refused below, with the values under 1
+        if n < 1:
+            raise InvalidArgumentError(
+                f"--agents {spec!r}: {v!r} is not a team size; expected positive integers like 8,64,256",
+                "agents",
+            )
+        out.append(n)
+    return tuple(dict.fromkeys(out))
 
 
 def resolve_backends(choice: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -199,9 +261,27 @@ def _differs(got: Any, want: Any, host: Callable[[Any], np.ndarray] = np.asarray
     return ""
 
 
+@dataclass(frozen=True)
+class _Where:
+    """What rows are of: the op, its size B and its team size N (None: the op has no such axis); ``named``:
+    whether progress lines name N (when ``--agents`` is given)."""
+
+    op: str
+    size: int
+    agents: int | None
+    named: bool = False
+
+    def row(self, side: str, kind: str, status: str, note: str = "", timing: Timing | None = None) -> Row:
+        return Row(self.op, self.size, side, kind, status, note, timing, agents=self.agents)
+
+    def label(self, side: str) -> str:
+        """The progress line's case and side: ``route B=64 N=128 cpu``."""
+        team = f" N={self.agents}" if self.named and self.agents is not None else ""
+        return f"{self.op} B={self.size}{team} {side}"
+
+
 def _row(
-    op: str,
-    size: int,
+    where: _Where,
     side: str,
     kind: str,
     fn: Callable[[], object],
@@ -214,28 +294,28 @@ def _row(
             fn, repeats=opts.repeats, round_time=opts.round_time, max_time=opts.max_time, once=once, sync=sync
         )
     except (Unsupported, BackendUnavailableError) as exc:
-        return Row(op, size, side, kind, "skipped", str(exc))
+        return where.row(side, kind, "skipped", str(exc))
     except _FAILURES as exc:  # a failing side is reported in its row; the others still run
-        return Row(op, size, side, kind, "error", f"{type(exc).__name__}: {exc}")
+        return where.row(side, kind, "error", f"{type(exc).__name__}: {exc}")
     note = "time budget cut the rounds" if t.capped else ""
-    return Row(op, size, side, kind, "ok", note, t)
+    return where.row(side, kind, "ok", note, t)
 
 
 def _case_rows(
-    op: str,
-    size: int,
+    where: _Where,
     case: OpCase,
     opts: BenchOptions,
     say: Callable[[str], None],
     device: Device | None = None,
 ) -> list[Row]:
+    op = where.op
     spec = OPS[op]
     rows: list[Row] = []
     want: Any = None
     for backend in opts.backends:
         if backend not in spec.backends:
             continue
-        say(f"{op} B={size} {backend}")
+        say(where.label(backend))
         if rows and rows[-1].side == "reference":
             time.sleep(SETTLE_AFTER_REFERENCE)
         try:
@@ -244,10 +324,10 @@ def _case_rows(
             result = fn()  # the warm-up call too
             once = time.perf_counter() - t0
         except (Unsupported, BackendUnavailableError) as exc:
-            rows.append(Row(op, size, backend, "backend", "skipped", str(exc)))
+            rows.append(where.row(backend, "backend", "skipped", str(exc)))
             continue
         except _FAILURES as exc:
-            rows.append(Row(op, size, backend, "backend", "error", f"{type(exc).__name__}: {exc}"))
+            rows.append(where.row(backend, "backend", "error", f"{type(exc).__name__}: {exc}"))
             continue
         mismatch = ""
         if backend == "reference":
@@ -255,28 +335,27 @@ def _case_rows(
         elif want is not None:
             field_name = _differs(result, want)
             mismatch = f"results differ from the reference ({field_name})" if field_name else ""
-        row = _row(op, size, backend, "backend", fn, opts, once)
+        row = _row(where, backend, "backend", fn, opts, once)
         level = _cpu.simd_level(op, case.args) if backend == "cpu" else None
         if mismatch or level:  # the level of an op that picks one per call size (the qmix networks)
             row = replace(row, note=_join(mismatch, f"SIMD {level}" if level else "", row.note))
         rows.append(row)
-    if spec.alternative is not None and opts.alternatives:
-        if case.alternative is None:
-            rows.append(Row(op, size, spec.alternative, "alternative", "skipped", case.alternative_note))
+    for alt in case.alternatives if opts.alternatives else ():
+        if alt.call is None:
+            rows.append(where.row(alt.name, "alternative", "skipped", alt.note))
         else:
-            say(f"{op} B={size} {spec.alternative}")
-            rows.append(_row(op, size, spec.alternative, "alternative", case.alternative, opts))
+            say(where.label(alt.name))
+            rows.append(_row(where, alt.name, "alternative", alt.call, opts))
     # an op without a kernel on the device's backend gets no device rows (its backend row says so already)
     if device is not None and case.on_device is not None and op in _backends.kernels(device.backend):
         if want is None:  # the device rows are checked against the reference too (untimed)
             want = case.call("reference")()
-        rows += _device_rows(op, size, case, opts, say, device, want)
+        rows += _device_rows(where, case, opts, say, device, want)
     return _with_ratios(rows)
 
 
 def _device_rows(
-    op: str,
-    size: int,
+    where: _Where,
     case: OpCase,
     opts: BenchOptions,
     say: Callable[[str], None],
@@ -289,7 +368,7 @@ def _device_rows(
     side = _DEVICE_SIDES[DEVICE]
     if case.on_device is None:
         return []
-    say(f"{op} B={size} {side}")
+    say(where.label(side))
     try:
         dcase: DeviceCase = case.on_device(device)
         fn = dcase.call
@@ -299,24 +378,23 @@ def _device_rows(
         once = time.perf_counter() - t0
         mismatch = _differs(result, want, device.host)
     except (Unsupported, BackendUnavailableError) as exc:
-        return [Row(op, size, side, DEVICE, "skipped", str(exc))]
+        return [where.row(side, DEVICE, "skipped", str(exc))]
     except _FAILURES as exc:
-        return [Row(op, size, side, DEVICE, "error", f"{type(exc).__name__}: {exc}")]
+        return [where.row(side, DEVICE, "error", f"{type(exc).__name__}: {exc}")]
     del result
     rows: list[Row] = []
     copy_seconds = None
     if dcase.copy is not None and dcase.bytes_moved:
-        say(f"{op} B={size} {_DEVICE_SIDES[DEVICE_COPY]}")
-        copy_row = _row(
-            op, size, _DEVICE_SIDES[DEVICE_COPY], DEVICE_COPY, dcase.copy, opts, sync=device.synchronize
-        )
+        copy_side = _DEVICE_SIDES[DEVICE_COPY]
+        say(where.label(copy_side))
+        copy_row = _row(where, copy_side, DEVICE_COPY, dcase.copy, opts, sync=device.synchronize)
         if copy_row.timing is not None:
             copy_seconds = copy_row.timing.median
             copy_row = replace(
                 copy_row, note=_join(f"{_gbps(dcase.copy_bytes, copy_seconds)}", copy_row.note)
             )
         rows.append(copy_row)
-    row = _finished(_row(op, size, side, DEVICE, fn, opts, once, sync=device.synchronize), device)
+    row = _finished(_row(where, side, DEVICE, fn, opts, once, sync=device.synchronize), device)
     notes = [f"results differ from the reference ({mismatch})" if mismatch else ""]
     if row.timing is not None and dcase.bytes_moved:
         moved = _gbps(dcase.bytes_moved, row.timing.median)
@@ -329,11 +407,11 @@ def _device_rows(
         alt_side = _DEVICE_SIDES[DEVICE_ALTERNATIVE]
         if dcase.alternative is None:
             if dcase.alternative_note:
-                rows.append(Row(op, size, alt_side, DEVICE_ALTERNATIVE, "skipped", dcase.alternative_note))
+                rows.append(where.row(alt_side, DEVICE_ALTERNATIVE, "skipped", dcase.alternative_note))
         else:
-            say(f"{op} B={size} {alt_side}")
+            say(where.label(alt_side))
             rows.append(
-                _row(op, size, alt_side, DEVICE_ALTERNATIVE, dcase.alternative, opts, sync=device.synchronize)
+                _row(where, alt_side, DEVICE_ALTERNATIVE, dcase.alternative, opts, sync=device.synchronize)
             )
     return rows
 
@@ -357,15 +435,19 @@ def _join(*notes: str) -> str:
 
 
 def _median(rows: list[Row], kind: str, side: str | None = None) -> float | None:
-    for r in rows:
-        if r.kind == kind and (side is None or r.side == side) and r.timing is not None:
-            return r.timing.median
-    return None
+    """The least median of the timed rows of ``kind`` (and ``side``): of several alternatives, the fastest's."""
+    medians = [
+        r.timing.median
+        for r in rows
+        if r.kind == kind and (side is None or r.side == side) and r.timing is not None
+    ]
+    return min(medians, default=None)
 
 
 def _with_ratios(rows: list[Row]) -> list[Row]:
-    """Each timed row with the reference's median over its own and the alternative's: the host alternative's
-    for host rows, the device alternative's for device rows (a copy row gets none: it computes nothing)."""
+    """Each timed row with the reference's median over its own and the alternative's: the fastest host
+    alternative's for host rows, the device alternative's for device rows (a copy row gets none: it computes
+    nothing)."""
     ref = _median(rows, "backend", "reference")
     host_alt = _median(rows, "alternative")
     device_alt = _median(rows, DEVICE_ALTERNATIVE)
@@ -391,16 +473,26 @@ def run_bench(
     notes: Sequence[str] = (),
     device: Device | None = None,
 ) -> BenchRun:
-    """Times every op of ``opts`` at its sizes on its backends and against its alternative.
+    """Times every op of ``opts`` at its team sizes and sizes on its backends and against its alternatives.
 
-    ``progress`` gets a line before each side is timed (``"[3/40] route B=64 cpu"``); ``notes`` are recorded
-    with the run (e.g. the backends ``all`` left out). ``device``: where the device-array rows run (default:
-    the GPU when ``opts.backends`` has ``cuda``, opened through PyTorch or CuPy; none otherwise)."""
-    cases = [(op, size) for op in opts.ops for size in opts.sizes_of(op)]
+    ``progress`` gets a line before each side is timed (``"[3/40] route B=64 cpu"``; ``route B=64 N=128 cpu``
+    with ``opts.agents``); ``notes`` are recorded with the run (e.g. the backends ``all`` left out).
+    ``device``: where the device-array rows run (default: the GPU when ``opts.backends`` has ``cuda``, opened
+    through PyTorch or CuPy; none otherwise)."""
+    named = bool(opts.agents)
+    cases = [
+        _Where(op, size, n, named)
+        for op in opts.ops
+        for n in opts.agents_of(op)
+        for size in opts.sizes_of(op)
+    ]
     start = time.perf_counter()
     ctx = Context(threads=opts.threads)
     rows: list[Row] = []
     notes = list(notes)
+    fixed = [op for op in opts.ops if op not in agent_ops(opts.ops)]
+    if opts.agents and fixed:
+        notes.append(f"--agents applies to {', '.join(agent_ops(opts.ops))}; not to {', '.join(fixed)}")
     if device is None and "cuda" in opts.backends:
         try:
             device = open_device()
@@ -416,22 +508,23 @@ def run_bench(
         machine = machine_record(opts.threads)
         if device is not None:
             machine["device"] = {"name": device.name(), "framework": device.framework}
-        for i, (op, size) in enumerate(cases, 1):
+        for i, where in enumerate(cases, 1):
 
             def say(what: str, i: int = i) -> None:
                 if progress is not None:
                     progress(f"[{i}/{len(cases)} {time.perf_counter() - start:.0f} s] {what}")
 
+            spec = OPS[where.op]
             try:
-                case = OPS[op].prepare(size, ctx)
+                team = () if where.agents is None else (where.agents,)
+                case = spec.prepare(where.size, ctx, *team)
             except Unsupported as exc:  # every side of this op lacks the same thing
-                spec = OPS[op]
                 sides = [(b, "backend") for b in opts.backends if b in spec.backends]
-                if spec.alternative is not None and opts.alternatives:
-                    sides.append((spec.alternative, "alternative"))
-                rows.extend(Row(op, size, side, kind, "skipped", str(exc)) for side, kind in sides)
+                if opts.alternatives:
+                    sides += [(name, "alternative") for name in spec.alternatives]
+                rows.extend(where.row(side, kind, "skipped", str(exc)) for side, kind in sides)
                 continue
-            rows.extend(_case_rows(op, size, case, opts, say, device))
+            rows.extend(_case_rows(where, case, opts, say, device))
             del case
     machine["during_run"] = {
         "seconds": round(time.perf_counter() - start, 1),
@@ -443,6 +536,7 @@ def run_bench(
         "ops": list(opts.ops),
         "backends": list(opts.backends),
         "sizes": {op: list(opts.sizes_of(op)) for op in opts.ops},
+        "agents": {op: list(opts.agents_of(op)) for op in agent_ops(opts.ops)},
         "repeats": opts.repeats,
         "round_time": opts.round_time,
         "max_time": opts.max_time,
