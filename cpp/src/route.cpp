@@ -44,7 +44,7 @@ double cosine_error_bound(std::int64_t D) {
 // when indexed); the cosine pass adds its panels, its (padded) N x N approximations and per-recipient lists.
 struct ScratchPlan {
   std::uint64_t dots, kss, qss, kvalid, qvalid, sel_score, sel_src, gq, gk, kinv, qinv, above_j, above_v,
-      above_n, cand, approx_of, exact, rows, bytes;
+      above_n, tile_sums, cand, approx_of, exact, rows, bytes;
   ScratchPlan(std::int64_t N, std::int64_t D, std::int64_t gather_floats, const simd::RouteKernels& rk) {
     detail::ScratchLayout l;
     const bool cosine = takes_cosine_pass(rk, N, D);
@@ -62,6 +62,7 @@ struct ScratchPlan {
     above_j = l.take(cosine ? N * N : 0, sizeof(std::int32_t));
     above_v = l.take(cosine ? N * N : 0, sizeof(double));
     above_n = l.take(cosine ? N : 0, sizeof(std::int64_t));
+    tile_sums = l.take(cosine ? N * simd::kCosineTile : 0, sizeof(double));
     cand = l.take(N, sizeof(std::int32_t));
     approx_of = l.take(cosine ? N : 0, sizeof(double));
     exact = l.take(cosine ? N : 0, sizeof(double));
@@ -87,6 +88,7 @@ class Scratch {
         above_j(reinterpret_cast<std::int32_t*>(base + p.above_j)),
         above_v(reinterpret_cast<double*>(base + p.above_v)),
         above_n(reinterpret_cast<std::int64_t*>(base + p.above_n)),
+        tile_sums(reinterpret_cast<double*>(base + p.tile_sums)),
         cand(reinterpret_cast<std::int32_t*>(base + p.cand)),
         approx_of(reinterpret_cast<double*>(base + p.approx_of)),
         exact(reinterpret_cast<double*>(base + p.exact)),
@@ -101,6 +103,7 @@ class Scratch {
   std::int32_t* const above_j;       // cosine pass: by recipient i, the providers above tau - margin
   double* const above_v;             // ([i * N + c], ascending) and their approximate cosines,
   std::int64_t* const above_n;       // above_n[i] of them
+  double* const tile_sums;           // cosine pass: its working space
   std::int32_t* const cand;          // one recipient's providers still in question, ascending
   double* const approx_of;           // cosine pass: their approximate cosines
   double* const exact;               // cosine pass: their float64 dot products (first a copy for nth_element)
@@ -222,7 +225,7 @@ bool route_by_cosine_pass(const RouteArgs& a, const RouteOut& o, const simd::Rou
   const double margin = cosine_error_bound(a.D) + 0x1p-23;
   float* scores = o.scores + b * N * N;
   rk.cosine({e.k, e.k_sn, s.kinv, e.q, e.q_sn, s.qinv, N, a.D, static_cast<double>(a.tau) - margin, scores,
-             s.above_j, s.above_v, s.above_n});
+             s.above_j, s.above_v, s.above_n, s.tile_sums});
   // Too many open providers make the float64 gram cheaper; those above tau - margin bound them (at the usual
   // thresholds a few per recipient), so the open ones are counted only when there are many.
   std::int64_t above = 0;

@@ -90,8 +90,9 @@ Result run(const Team& t, std::int64_t N, double low) {
   const auto n = static_cast<std::size_t>(N);
   Result r{std::vector<float>(n * n, -7.0f), std::vector<std::int32_t>(n * n, -1), std::vector<double>(n * n),
            std::vector<std::int64_t>(n, -1)};
+  std::vector<double> work(n * toporoute::simd::kCosineTile, std::nan(""));
   cosine_driver<F>(CosineArgs{t.k.data(), t.k_sn, t.ks.data(), t.q.data(), t.q_sn, t.qs.data(), N, t.D, low,
-                              r.scores.data(), r.cand.data(), r.value.data(), r.count.data()});
+                              r.scores.data(), r.cand.data(), r.value.data(), r.count.data(), work.data()});
   return r;
 }
 

@@ -31,7 +31,7 @@ using GramFn = void (*)(const GramArgs&);
 /// multiply-adds over pieces of kPieceColumns columns, the pieces and the scaling in float64 (the same value at
 /// every level that has this pass). Writes scores[j * N + i] = v clamped to [-1, 1] in float32, and lists by
 /// recipient the providers with v > low, in ascending j: count[i] of them, j in cand[i * N + c] and v in
-/// value[i * N + c].
+/// value[i * N + c]. sums: working space of N * kCosineTile doubles.
 struct CosineArgs {
   const float* k;
   std::int64_t k_sn;
@@ -46,7 +46,11 @@ struct CosineArgs {
   std::int32_t* cand;
   double* value;
   std::int64_t* count;
+  double* sums;
 };
+
+/// The most q rows of one tile of the float32 pass (a multiple of every level's block).
+constexpr std::int64_t kCosineTile = 64;
 
 /// Columns of one float32 piece (bounds the float32 error: see route.cpp): 32 products per lane.
 constexpr std::int64_t kPieceColumns = 512;
