@@ -114,26 +114,6 @@ def test_parse_agents() -> None:
             bench_runner.parse_agents(bad)
 
 
-@pytest.mark.parametrize(
-    ("args", "names"),
-    [
-        (["route", "--agents", "0"], ["--agents '0'", "'0' is not a team size", "positive integers"]),
-        (["route", "--agents", "8,abc"], ["'abc' is not a team size"]),
-        (["route", "toposort", "--agents", "8,512"], ["route takes team sizes in [1, 256]", "got 512"]),
-        (["graph_stats", "qmix_mix", "--agents", "8"], ["route, toposort", "ops: graph_stats, qmix_mix"]),
-        (["route", "--sizes", "65536", "--agents", "256"], ["B=65536 and N=256", "at most 524288"]),
-    ],
-)
-def test_agents_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], names: list[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["bench", *args])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert "usage: toporoute bench" in err
-    for name in names:
-        assert name in err
-
-
 def test_from_takes_no_agents(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     BenchRun({}, {}, ()).write(path)

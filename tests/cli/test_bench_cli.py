@@ -195,6 +195,12 @@ def test_noise_rule(old: Row, new: Row, verdict: str) -> None:
         (["route", "--sizes", "toposort=4"], ["toposort", "does not time"]),
         (["route", "--backend", "gpu"], ["'gpu'", "all, reference, cpu, cuda"]),
         (["route", "--repeats", "0"], ["--repeats", "must be an integer >= 1; got '0'"]),
+        # --agents (tests/cli/test_bench_agents.py has the rest of the team-size axis)
+        (["route", "--agents", "0"], ["--agents '0'", "'0' is not a team size", "positive integers"]),
+        (["route", "--agents", "8,abc"], ["'abc' is not a team size"]),
+        (["route", "toposort", "--agents", "8,512"], ["route takes team sizes in [1, 256]", "got 512"]),
+        (["graph_stats", "qmix_mix", "--agents", "8"], ["route, toposort", "ops: graph_stats, qmix_mix"]),
+        (["route", "--sizes", "65536", "--agents", "256"], ["B=65536 and N=256", "at most 524288"]),
     ],
 )
 def test_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], names: list[str]) -> None:
