@@ -5,14 +5,22 @@ instead under ``pytest --require-cuda``; browser tests (marker ``browser``, head
 ``toporoute_cli`` and ``shared_vllm``); the end-to-end method runs among them go first, longest first
 (:func:`_shared_vllm.slow_tests_first`), and a test marked ``closes_shared_vllm`` runs after every other test.
 Under pytest-xdist the workers convert the embedded model once for the whole run and decode on cores of their
-own (:func:`_shared_vllm.configure_run`)."""
+own (:func:`_shared_vllm.configure_run`).
+
+The encoder runs on ONNX Runtime throughout the suite (``$TOPOROUTE_ENCODER_RUNTIME``, unless set): the test
+install has OpenVINO too, which the ``auto`` choice would take on an Intel CPU, and the recorded runs and routes
+the suite compares with were made on ONNX Runtime. tests/embed/test_runtime.py runs OpenVINO and the ``auto``
+choice themselves."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 
 import pytest
+
+os.environ.setdefault("TOPOROUTE_ENCODER_RUNTIME", "onnxruntime")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -82,7 +82,7 @@ def test_fused_and_standard_graphs_agree(encoder: Encoder) -> None:
         np.testing.assert_allclose(hidden[m], b.hidden[m], atol=2e-5)
 
 
-def test_exported_graph_is_fused_and_the_bert_optimizer_adds_nothing(encoder: Encoder) -> None:
+def test_exported_graph_is_fused_and_the_bert_optimizer_adds_nothing(cache_dir: Path) -> None:
     # The exporter writes ONNX Runtime's fused contrib ops itself (one Attention, two SkipLayerNormalization and
     # one BiasGelu per layer), so no optimizer pass is needed at load time; onnxruntime.transformers' BERT
     # optimizer, run over the export, finds no further fusion.
@@ -91,11 +91,12 @@ def test_exported_graph_is_fused_and_the_bert_optimizer_adds_nothing(encoder: En
     import onnx
     from onnxruntime.transformers.optimizer import optimize_model
 
-    model = onnx.load(str(encoder.onnx_path))
+    onnx_path = _model_files.exported_onnx(_model_files.resolve(None), cache_dir, pooled=False)
+    model = onnx.load(str(onnx_path))
     ops = Counter(n.op_type for n in model.graph.node)
     assert ops["Attention"] == 6 and ops["SkipLayerNormalization"] == 12 and ops["BiasGelu"] == 6
     assert not {"Softmax", "Erf", "Transpose"} & set(ops)
-    optimized = optimize_model(str(encoder.onnx_path), model_type="bert", num_heads=12, hidden_size=384)
+    optimized = optimize_model(str(onnx_path), model_type="bert", num_heads=12, hidden_size=384)
     after = Counter(n.op_type for n in optimized.model.graph.node)
     heavy = ("MatMul", "Attention", "SkipLayerNormalization", "BiasGelu", "LayerNormalization")
     assert {k: after[k] for k in heavy} == {k: ops[k] for k in heavy}
@@ -183,7 +184,7 @@ def _exported(cache: Path) -> tuple[Path, Path]:
 
 def test_export_is_written_once_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOPOROUTE_CACHE", str(tmp_path))
-    first = Encoder.default()
+    first = Encoder.default(runtime="onnxruntime")
     onnx, manifest = _exported(tmp_path)
     assert first.onnx_path == onnx
     meta = json.loads(manifest.read_text())
@@ -194,7 +195,7 @@ def test_export_is_written_once_and_reused(tmp_path: Path, monkeypatch: pytest.M
         raise AssertionError("the cached graph should have been reused")
 
     monkeypatch.setattr(_bert_graph, "build", no_build)
-    second = Encoder.default()
+    second = Encoder.default(runtime="onnxruntime")
     assert second.onnx_path == onnx
     np.testing.assert_array_equal(first.encode(TEXTS[:3]), second.encode(TEXTS[:3]))
 
@@ -204,7 +205,7 @@ def test_corrupt_cache_is_rebuilt_not_loaded(tmp_path: Path, damage: str, encode
     import shutil
 
     shutil.copytree(encoder.onnx_path.parent, tmp_path / "onnx")  # a cache as an earlier run left it
-    want = Encoder.default(cache_dir=tmp_path).encode(TEXTS[:3])
+    want = Encoder.default(cache_dir=tmp_path, runtime="onnxruntime").encode(TEXTS[:3])
     onnx, manifest = _exported(tmp_path)
     data = onnx.read_bytes()
     if damage == "truncate":  # a crash in the middle of a copy
@@ -216,7 +217,7 @@ def test_corrupt_cache_is_rebuilt_not_loaded(tmp_path: Path, damage: str, encode
         manifest.unlink()
     else:
         manifest.write_text("{not json")
-    rebuilt = Encoder.default(cache_dir=tmp_path)
+    rebuilt = Encoder.default(cache_dir=tmp_path, runtime="onnxruntime")
     assert onnx.read_bytes() == data
     np.testing.assert_array_equal(rebuilt.encode(TEXTS[:3]), want)
 

