@@ -1,10 +1,10 @@
 """The Gram part of ``route`` for large teams against this CPU's float32 FMA peak (issue 38).
 
 bench/route_pass.cpp, compiled here with the C++ compiler the package is built with (``$CXX``, else ``c++``)
-from the core's own sources (with the package build's -O3), times on one thread the float32 pass of teams of 32 agents and more
-(cpp/src/simd/cosine_kernels.inl: every pair's dot product in 16 float32 lanes) and the float64 gram it replaces
-on the same rows, least CPU time per call, and the peak: 12 independent FMA chains on full registers of the
-widest level the CPU runs. It prints each one's GFLOP/s (2 N^2 D flops a call), the pass's share of the peak and
+from the core's own sources (with the package build's -O3), times on one thread the float32 pass of teams of 16
+agents and more (cpp/src/simd/cosine_kernels.inl: every pair's dot product in 16 float32 lanes) and the float64
+gram it replaces on the same rows, least CPU time per call, and the peak: 12 independent FMA chains on full
+registers of the widest level the CPU runs. It prints each one's GFLOP/s (2 N^2 D flops a call), the pass's share of the peak and
 its speed-up over the gram. Asserted: the pass's scores lie within its error bound of the gram's cosines.
 
 Run: ``python -m pytest bench/test_bench_route_pass.py -s`` (full: N = 64, 128, 256 at D = 384, about 10 s);

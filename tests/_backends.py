@@ -81,7 +81,7 @@ _SCORES = Tol(
     0.0,
     "cosines in [-1, 1] are computed in float64 and rounded to float32 once; backends differ only in the "
     "float64 summation order (SIMD lanes, FMA on the GPU), which can move a score across a rounding boundary: "
-    "an ulp (<= 1.2e-7). The CPU's float32 pass for teams of 32 and more leaves the scores it does not "
+    "an ulp (<= 1.2e-7). The CPU's float32 pass for teams of 16 and more leaves the scores it does not "
     "recompute in float64 within its bound (measured <= 2e-7 here; every decision is the float64 path's)",
 )
 _QMIX = Tol(

@@ -48,6 +48,12 @@ inline int team_size(std::int64_t items) noexcept {
 #endif
 }
 
+/// The chunk of a dynamic schedule over `items` items for `threads` threads: `most` items, or fewer when that
+/// would leave fewer than 8 chunks per thread (a batch of 64 large episodes in chunks of 64 ran on one thread).
+inline int chunk_size(std::int64_t items, int threads, int most) noexcept {
+  return static_cast<int>(std::clamp<std::int64_t>(items / (std::int64_t{8} * threads), 1, most));
+}
+
 /// Index of the calling thread in its team (0 outside a parallel region).
 inline int thread_index() noexcept {
 #if defined(TOPOROUTE_WITH_OPENMP)

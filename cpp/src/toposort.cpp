@@ -246,10 +246,11 @@ Status toposort(const ToposortArgs& a, const ToposortOut& o) {
     for (std::int64_t b = 0; b < a.B; ++b) sort(b, scratch.slot(0));
     return Status::success();
   }
+  const int chunk = detail::chunk_size(a.B, threads, 64);
 #pragma omp parallel num_threads(threads)
   {
     unsigned char* slot = scratch.slot(detail::thread_index());
-#pragma omp for schedule(dynamic, 64)
+#pragma omp for schedule(dynamic, chunk)
     for (std::int64_t b = 0; b < a.B; ++b) sort(b, slot);
   }
   return Status::success();

@@ -170,7 +170,7 @@ def _route_grid(N: int, D: int) -> list[tuple[str, np.ndarray, np.ndarray, dict,
 
 
 # D around the SIMD widths and the GPU's 4-float loads; N up to a warp, and past the 64-agent bitsets; teams of
-# 32 agents and more with rows of 128 columns and more take the CPU's float32 pass (its 16 lanes, its pieces of
+# 16 agents and more with rows of 128 columns and more take the CPU's float32 pass (its 16 lanes, its pieces of
 # 512 columns, its tiles of q rows: (64, 700) spans two pieces and several tiles)
 ROUTE_SHAPES = [(N, D) for N in (1, 2, 3, 5, 8, 13, 33) for D in (1, 3, 7, 8, 9, 16, 384)]
 ROUTE_SHAPES += [(70, 1), (70, 16), (70, 384), (130, 384), (64, 700)]

@@ -46,8 +46,9 @@ struct RouteOut {
 /// of `isa`), score = clamp(dot / (|k_j| |q_i|), -1, 1) rounded to float32 (0 for zero or inactive rows),
 /// candidate edge j -> i iff score > tau, j != i, both active and non-zero; each recipient keeps its k_in best
 /// providers (ties to the lower index). Cost O(B N^2 D). Non-finite input gives StatusCode::non_finite.
-/// Teams of 32 agents and more (at a level with FMA) take a float32 pass first and compute in float64 only the
-/// pairs its error bound leaves open: the same decisions, the other scores within that bound (route.cpp).
+/// Teams of 16 agents and more with rows of 128 columns and more (at a level with FMA) take a float32 pass first
+/// and compute in float64 only the pairs its error bound leaves open: the same decisions, the other scores within
+/// that bound (route.cpp).
 /// With args.q_rows / k_rows (indexed routing) each episode's rows are first gathered from the table into
 /// per-thread scratch (zero rows for -1) and go through the same kernel, so the result equals route() over
 /// the gathered (B, N, D) arrays bit for bit, with agents whose q_rows or k_rows is -1 inactive. Indices are
