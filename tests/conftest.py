@@ -9,8 +9,8 @@ own (:func:`_shared_vllm.configure_run`).
 
 The encoder runs on ONNX Runtime throughout the suite (``$TOPOROUTE_ENCODER_RUNTIME``, unless set): the test
 install has OpenVINO too, which the ``auto`` choice would take on an Intel CPU, and the recorded runs and routes
-the suite compares with were made on ONNX Runtime. tests/embed/test_runtime.py runs OpenVINO and the ``auto``
-choice themselves."""
+the suite compares with were made on ONNX Runtime. tests/embed/test_encoder_runtime.py runs OpenVINO and the
+``auto`` choice themselves."""
 
 from __future__ import annotations
 

@@ -810,6 +810,9 @@ def test_math_self_critique_is_labelled_as_the_papers_without_env(tmp_path: Path
     task = Task("mathq", "math", "A box holds 7 rows of 12 eggs; 25 break. How many are left?", answer="59")
     script = Script([task], {}, {"agent": "So \\boxed{59}", "aggregator": "\\boxed{59}"})
     run(plain(iterations=1), [task], ScriptedEngine(script), tmp_path / "run" / "hiva")
+    episode = episode_file(tmp_path / "run" / "hiva", task.episode_id)
+    # it once failed in a loaded CI run with an empty trace: the episode's error says why, should it recur
+    assert episode["status"] == "ok", episode["error"]
     (rec,) = traces(tmp_path / "run" / "hiva", task.episode_id)
     assert rec["hiva"]["ablations"] == ["w/o Env"]
     page = write_report(tmp_path / "run", sections=report_sections()).html.read_text()
