@@ -18,9 +18,9 @@ namespace {
 bool indexed(const RouteArgs& a) { return a.q_rows.present(); }
 
 // Large teams take the float32 pass (simd::CosineArgs) from this many agents and columns on. Below, its fixed cost
-// per pair (summing the lanes, scaling, listing) outweighs what it saves on the products; measured on a Xeon with
-// AVX-512, one thread: N = 64 at D = 64 1.16x slower than the float64 gram, even at D = 128, 1.4x faster at
-// D = 384; at D = 384 N = 8 even, from 12 on faster.
+// per pair (summing the lanes, scaling, listing) outweighs what it saves on the products. Measured on a Xeon with
+// AVX-512, one thread, route against the float64 path: N = 64 at D = 64 1.16x slower, at D = 128 even, at D = 384
+// 1.4x faster; at D = 384 even at N = 8, faster from N = 12.
 constexpr std::int64_t kCosineMinAgents = 16;
 constexpr std::int64_t kCosineMinColumns = 128;
 constexpr std::int64_t kCosineMaxColumns = std::int64_t{1} << 20;
@@ -33,12 +33,12 @@ bool takes_cosine_pass(const simd::RouteKernels& rk, std::int64_t N, std::int64_
 // float64 path's value for the same rows, for rows whose squared norms lie in [2^-80, 2^80] (cosine_pass_fits):
 // a lane of a piece sums at most 32 products and the lanes take 4 more additions (gamma_n = n u / (1 - n u)
 // times the sum of |products|, at most |k_j| |q_i|), then float64 roundings (the pieces' sum, the scaling and
-// the float64 path's own: (D + 16) 2^-52), and products below float32's normal range (2^-80 each relative to
-// |k_j| |q_i|, even with denormals flushed).
+// the float64 path's own: (D + 16) 2^-52), and products below float32's normal range (under 2^-126 each, so
+// 2^-46 relative to |k_j| |q_i| >= 2^-80, even with denormals flushed).
 double cosine_error_bound(std::int64_t D) {
   const double u = 0x1p-24;
   const double lane_terms = static_cast<double>(std::min<std::int64_t>((D + 15) / 16, simd::kPieceColumns / 16));
-  return 1.07 * (lane_terms + 4.0) * u + static_cast<double>(D + 16) * 0x1p-52 + static_cast<double>(D) * 0x1p-80;
+  return 1.07 * (lane_terms + 4.0) * u + static_cast<double>(D + 16) * 0x1p-52 + static_cast<double>(D) * 0x1p-46;
 }
 
 // Per-thread working memory of one episode, carved from one slot of a detail::TeamScratch; never zero-filled
