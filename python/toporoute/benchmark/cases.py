@@ -81,6 +81,7 @@ class OpCase:
     op: Callable[..., object] | None = None
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    note: str = ""  # noted on the backend rows (the encoder's runtime)
 
     # the first alternative alone, as the Q-Mix suites under bench/ compare with it
     @property
@@ -355,15 +356,16 @@ def _encoder(B: int, ctx: Context) -> OpCase:
 
     def call(backend: str) -> Callable[[], object]:
         if backend != "cpu":
-            raise Unsupported(f"the encoder runs on ONNX Runtime: backend cpu only, not {backend}")
+            raise Unsupported(f"the encoder runs on {encoder.runtime}: backend cpu only, not {backend}")
         return functools.partial(encoder.encode, texts, use_cache=False)
 
+    note = f"runtime {encoder.runtime}"
     try:
         st = ctx.sentence_transformer()
     except Unsupported as exc:
-        return OpCase(call, (Alternative(_ST, note=str(exc)),))
+        return OpCase(call, (Alternative(_ST, note=str(exc)),), note=note)
     encode = functools.partial(st.encode, texts, batch_size=encoder.batch_size)
-    return OpCase(call, (Alternative(_ST, encode),))
+    return OpCase(call, (Alternative(_ST, encode),), note=note)
 
 
 def _router(B: int, ctx: Context) -> OpCase:
@@ -452,7 +454,8 @@ _CASES: dict[str, OpSpec] = {
         ),
         OpSpec(
             "encoder",
-            "B mixed-length descriptors (1-4 sentences), all-MiniLM-L6-v2 on ONNX Runtime, cache off",
+            "B mixed-length descriptors (1-4 sentences), all-MiniLM-L6-v2 on the encoder's default runtime (ONNX "
+            "Runtime, or OpenVINO where auto takes it; the row names it), cache off",
             (16, 64),
             (16,),
             _encoder,

@@ -337,8 +337,10 @@ def _case_rows(
             mismatch = f"results differ from the reference ({field_name})" if field_name else ""
         row = _row(where, backend, "backend", fn, opts, once)
         level = _cpu.simd_level(op, case.args) if backend == "cpu" else None
-        if mismatch or level:  # the level of an op that picks one per call size (the qmix networks)
-            row = replace(row, note=_join(mismatch, f"SIMD {level}" if level else "", row.note))
+        if (
+            mismatch or level or case.note
+        ):  # the level of an op that picks one per call size (the qmix networks)
+            row = replace(row, note=_join(mismatch, f"SIMD {level}" if level else "", case.note, row.note))
         rows.append(row)
     for alt in case.alternatives if opts.alternatives else ():
         if alt.call is None:
