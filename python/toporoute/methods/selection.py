@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..tasks import Task, math_equal
+from ..tasks import Task, _ast_parse, math_equal
 from ..tasks.codetest import TestReport, run_public_tests
 
 __all__ = [
@@ -110,7 +110,7 @@ def program_key(code: str) -> str:
     """The normalised form of a program: parsed and unparsed without comments or docstrings, so formatting
     does not tell two programs apart; the stripped text when it does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = _ast_parse.parse(code)
     except (SyntaxError, ValueError):
         return code.strip()
     _strip_docstrings(tree)

@@ -24,6 +24,7 @@ import signal
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError
+from . import _ast_parse
 from ._runners import runner_program, runner_records
 from .base import Task, clip
 from .humaneval import check_program, check_verdict, completion_for, defines_function, require_code_task
@@ -377,7 +378,7 @@ def _binds(code: str, name: str) -> bool:
     if defines_function(code, name):
         return True
     try:
-        tree = ast.parse(code)
+        tree = _ast_parse.parse(code)
     except (SyntaxError, ValueError):
         return False
     pending: list[ast.AST] = list(tree.body)

@@ -18,6 +18,7 @@ import secrets
 import textwrap
 
 from ..errors import InvalidArgumentError
+from . import _ast_parse
 from ._runners import runner_program
 from .base import Score, Task, clip
 from .sandbox import SandboxResult, run_python
@@ -45,7 +46,7 @@ def defines_function(code: str, name: str) -> bool:
     """Whether ``code`` defines ``def name(`` at top level (by its syntax tree, or by a regex where it does
     not parse, so that an answer with a syntax error is still recognised)."""
     try:
-        tree = ast.parse(code)
+        tree = _ast_parse.parse(code)
     except (SyntaxError, ValueError):
         return (
             re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.MULTILINE) is not None
@@ -110,7 +111,7 @@ def extract_code(text: str, entry_point: str | None = None) -> str | None:
     if blocks:
         return blocks[-1][1]
     try:
-        tree = ast.parse(text)
+        tree = _ast_parse.parse(text)
     except (SyntaxError, ValueError):
         return None
     if entry_point:
@@ -267,8 +268,8 @@ def difficulty_score(prompt: str, solution: str, test: str, entry_point: str) ->
     int
     """
     try:
-        tree = ast.parse(prompt + solution)
-        tests = ast.parse(test)
+        tree = _ast_parse.parse(prompt + solution)
+        tests = _ast_parse.parse(test)
     except (SyntaxError, ValueError) as exc:
         raise InvalidArgumentError(
             f"difficulty_score: the prompt, solution or test does not parse: {exc}", "solution"

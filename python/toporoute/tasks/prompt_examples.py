@@ -35,6 +35,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import _ast_parse
+
 __all__ = ["STYLES", "Example", "prompt_examples"]
 
 STYLES = (
@@ -136,7 +138,7 @@ def prompt_examples(prompt: str, entry_point: str) -> list[Example]:
 def _docstring_source(prompt: str, entry_point: str) -> str | None:
     """The entry point's docstring as it is written in ``prompt``, without its quotes, or None."""
     try:
-        tree = ast.parse(prompt)
+        tree = _ast_parse.parse(prompt)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in tree.body:
@@ -288,7 +290,7 @@ def _call_end(text: str) -> int | None:
 def _literal_call(call: str) -> ast.Call | None:
     """``call`` parsed, when it calls a plain name with literal arguments only."""
     try:
-        node = ast.parse(call.strip(), mode="eval").body
+        node = _ast_parse.parse_expression(call.strip()).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
@@ -351,7 +353,7 @@ def _renamed(ex: Example, alias: str, entry_point: str) -> Example:
 
 def _defined_names(prompt: str) -> set[str]:
     try:
-        tree = ast.parse(prompt)
+        tree = _ast_parse.parse(prompt)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     names = set()
@@ -368,7 +370,7 @@ def _defined_names(prompt: str) -> set[str]:
 def _parameters(prompt: str, entry_point: str) -> list[str] | None:
     """The entry point's positional parameters, when it takes only those (no defaults, no ``*args``)."""
     try:
-        tree = ast.parse(prompt)
+        tree = _ast_parse.parse(prompt)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in tree.body:

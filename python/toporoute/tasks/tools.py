@@ -25,6 +25,7 @@ from typing import Any
 
 from .._checks import int_at_least
 from ..errors import InvalidArgumentError, ToporouteError
+from . import _ast_parse
 from ._runners import runner_program, runner_records
 from .sandbox import check_limits, run_python
 
@@ -91,7 +92,7 @@ def check_tool_source(source: str) -> str | None:
     if not isinstance(source, str) or not source.strip():
         return "empty source"
     try:
-        tree = ast.parse(source, "<tool>")
+        tree = _ast_parse.parse(source, "<tool>")
     except (SyntaxError, ValueError) as exc:
         return f"syntax error: {exc}"
     found = next(

@@ -40,6 +40,7 @@ from ..._atomic import write_bytes_atomic
 from ..._cache import cache_root
 from ..._checks import int_at_least
 from ...errors import InvalidArgumentError, ShapeError, ToporouteError
+from ...tasks import _ast_parse
 from ...tasks.loading import check_unique, json_rows, read_lines
 
 if TYPE_CHECKING:
@@ -350,7 +351,7 @@ def _without_docstring(code: str, name: str) -> str:
     """``code`` with the docstring of its top-level function ``name`` cut out, where that docstring has lines
     of its own; ``code`` unchanged otherwise."""
     try:
-        tree = ast.parse(code)
+        tree = _ast_parse.parse(code)
     except (SyntaxError, ValueError):
         return code
     lines = code.splitlines(keepends=True)

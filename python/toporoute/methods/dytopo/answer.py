@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from ...tasks import Task, extract_code, extract_math_answer
+from ...tasks import Task, _ast_parse, extract_code, extract_math_answer
 from .messages import WorkerOutput
 from .team import Team
 
@@ -33,7 +33,7 @@ def has_body(code: str, name: str) -> bool:
     docstring, ``pass``, ``...`` or ``raise NotImplementedError``. The last definition counts (it is the one
     that runs). Code that does not parse has no verified body (False)."""
     try:
-        tree = ast.parse(code)
+        tree = _ast_parse.parse(code)
     except (SyntaxError, ValueError):
         return False
     defs = [
