@@ -24,8 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _ast_parse
 from ..errors import InvalidArgumentError
-from ..tasks import Task, _ast_parse, math_equal
+from ..tasks import Task, math_equal
 from ..tasks.codetest import TestReport, run_public_tests
 
 __all__ = [

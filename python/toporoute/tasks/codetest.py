@@ -23,8 +23,8 @@ import secrets
 import signal
 from dataclasses import dataclass
 
+from .. import _ast_parse
 from ..errors import InvalidArgumentError
-from . import _ast_parse
 from ._runners import runner_program, runner_records
 from .base import Task, clip
 from .humaneval import check_program, check_verdict, completion_for, defines_function, require_code_task

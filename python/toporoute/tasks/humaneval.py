@@ -17,8 +17,8 @@ import re
 import secrets
 import textwrap
 
+from .. import _ast_parse
 from ..errors import InvalidArgumentError
-from . import _ast_parse
 from ._runners import runner_program
 from .base import Score, Task, clip
 from .sandbox import SandboxResult, run_python

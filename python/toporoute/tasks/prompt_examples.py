@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import _ast_parse
+from .. import _ast_parse
 
 __all__ = ["STYLES", "Example", "prompt_examples"]
 

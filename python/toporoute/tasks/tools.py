@@ -23,9 +23,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import _ast_parse
 from .._checks import int_at_least
 from ..errors import InvalidArgumentError, ToporouteError
-from . import _ast_parse
 from ._runners import runner_program, runner_records
 from .sandbox import check_limits, run_python
 

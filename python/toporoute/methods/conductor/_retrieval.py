@@ -35,12 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import ops
+from ... import _ast_parse, ops
 from ..._atomic import write_bytes_atomic
 from ..._cache import cache_root
 from ..._checks import int_at_least
 from ...errors import InvalidArgumentError, ShapeError, ToporouteError
-from ...tasks import _ast_parse
 from ...tasks.loading import check_unique, json_rows, read_lines
 
 if TYPE_CHECKING:

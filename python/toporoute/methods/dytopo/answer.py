@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from ...tasks import Task, _ast_parse, extract_code, extract_math_answer
+from ... import _ast_parse
+from ...tasks import Task, extract_code, extract_math_answer
 from .messages import WorkerOutput
 from .team import Team
 
