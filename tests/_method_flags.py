@@ -1,7 +1,8 @@
 """Each method's own ``toporoute run`` options as plain data (flag, destination, default, choices, type, action,
 help), read off the parser that ``toporoute run METHOD --help`` uses, and the ``train qmix`` options the same
-way (and, since issue 36, the ``train conductor`` options): tests/data/method_flags.json holds them as they were before the methods declared their flags on their
-settings (issue 33), so a change that adds, drops or alters a flag shows as a difference."""
+way (and, since issue 36, the ``train conductor`` options; ``serve``'s since its settings declare them too):
+tests/data/method_flags.json holds them as they were before the methods (and ServeConfig) declared their flags on
+their settings (issue 33), so a change that adds, drops or alters a flag shows as a difference."""
 
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.Argument
 
 def method_flags() -> dict[str, Any]:
     """``{methods: [{"group": title, "options": [...]}, ...]}`` for every registered method alone and for the
-    pairs that share a flag (methods joined by a space), and ``"train qmix"`` / ``"train conductor"``: the train
-    subcommands' options."""
+    pairs that share a flag (methods joined by a space), ``"train qmix"`` / ``"train conductor"``: the train
+    subcommands' options, and ``"serve"``: the server's."""
     out: dict[str, Any] = {}
     # every method alone, and the pairs that share a flag (its help then gives both meanings)
     for names in [[n] for n in REGISTRY] + [["dytopo", "tacomas"], ["hiva", "tacomas"]]:
@@ -52,6 +53,8 @@ def method_flags() -> dict[str, Any]:
     for method in ("qmix", "conductor"):
         sub = _subcommand(train, method)
         out[f"train {method}"] = [{"group": None, "options": [_action(a) for a in sub._actions]}]
+    serve = _subcommand(_parser([]), "serve")
+    out["serve"] = [{"group": None, "options": [_action(a) for a in serve._actions]}]
     return out
 
 

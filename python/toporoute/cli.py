@@ -298,7 +298,10 @@ def _light_args(sub: Any) -> None:
 
 
 def _serve_args(sub: Any) -> None:
-    """``toporoute serve``: the HTTP service (extra ``serve``; see toporoute/serve/server.py)."""
+    """``toporoute serve``: the HTTP service (extra ``serve``; see toporoute/serve/server.py). Its settings' flags
+    come from :class:`~toporoute.serve.ServeConfig`'s fields (toporoute/serve/config.py loads without the extra)."""
+    from .serve.config import SERVE_OPTIONS
+
     s = sub.add_parser(
         "serve",
         help="serve the routing ops and the text Router over HTTP (FastAPI + uvicorn)",
@@ -308,47 +311,12 @@ def _serve_args(sub: Any) -> None:
         "seconds), then the command exits 0.",
         allow_abbrev=False,
     )
-    s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
-    s.add_argument("--workers", type=int_at_least(1), default=1, help="worker processes (default 1)")
-    s.add_argument(
-        "--backend",
-        choices=("reference", "cpu", "cuda"),
-        default=None,
-        help="ops backend (default: $TOPOROUTE_BACKEND, else cpu when the compiled core is built, else reference)",
-    )
-    s.add_argument(
-        "--qmix-checkpoint",
-        type=Path,
-        default=None,
-        help="Q-Mix weights for /v1/qmix/act (default: none, the endpoint answers 503)",
-    )
+    SERVE_OPTIONS.add(s)
     s.add_argument(
         "--token-file",
         type=Path,
         default=None,
         help="file whose first line is the bearer token (else $TOPOROUTE_TOKEN; none: no auth)",
-    )
-    s.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="bind a non-loopback host even without a token (default: refused)",
-    )
-    s.add_argument(
-        "--max-body-bytes",
-        type=int_at_least(1),
-        default=8 * 1024 * 1024,
-        help="largest request body in bytes (default 8 MiB)",
-    )
-    s.add_argument(
-        "--max-episodes", type=int_at_least(1), default=1024, help="episodes per request (default 1024)"
-    )
-    s.add_argument("--max-agents", type=int_at_least(1), default=256, help="agents per episode (default 256)")
-    s.add_argument(
-        "--max-text-chars", type=int_at_least(1), default=4096, help="characters per text (default 4096)"
-    )
-    s.add_argument(
-        "--encoder-cache-size", type=int_at_least(0), default=8192, help="texts cached (default 8192)"
     )
     s.add_argument(
         "--graceful-timeout",
@@ -1071,25 +1039,19 @@ async def _train_locked(args: argparse.Namespace, lock: RunLock) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from .serve.config import ServeConfig
-    from .serve.server import read_token, serve
+def _serve_config(args: argparse.Namespace) -> Any:
+    """The :class:`~toporoute.serve.ServeConfig` of a parsed ``toporoute serve``: its fields' flags, and the
+    token from ``--token-file`` (else ``$TOPOROUTE_TOKEN``)."""
+    from .serve.config import SERVE_OPTIONS, ServeConfig
+    from .serve.server import read_token
 
-    config = ServeConfig(
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        backend=args.backend,
-        qmix_checkpoint=args.qmix_checkpoint,
-        token=read_token(args.token_file),
-        allow_remote=args.allow_remote,
-        max_body_bytes=args.max_body_bytes,
-        max_episodes=args.max_episodes,
-        max_agents=args.max_agents,
-        max_text_chars=args.max_text_chars,
-        encoder_cache_size=args.encoder_cache_size,
-    )
-    return serve(config, log_level=args.log_level, graceful_timeout=args.graceful_timeout)
+    return ServeConfig(**SERVE_OPTIONS.read(args), token=read_token(args.token_file))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .serve.server import serve
+
+    return serve(_serve_config(args), log_level=args.log_level, graceful_timeout=args.graceful_timeout)
 
 
 def _export_otel(args: argparse.Namespace) -> int:

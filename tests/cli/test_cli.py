@@ -155,3 +155,40 @@ def test_each_methods_flags_are_as_before() -> None:
     assert sorted(now) == sorted(before)
     for key in before:
         assert by_flag(now[key]) == by_flag(before[key]), key
+
+
+def test_serve_flags_are_the_servers_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``toporoute serve``'s flags come from ServeConfig's fields: no flag gives its defaults, each flag its
+    field, the token comes from --token-file; a backend not among the field's choices is refused by the settings
+    themselves (the Python API too), naming the field."""
+    from toporoute.cli import _parse, _serve_config
+    from toporoute.errors import InvalidArgumentError
+    from toporoute.serve import ServeConfig
+
+    monkeypatch.delenv("TOPOROUTE_TOKEN", raising=False)
+    assert _serve_config(_parse(["serve"])) == ServeConfig()
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    args = _parse(
+        ["serve", "--host", "0.0.0.0", "--port", "0", "--workers", "2", "--backend", "reference",
+         "--qmix-checkpoint", "w.safetensors", "--token-file", str(token), "--allow-remote",
+         "--max-body-bytes", "100", "--max-episodes", "3", "--max-agents", "4", "--max-text-chars", "5",
+         "--encoder-cache-size", "0"]
+    )  # fmt: skip
+    assert _serve_config(args) == ServeConfig(
+        host="0.0.0.0",
+        port=0,
+        workers=2,
+        backend="reference",
+        qmix_checkpoint=Path("w.safetensors"),
+        token="s3cret",
+        allow_remote=True,
+        max_body_bytes=100,
+        max_episodes=3,
+        max_agents=4,
+        max_text_chars=5,
+        encoder_cache_size=0,
+    )
+    with pytest.raises(InvalidArgumentError, match="backend must be one of") as info:
+        ServeConfig(backend="gpu")
+    assert info.value.arg == "backend"

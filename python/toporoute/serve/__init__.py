@@ -31,7 +31,21 @@ disagree, or any toporoute ``ValueError``; ``field`` names the request field), 5
 
 from __future__ import annotations
 
-from .app import create_app
+from typing import TYPE_CHECKING, Any
+
 from .config import ServeConfig
 
+if TYPE_CHECKING:
+    from .app import create_app
+
 __all__ = ["ServeConfig", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # create_app is imported on first use, so that the settings (and the CLI's flags made from them) load without
+    # FastAPI, the extra's package
+    if name == "create_app":
+        from .app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

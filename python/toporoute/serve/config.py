@@ -6,10 +6,12 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._argtypes import int_at_least
 from .._checks import at_least
+from .._options import OptionGroup, check_fields, option
 from ..errors import InvalidArgumentError, OutOfRangeError
 
-__all__ = ["ServeConfig"]
+__all__ = ["SERVE_OPTIONS", "ServeConfig"]
 
 
 def _is_loopback(host: str) -> bool:
@@ -49,19 +51,29 @@ class ServeConfig:
         Seconds the Router waits for concurrent text requests to join a shared batch.
     """
 
-    host: str = "127.0.0.1"
-    port: int = 8080
-    workers: int = 1
-    backend: str | None = None
-    qmix_checkpoint: Path | None = None
-    token: str | None = None
-    allow_remote: bool = False
-    max_body_bytes: int = 8 * 1024 * 1024
-    max_episodes: int = 1024
-    max_agents: int = 256
-    max_text_chars: int = 4096
+    host: str = option("127.0.0.1", help="bind address (default 127.0.0.1)")
+    port: int = option(8080, help="port (default 8080; 0: any free port)")
+    workers: int = option(1, type=int_at_least(1), help="worker processes (default 1)")
+    backend: str | None = option(
+        None,
+        choices=("reference", "cpu", "cuda"),
+        help="ops backend (default: $TOPOROUTE_BACKEND, else cpu when the compiled core is built, else reference)",
+    )
+    qmix_checkpoint: Path | None = option(
+        None, type=Path, help="Q-Mix weights for /v1/qmix/act (default: none, the endpoint answers 503)"
+    )
+    token: str | None = None  # the command reads it from --token-file or $TOPOROUTE_TOKEN
+    allow_remote: bool = option(
+        False, help="bind a non-loopback host even without a token (default: refused)"
+    )
+    max_body_bytes: int = option(
+        8 * 1024 * 1024, type=int_at_least(1), help="largest request body in bytes (default 8 MiB)"
+    )
+    max_episodes: int = option(1024, type=int_at_least(1), help="episodes per request (default 1024)")
+    max_agents: int = option(256, type=int_at_least(1), help="agents per episode (default 256)")
+    max_text_chars: int = option(4096, type=int_at_least(1), help="characters per text (default 4096)")
     max_texts: int = 4096
-    encoder_cache_size: int = 8192
+    encoder_cache_size: int = option(8192, type=int_at_least(0), help="texts cached (default 8192)")
     max_wait: float = 0.002
 
     def __post_init__(self) -> None:
@@ -76,6 +88,7 @@ class ServeConfig:
             value = getattr(self, name)
             if int(value) < 1:
                 raise OutOfRangeError(f"{name} must be >= 1; got {value}", name)
+        check_fields(self)  # backend among its choices
         if not 0 <= int(self.port) <= 65535:
             raise OutOfRangeError(f"port must be in [0, 65535]; got {self.port}", "port")
         at_least("encoder_cache_size", self.encoder_cache_size, 0, error=OutOfRangeError)
@@ -94,3 +107,8 @@ class ServeConfig:
             f"{k}={'***' if k == 'token' and v is not None else repr(v)}" for k, v in self.__dict__.items()
         )
         return f"ServeConfig({fields})"
+
+
+SERVE_OPTIONS = OptionGroup("server", ServeConfig)
+"""``toporoute serve``'s flags: one per :class:`ServeConfig` field that declares one (``token`` comes from
+``--token-file`` or ``$TOPOROUTE_TOKEN``; ``max_texts`` and ``max_wait`` have no flag)."""
