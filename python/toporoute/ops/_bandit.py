@@ -6,10 +6,9 @@ synergy update (:func:`synergy_update`). Validate once, add the batch axis, disp
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
-from ..errors import InvalidArgumentError, OutOfRangeError, ShapeError
+from ..errors import InvalidArgumentError, ShapeError
 from ..types.results import BanditSelection, BetaState, EdgeWeights, SynergyState
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
@@ -19,38 +18,6 @@ __all__ = ["bandit_select", "bandit_update", "bandit_weights", "synergy_update"]
 MODES = ("thompson", "mean")
 _U32 = 2**32
 _U64 = 2**64
-
-
-def _integer(value: Any, name: str, lo: int, hi: int, hint: str) -> int:
-    """An integer (not bool) in [lo, hi)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidArgumentError(f"{name} must be an integer {hint}; got {value!r}", arg=name)
-    v = int(value)
-    if not lo <= v < hi:
-        raise OutOfRangeError(f"{name} must be {hint}; got {v}", arg=name)
-    return v
-
-
-def _real(value: Any, name: str, lo: float, hi: float, *, open_lo: bool = False) -> float:
-    """A finite real number (not bool) in [lo, hi] ((lo, hi] with open_lo)."""
-    want = (
-        f"{'(' if open_lo else '['}{lo}, {hi}]" if math.isfinite(hi) else f"{'>' if open_lo else '>='} {lo}"
-    )
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgumentError(f"{name} must be a real number {want}; got {value!r}", arg=name)
-    v = float(value)
-    if not math.isfinite(v) or v < lo or v > hi or (open_lo and v == lo):
-        raise OutOfRangeError(f"{name} must be finite and {want}; got {value!r}", arg=name)
-    return v
-
-
-def _finite(value: Any, name: str) -> float:
-    """A finite real number (not bool)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgumentError(f"{name} must be a real number; got {value!r}", arg=name)
-    if not math.isfinite(float(value)):
-        raise OutOfRangeError(f"{name} must be finite; got {value!r}", arg=name)
-    return float(value)
 
 
 def _select_args(args: Args) -> Args:
@@ -64,14 +31,14 @@ def _select_args(args: Args) -> Args:
         ws = _v.array(weights, "weights", "float32", (2, 3), "(B, N, N) or (N, N)")
         _v.same_shape(ws, "weights", shape, "the shape of adj")
     _v.active_mask(active, batch)
-    k = _integer(k, "k", 1, _U32, ">= 1")
-    seed = _integer(seed, "seed", 0, _U64, "in [0, 2**64)")
-    step = _integer(step, "step", 0, _U32, "in [0, 2**32)")
+    k = _v.integer(k, "k", 1, _U32 - 1, hint=">= 1")
+    seed = _v.integer(seed, "seed", 0, _U64 - 1, hint="in [0, 2**64)")
+    step = _v.integer(step, "step", 0, _U32 - 1, hint="in [0, 2**32)")
     if not isinstance(mode, str) or mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}; got {mode!r}", arg="mode")
     n_graphs = shape[0] if len(shape) == 3 else 1
-    graph_offset = _integer(
-        graph_offset, "graph_offset", 0, _U32 - n_graphs + 1, f"in [0, 2**32 - {n_graphs}]"
+    graph_offset = _v.integer(
+        graph_offset, "graph_offset", 0, _U32 - n_graphs, hint=f"in [0, 2**32 - {n_graphs}]"
     )
     return adj, alpha, beta, k, weights, seed, step, mode, active, graph_offset
 
@@ -87,9 +54,9 @@ def _update_args(args: Args) -> Args:
         _v.per_node(dt, "dt", shape, "float32")
     if km is not None:
         _v.per_node(km, "km", shape, "float32")
-    gamma = _real(gamma, "gamma", 0.0, 1.0)
-    delta = _real(delta, "delta", 0.0, math.inf)
-    prior = _real(prior, "prior", 0.0, math.inf, open_lo=True)
+    gamma = _v.real(gamma, "gamma", 0.0, 1.0)
+    delta = _v.real(delta, "delta", 0.0, math.inf)
+    prior = _v.real(prior, "prior", 0.0, math.inf, open_lo=True)
     return alpha, beta, selected, reward, dt, km, gamma, delta, prior
 
 
@@ -107,12 +74,12 @@ def _weights_args(args: Args) -> Args:
     ss = _v.typed_array(similarity, "similarity", ("float64",), (2, 3), "(B, N, 2) or (N, 2)")
     _v.same_shape(ss, "similarity", (*batch, 2), "(B, N, 2)" if len(batch) == 2 else "(N, 2)")
     _v.per_node(selected, "selected", batch, "bool")
-    sink = _integer(sink, "sink", 0, shape[-1], f"in [0, {shape[-1]}) (a node of adj)")
+    sink = _v.integer(sink, "sink", 0, shape[-1] - 1, hint=f"in [0, {shape[-1]}) (a node of adj)")
     return (
-        adj, alive, alpha, beta, c_syn, similarity, selected, sink, _real(lam, "lam", 0.0, math.inf),
-        _real(eta, "eta", 0.0, math.inf), _real(omega1, "omega1", 0.0, math.inf),
-        _real(omega3, "omega3", 0.0, math.inf), _finite(threshold, "threshold"),
-        _real(c0, "c0", 0.0, math.inf, open_lo=True),
+        adj, alive, alpha, beta, c_syn, similarity, selected, sink, _v.real(lam, "lam", 0.0, math.inf),
+        _v.real(eta, "eta", 0.0, math.inf), _v.real(omega1, "omega1", 0.0, math.inf),
+        _v.real(omega3, "omega3", 0.0, math.inf), _v.finite(threshold, "threshold"),
+        _v.real(c0, "c0", 0.0, math.inf, open_lo=True),
     )  # fmt: skip
 
 
@@ -126,7 +93,7 @@ def _synergy_args(args: Args) -> Args:
         xs = _v.array(x, name, "float32", (2, 3), "(B, N, N) or (N, N)")
         _v.same_shape(xs, name, shape, "the shape of c_syn")
     _v.per_node(reward, "reward", shape[:-1], "float32")
-    return c_syn, edge_alpha, edge_beta, routed, reward, _real(lr, "lr", 0.0, math.inf)
+    return c_syn, edge_alpha, edge_beta, routed, reward, _v.real(lr, "lr", 0.0, math.inf)
 
 
 _bandit_select = dispatcher("bandit_select", _select_args, BanditSelection)

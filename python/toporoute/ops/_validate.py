@@ -74,13 +74,18 @@ def array(x: Any, name: str, dtype: str, ndims: tuple[int, ...], layout: str) ->
     return shape
 
 
-def integer(value: Any, name: str, minimum: int, maximum: int | None = None) -> int:
-    """A Python or numpy integer (not bool) in [minimum, maximum]."""
+def integer(
+    value: Any, name: str, minimum: int, maximum: int | None = None, *, hint: str | None = None
+) -> int:
+    """A Python or numpy integer (not bool) in [minimum, maximum]; ``hint`` words the range in the messages
+    (``"in [0, 2**64)"``; default ``>= minimum`` or ``in [minimum, maximum]``)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidArgumentError(f"{name} must be an integer; got {value!r}", arg=name)
+        raise InvalidArgumentError(
+            f"{name} must be an integer{' ' + hint if hint else ''}; got {value!r}", arg=name
+        )
     v = int(value)
     if v < minimum or (maximum is not None and v > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        bound = hint or (f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]")
         raise OutOfRangeError(f"{name} must be {bound}; got {v}", arg=name)
     return v
 
@@ -95,6 +100,15 @@ def real(value: Any, name: str, minimum: float, maximum: float = math.inf, *, op
         bound = lo if maximum == math.inf else f"in {'(' if open_lo else '['}{minimum}, {maximum}]"
         raise OutOfRangeError(f"{name} must be a finite number {bound}; got {value!r}", arg=name)
     return v
+
+
+def finite(value: Any, name: str) -> float:
+    """A finite real number (not bool), any sign."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"{name} must be a real number; got {value!r}", arg=name)
+    if not math.isfinite(float(value)):
+        raise OutOfRangeError(f"{name} must be finite; got {value!r}", arg=name)
+    return float(value)
 
 
 def graph(adj: Any, alive: Any, adj_name: str = "adj", alive_name: str = "alive") -> tuple[int, ...]:
