@@ -24,7 +24,6 @@ asserted.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import statistics
 import time
@@ -87,9 +86,7 @@ def model_cache() -> str | None:
     if cache:
         from toporoute.llm.models import embedded_model_dir
 
-        with open(os.path.join(cache, ".convert.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            embedded_model_dir(cache)
+        embedded_model_dir(cache)
     return cache
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import fcntl
 import importlib.util
 import os
 import platform
@@ -99,15 +98,13 @@ def worker_cores(cpus: Sequence[int], index: int, workers: int) -> list[int]:
 
 def converted_model_cache(config: pytest.Config) -> Path:
     """The run's cache directory, holding the converted embedded model: converted by the first process of the
-    run that asks (the others wait on a lock, then find it there)."""
+    run that asks (the others wait on its lock, then find it there)."""
     if "cache" not in _session:
         cache = Path(os.environ.get(RUN_CACHE) or tempfile.mkdtemp(prefix="toporoute-llm-cache-"))
         if RUN_CACHE not in os.environ:  # a process that configure_run did not set up
             config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
         t0 = time.perf_counter()
-        with open(cache / ".convert.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            llm_models.embedded_model_dir(cache)
+        llm_models.embedded_model_dir(cache)  # the first process of the run converts it, the others wait
         print(f"\n[llm] embedded model converted or found in {time.perf_counter() - t0:.1f} s")
         _session["cache"] = cache
     return _session["cache"]

@@ -15,7 +15,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pydantic
@@ -65,7 +67,12 @@ def test_embedded_model_is_reused_not_reconverted(model_cache: Path, monkeypatch
         (folder / n).read_text() for n in names if n.startswith(("chat_template", "tokenizer_"))
     )
     assert "<|im_start|>" in tokenizer_files  # the chat template travelled with the tokenizer
-    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporary leftovers
+    assert not _leftovers(folder.parent)
+
+
+def _leftovers(parent: Path) -> list[Path]:
+    """Temporary or stale folders a conversion left (the lock file stays, empty, for the next conversion)."""
+    return [p for p in parent.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")]
 
 
 def _fake_convert(calls: list[Path]):
@@ -100,7 +107,7 @@ def test_corrupt_or_partial_folder_is_rebuilt(tmp_path: Path, monkeypatch: pytes
     os.utime(abandoned, (time.time() - 7200, time.time() - 7200))
     assert llm_models.embedded_model_dir(tmp_path) == folder and len(calls) == 4
     assert (folder / llm_models.MANIFEST).is_file()
-    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]
+    assert not _leftovers(folder.parent)
 
 
 def test_failed_conversion_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,7 +118,33 @@ def test_failed_conversion_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(llm_models, "_convert", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         llm_models.embedded_model_dir(tmp_path)
-    assert list((tmp_path / "llm").iterdir()) == []
+    assert _leftovers(tmp_path / "llm") == [] and not [p for p in (tmp_path / "llm").iterdir() if p.is_dir()]
+
+
+def test_callers_at_once_convert_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second caller (another process, or thread: each opens the lock file) waits for the conversion in
+    progress and returns its folder instead of converting again."""
+    calls: list[Path] = []
+    started, release = threading.Event(), threading.Event()
+    convert = _fake_convert(calls)
+
+    def slow(gguf_path: Path, out: Path) -> None:
+        started.set()
+        assert release.wait(30)
+        convert(gguf_path, out)
+
+    monkeypatch.setattr(llm_models, "_convert", slow)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(llm_models.embedded_model_dir, tmp_path)
+        assert started.wait(30)
+        second = pool.submit(llm_models.embedded_model_dir, tmp_path)
+        time.sleep(
+            0.3
+        )  # time for the second to reach the lock (without one: to start a conversion of its own)
+        release.set()
+        folder = first.result(30)
+        assert second.result(30) == folder
+    assert len(calls) == 1 and (folder / llm_models.MANIFEST).is_file()
 
 
 def test_resolve_model_folder_and_hub_id(tmp_path: Path) -> None:

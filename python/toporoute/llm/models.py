@@ -18,6 +18,7 @@ them); only a conversion imports them.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -104,7 +105,8 @@ def resolve_model(
 
 def embedded_model_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The verified Hugging Face folder of the embedded model, converting it into the cache when absent or
-    corrupt. ``cache_dir`` defaults to :func:`toporoute._cache.cache_root`."""
+    corrupt. ``cache_dir`` defaults to :func:`toporoute._cache.cache_root`. Safe to call from several processes
+    at once: one converts (under a lock file beside the folder), the others wait and return its folder."""
     gguf_path = embedded_gguf()
     gguf_hash = file_sha256(gguf_path)
     parent = cache_root(cache_dir) / "llm"
@@ -112,17 +114,23 @@ def embedded_model_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     if _valid(folder, gguf_hash):
         return folder
     parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(parent, folder.name)
-    log.info("converting the embedded model %s into %s (once)", gguf_path.name, folder)
-    t0 = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=parent))
-    try:
-        _convert(gguf_path, tmp)
-        _write_manifest(tmp, gguf_path, gguf_hash)
-        _install(tmp, folder, gguf_hash)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    log.info("converted the embedded model in %.1f s", time.perf_counter() - t0)
+    # one conversion at a time per cache: processes that start together (pytest workers, several runs) wait for
+    # the first one and then find its folder
+    with open(parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _valid(folder, gguf_hash):
+            return folder
+        _remove_abandoned(parent, folder.name)
+        log.info("converting the embedded model %s into %s (once)", gguf_path.name, folder)
+        t0 = time.perf_counter()
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=parent))
+        try:
+            _convert(gguf_path, tmp)
+            _write_manifest(tmp, gguf_path, gguf_hash)
+            _install(tmp, folder, gguf_hash)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        log.info("converted the embedded model in %.1f s", time.perf_counter() - t0)
     return folder
 
 
