@@ -28,9 +28,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
+from _procs import free_port, wait_healthy
 
 from bench._scale import pick
 from toporoute import ops
@@ -85,15 +85,9 @@ def _cpu() -> str:
     return f"{cpu.model}, {os.cpu_count()} logical CPUs, {' '.join(simd) or 'no AVX2'}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python")}
     env.pop("TOPOROUTE_TOKEN", None)
     proc = subprocess.Popen(
@@ -103,18 +97,7 @@ def server() -> Iterator[str]:
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"toporoute serve exited with {proc.returncode}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("toporoute serve did not answer /health in 120 s")
-            time.sleep(0.1)
+        wait_healthy(proc, url, what="toporoute serve", timeout_s=120)
         yield url
     finally:
         proc.terminate()

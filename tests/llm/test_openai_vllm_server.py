@@ -15,16 +15,15 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import jsonschema
 import pytest
+from _procs import free_port, wait_healthy
 from _shared_vllm import converted_model_cache
 
 from toporoute.llm import OpenAIEngine, Request, Result, Sampling
@@ -46,12 +45,6 @@ SCHEMA = {
     "additionalProperties": False,
 }
 REGEX = r"(yes|no), [0-9]{1,2}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _tail(log: Path, n: int = 6000) -> str:
@@ -88,7 +81,7 @@ def model(request: pytest.FixtureRequest) -> Path:
 def server(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL (``http://127.0.0.1:PORT/v1``) of a vLLM server for the embedded model; fails, never
     skips, when it does not come up, with the tail of its log."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
@@ -130,18 +123,14 @@ def server(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        deadline = t0 + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM's server exited with status {proc.returncode}:\n{_tail(log)}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.perf_counter() > deadline:
-                pytest.fail(f"vLLM's server was not healthy after {START_TIMEOUT_S:.0f} s:\n{_tail(log)}")
-            time.sleep(0.5)
+        wait_healthy(
+            proc,
+            f"http://127.0.0.1:{port}",
+            what="vLLM's server",
+            timeout_s=START_TIMEOUT_S,
+            poll_s=0.5,
+            detail=lambda: _tail(log),
+        )
         print(f"\n[llm] vLLM OpenAI server up in {time.perf_counter() - t0:.1f} s")
         yield f"http://127.0.0.1:{port}/v1"
     finally:

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from _paths import ROOT
+from _procs import free_port
 
 README = ROOT / "README.md"
 RUNNABLE = ("python", "bash")
@@ -179,12 +179,6 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("toporoute-cache")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _block_params() -> list[object]:
     """Every python and bash block; the excerpts and the Quick start's two skip, saying why."""
     reasons = {
@@ -208,7 +202,7 @@ def test_block_runs(block: Block, tmp_path: Path, cache_dir: Path) -> None:
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PORT": str(_free_port()),
+        "PORT": str(free_port()),
         "TOPOROUTE_CACHE": str(cache_dir),
         "PYTHONUNBUFFERED": "1",
     }

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import _humaneval
-import numpy as np
 import pytest
+from _letters import LetterEncoder
 from test_conductor_method import PLAN_PCT, Team, run_episodes, traces
 
 from toporoute.errors import InvalidArgumentError
@@ -39,24 +39,6 @@ SEARCH_PLAN = PLAN_PCT.replace("<algorithmer>", "<searcher>").replace(
 )
 
 
-class Letters:
-    """A bag-of-letters embedding: deterministic, no model; counts the texts it embeds."""
-
-    def __init__(self, name: str | None = None) -> None:
-        if name is not None:
-            self.name = name
-        self.embedded = 0
-
-    def encode(self, texts, use_cache=True):
-        self.embedded += len(texts)
-        out = np.zeros((len(texts), 26), np.float32)
-        for i, t in enumerate(texts):
-            for ch in t.lower():
-                if "a" <= ch <= "z":
-                    out[i, ord(ch) - 97] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
-
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cache"
@@ -76,7 +58,7 @@ def test_default_corpus_holds_no_benchmark_solution(
     tmp_path: Path, cache: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
     assert ConductorSettings().retrieval_corpus == "stdlib"
-    found, system, config = searched(Conductor(encoder=Letters()), he[0], solutions, tmp_path / "run")
+    found, system, config = searched(Conductor(encoder=LetterEncoder()), he[0], solutions, tmp_path / "run")
     assert found.startswith("Query: ") and ("[1] py:" in found or "[1] topic:" in found)
     assert "HumanEval/" not in found and "Solution:" not in found
     assert config["params"]["retrieval_corpus"] == "stdlib"
@@ -93,7 +75,7 @@ def test_default_corpus_holds_no_benchmark_solution(
 def test_humaneval_corpus_is_opt_in_and_labelled(
     tmp_path: Path, cache: Path, he: list[Task], solutions: dict[str, str]
 ) -> None:
-    method = make_method("conductor", retrieval_corpus="humaneval", encoder=Letters())
+    method = make_method("conductor", retrieval_corpus="humaneval", encoder=LetterEncoder())
     found, system, config = searched(method, he[0], solutions, tmp_path / "run")
     assert "<searcher>: retrieves similar solved problems" in system
     assert "solved programming problems" in role_system("searcher", "humaneval")
@@ -144,16 +126,16 @@ def test_embedded_corpus_is_kept_between_processes(tmp_path: Path) -> None:
         Document("a", "Sort a list of numbers.", "def f(x):\n    return sorted(x)\n"),
         Document("b", "sorted(iterable, /, *, key=None, reverse=False)\n\nReturn a new sorted list.", ""),
     )
-    first = Letters(name="letters")
+    first = LetterEncoder(name="letters")
     hits = Retriever(first, docs, index_dir=tmp_path).search("sort numbers")
     assert first.embedded == 2 + 1 + 1  # both texts, the one problem with a solution, the query
     assert len(list(tmp_path.glob("index-*.npy"))) == 1
-    again = Letters(name="letters")
+    again = LetterEncoder(name="letters")
     assert [h.document.id for h in Retriever(again, docs, index_dir=tmp_path).search("sort numbers")] == [
         h.document.id for h in hits
     ]
     assert again.embedded == 1  # the query only
-    renamed = Letters(name="another model")
+    renamed = LetterEncoder(name="another model")
     Retriever(renamed, docs, index_dir=tmp_path).search("sort numbers")
     assert renamed.embedded == 4 and len(list(tmp_path.glob("index-*.npy"))) == 2
 

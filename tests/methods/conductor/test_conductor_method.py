@@ -13,6 +13,7 @@ import _humaneval
 import numpy as np
 import pytest
 from _conductor_plans import PLAN_FIX, yaml_block
+from _letters import LetterEncoder
 
 from toporoute import ops
 from toporoute.errors import InvalidArgumentError
@@ -225,15 +226,6 @@ def test_searcher_retrieves_without_the_problem_itself(
 ) -> None:
     from toporoute.methods.conductor._retrieval import Document, Retriever
 
-    class Fake:
-        def encode(self, texts, use_cache=True):  # a bag-of-letters embedding: deterministic, no model
-            out = np.zeros((len(texts), 26), np.float32)
-            for i, t in enumerate(texts):
-                for ch in t.lower():
-                    if "a" <= ch <= "z":
-                        out[i, ord(ch) - 97] += 1
-            return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
     corpus = (
         Document(he[0].id, he[0].prompt, solutions[he[0].id]),
         Document("other/1", "Sort a list of numbers.", "def f(x):\n    return sorted(x)\n"),
@@ -242,7 +234,7 @@ def test_searcher_retrieves_without_the_problem_itself(
         "ref: [<planner>]", "ref: [<planner>, <searcher>]"
     )
     team = Team(he[:1], solutions, [plan], coder_ok=True)
-    method = Conductor(retriever=Retriever(Fake(), corpus, top_k=3))
+    method = Conductor(retriever=Retriever(LetterEncoder(), corpus, top_k=3))
     run_episodes(method, he[:1], ScriptedEngine(team), tmp_path)
     (r0,) = traces(tmp_path, "HumanEval-0")
     found = r0["messages"]["searcher@1"]["public"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _letters import LetterEncoder
 
 from toporoute.errors import InvalidArgumentError, ShapeError
 from toporoute.methods.conductor._retrieval import (
@@ -151,24 +152,8 @@ def test_near_duplicates_are_excluded(encoder) -> None:
 # ------------------------------------------------------------------------------------------ search (fake model)
 
 
-class _LetterEncoder:
-    """Letter counts as embeddings: deterministic, instant, and it counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(len(texts))
-        out = np.zeros((len(texts), 26), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for c in t.lower():
-                if "a" <= c <= "z":
-                    out[i, ord(c) - 97] += 1
-        return out
-
-
 def test_corpus_is_embedded_once_and_lazily() -> None:
-    enc = _LetterEncoder()
+    enc = LetterEncoder()
     r = Retriever(enc, OTHERS, top_k=2)
     assert enc.calls == []
     r.search("fibonacci")
@@ -179,7 +164,7 @@ def test_corpus_is_embedded_once_and_lazily() -> None:
 
 def test_exact_ranking_with_a_fake_encoder() -> None:
     docs = (Document("a", "aaaa", ""), Document("b", "bbbb", ""), Document("ab", "abab", ""))
-    r = Retriever(_LetterEncoder(), docs, top_k=3)
+    r = Retriever(LetterEncoder(), docs, top_k=3)
     hits = r.search("aaab")
     assert [h.document.id for h in hits] == ["a", "ab", "b"]
     assert hits[0].score == pytest.approx(3 / np.sqrt(10))
@@ -197,7 +182,7 @@ def test_a_bad_encoder_output_is_a_clear_error() -> None:
 
 
 def test_retriever_rejects_bad_arguments() -> None:
-    enc = _LetterEncoder()
+    enc = LetterEncoder()
     for kwargs, arg in [
         ({"corpus": ()}, "corpus"),
         ({"corpus": [ORIGINAL, "doc"]}, "corpus"),
