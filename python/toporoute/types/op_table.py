@@ -154,8 +154,8 @@ OPS: dict[str, OpSpec] = {
         OpSpec(
             "bandit_select", "BanditSelection", "HiVA's Thompson-sampling top-k successors",
             _args(f"{_GRAPH}; *alpha: (B, N) float32; *beta: (B, N) float32; k: int >= 1;"
-                  " *weights: (B, N, N) float32 or None; seed: int in [0, 2**64); step: int in [0, 2**64);"
-                  f" mode: 'thompson' or 'mean'; {_ACTIVE}; graph_offset: int >= 0"),
+                  " *weights: (B, N, N) float32 or None; seed: int in [0, 2**64); step: int in [0, 2**32);"
+                  f" mode: 'thompson' or 'mean'; {_ACTIVE}; graph_offset: int >= 0, graph_offset + B <= 2**32"),
             "adj", 3, "adj",
         ),
         OpSpec(
