@@ -11,7 +11,6 @@ distance (a metric on random graphs) and of the weights.
 
 from __future__ import annotations
 
-import importlib
 import re
 
 import numpy as np
@@ -25,10 +24,10 @@ from hypothesis import strategies as st
 from toporoute import errors, ops
 from toporoute.backends import cpu, cuda
 from toporoute.types.results import TeamSchedule, TeamScores
+from toporoute.types.team_codes import TEAM_MAX_NODES
 
 # the host backends of the grid (tests/_backends.py)
 BACKENDS = backend_names("team_schedule", "team_scores", "topology_distance")
-MODULE = "toporoute.ops.team_schedule"  # the module; ops.team_schedule is the function
 
 
 def graph(n: int, edges: list[tuple[int, int]], dead: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +78,7 @@ def assert_same(got, want, *, ulp: dict[str, int] | None = None) -> None:
 def test_capacity_is_mirrored_in_the_cpp_header() -> None:
     header = (ROOT / "cpp/include/toporoute/team_schedule.hpp").read_text()
     found = re.search(r"constexpr std::int64_t kTeamMaxNodes = (\d+);", header)
-    assert found is not None and int(found.group(1)) == importlib.import_module(MODULE).MAX_NODES == 64
+    assert found is not None and int(found.group(1)) == TEAM_MAX_NODES == 64
 
 
 def test_compiled_core_has_the_team_ops() -> None:

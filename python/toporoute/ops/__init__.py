@@ -16,7 +16,7 @@ declaration the one recipe of every op (check, pick the backend's kernel, add an
 graph). The public functions live by family: :mod:`._facade` (routing, pooling, graphs, AgentConductor, Q-Mix),
 :mod:`._bandit` (the HiVA bandit ops: Thompson selection, Beta and synergy updates), :mod:`.dag` (the HiVA DAG
 evolution ops ``dag_edit`` / ``dag_repair``), :mod:`.team` (the team edit projection ``team_project``) and
-:mod:`.team_schedule` (graphs with cycles: execution waves, score statistics, topology distance); each holds the
+:mod:`.schedule` (graphs with cycles: execution waves, score statistics, topology distance); each holds the
 checks of its ops (:mod:`._validate` the shared ones) and lists its ops in its ``__all__``, which this package
 re-exports whole (a new op in a family touches no line here). Where each backend's kernel is:
 ``backends/reference.py`` and ``backends/_reference_*.py`` (numpy, the semantics), ``backends/cpu.py`` (over
@@ -54,13 +54,13 @@ from ..types.team_codes import (
 )
 from . import _bandit, _facade
 from . import dag as _dag
+from . import schedule as _schedule
 from . import team as _team
-from . import team_schedule as _team_schedule
 from ._bandit import *  # the ops of each family module: their __all__ lists are added to ours below
 from ._facade import *
 from .dag import *
+from .schedule import *
 from .team import *
-from .team_schedule import *
 
 __all__ = [
     "EDIT_ADD_PARALLEL",
@@ -89,4 +89,4 @@ __all__ += _facade.__all__
 __all__ += _bandit.__all__
 __all__ += _dag.__all__
 __all__ += _team.__all__
-__all__ += _team_schedule.__all__
+__all__ += _schedule.__all__

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DTypeError, InvalidArgumentError, OutOfRangeError, ShapeError
 from ..types.qmix_params import QMixParams
+from ..types.team_codes import TEAM_MAX_NODES
 
 Args = tuple[Any, ...]
 
@@ -109,6 +110,13 @@ def finite(value: Any, name: str) -> float:
     if not math.isfinite(float(value)):
         raise OutOfRangeError(f"{name} must be finite; got {value!r}", arg=name)
     return float(value)
+
+
+def team_nodes(shape: tuple[int, ...], name: str) -> None:
+    """The team ops' node capacity: ``shape[-1]`` at most :data:`~toporoute.types.team_codes.TEAM_MAX_NODES`
+    (one 64-bit word per adjacency row in the core)."""
+    if shape[-1] > TEAM_MAX_NODES:
+        raise ShapeError(f"{name} must hold at most {TEAM_MAX_NODES} nodes; got N = {shape[-1]}", arg=name)
 
 
 def graph(adj: Any, alive: Any, adj_name: str = "adj", alive_name: str = "alive") -> tuple[int, ...]:

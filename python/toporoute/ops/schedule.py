@@ -1,5 +1,6 @@
 """Team graph ops over directed graphs with cycles: execution waves (``team_schedule``), statistics of judged
-contributions (``team_scores``) and the topology distance between two graphs (``topology_distance``).
+contributions (``team_scores``) and the topology distance between two graphs (``topology_distance``). (The module
+is ``schedule``, not ``team_schedule``: ``toporoute.ops.team_schedule`` is the op.)
 Validation and batching here; semantics in ``backends/_reference_schedule.py`` (the oracle), the compiled
 kernels in ``cpp/src/team_schedule.cpp``.
 
@@ -14,24 +15,17 @@ from typing import Any
 
 from ..errors import ShapeError
 from ..types.results import TeamSchedule, TeamScores
+from ..types.team_codes import TEAM_MAX_NODES
 from . import _validate as _v
 from ._dispatch import Args, dispatcher
 from ._validate import BOOL, F32, I32, ND
 
 __all__ = ["team_schedule", "team_scores", "topology_distance"]
 
-MAX_NODES = 64
-"""Node capacity N of the graph ops here (one 64-bit word per adjacency row in the core)."""
-
-
-def _capacity(shape: tuple[int, ...], name: str) -> None:
-    if shape[-1] > MAX_NODES:
-        raise ShapeError(f"{name} must hold at most {MAX_NODES} nodes; got N = {shape[-1]}", arg=name)
-
 
 def _plain_graph(adj: Any, alive: Any) -> bool:
     """numpy (B, N, N) / (B, N) bool arrays with N <= 64, decided with a few comparisons."""
-    return _v.plain_graph(adj, alive) and adj.shape[1] <= MAX_NODES
+    return _v.plain_graph(adj, alive) and adj.shape[1] <= TEAM_MAX_NODES
 
 
 def team_schedule(adj: Any, alive: Any, *, backend: str | None = None) -> TeamSchedule:
@@ -127,7 +121,7 @@ def _generation(gen: Any, name: str, batch: tuple[int, ...], alive_name: str) ->
 def _schedule_args(args: Args) -> Args:
     """The checks of ``team_schedule`` on ``(adj, alive)``."""
     if not _plain_graph(*args):
-        _capacity(_v.graph(*args), "adj")
+        _v.team_nodes(_v.graph(*args), "adj")
     return args
 
 
@@ -181,7 +175,7 @@ def _distance_args(args: Args) -> Args:
     ):
         return args
     shape = _v.graph(adj_a, alive_a, "adj_a", "alive_a")
-    _capacity(shape, "adj_a")
+    _v.team_nodes(shape, "adj_a")
     shape_b = _v.graph(adj_b, alive_b, "adj_b", "alive_b")
     _v.same_shape(shape_b, "adj_b", shape, "the shape of adj_a")
     _generation(gen_a, "gen_a", shape[:-1], "alive_a")

@@ -125,8 +125,7 @@ def _project_args(args: Args) -> Args:
             return (*args[:11], budget_edges // 2, *args[12:])
         return args
     shape = _v.square(adj, "adj")
-    if shape[-1] > TEAM_MAX_NODES:
-        raise ShapeError(f"adj must hold at most {TEAM_MAX_NODES} nodes; got N = {shape[-1]}", arg="adj")
+    _v.team_nodes(shape, "adj")
     if shape[-1] < 1:
         raise ShapeError("adj must hold at least 1 node (the sink); got N = 0", arg="adj")
     batch = shape[:-1]
