@@ -336,12 +336,10 @@ def _case_rows(
             field_name = _differs(result, want)
             mismatch = f"results differ from the reference ({field_name})" if field_name else ""
         row = _row(where, backend, "backend", fn, opts, once)
+        # the level of an op that picks one per call size (the qmix networks); empty notes are left out
         level = _cpu.simd_level(op, case.args) if backend == "cpu" else None
-        if (
-            mismatch or level or case.note
-        ):  # the level of an op that picks one per call size (the qmix networks)
-            row = replace(row, note=_join(mismatch, f"SIMD {level}" if level else "", case.note, row.note))
-        rows.append(row)
+        note = _join(mismatch, f"SIMD {level}" if level else "", case.note, row.note)
+        rows.append(replace(row, note=note))
     for alt in case.alternatives if opts.alternatives else ():
         if alt.call is None:
             rows.append(where.row(alt.name, "alternative", "skipped", alt.note))
