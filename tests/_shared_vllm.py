@@ -216,29 +216,68 @@ def shared_engine(request: pytest.FixtureRequest) -> SharedVLLM:
     return _session["direct"]
 
 
-SLOW_FIRST = (
-    "tests/methods/tacomas/test_tacomas_vllm.py",  # 179 s
-    "tests/methods/dytopo/test_dytopo_vllm.py",  # 153 s (+ 99 s: the first engine start of its worker)
-    "tests/methods/hiva/test_hiva_vllm.py",  # 151 s
-    "tests/methods/prompting/test_prompt_baselines_vllm.py",  # 132 s
-    "tests/methods/qmix/test_qmix_vllm.py",  # 103 + 40 s
-    "tests/methods/conductor/test_conductor_vllm.py",  # 72 s (+ 79 s engine start)
-)
-"""The end-to-end method runs on the shared engine, longest first (a fresh-clone CI run on a 2-core AMD EPYC,
-pytest's durations): :func:`slow_tests_first` runs them before every other test."""
+SLOW_TESTS: dict[str, float] = {
+    "tests/methods/tacomas/test_tacomas_vllm.py::test_tacomas_on_humaneval_with_vllm": 186,
+    "tests/methods/dytopo/test_dytopo_vllm.py::test_dytopo_on_humaneval_with_vllm": 124,
+    "tests/methods/prompting/test_prompt_baselines_vllm.py::test_prompting_baselines_on_humaneval_with_vllm": 120,
+    "tests/methods/qmix/test_qmix_vllm.py::test_train_then_run_qmix_with_vllm": 119,
+    "tests/methods/conductor/test_conductor_train.py::test_grpo_smoke_two_steps_resumed": 105,
+    "tests/methods/hiva/test_hiva_vllm.py::test_hiva_on_humaneval_with_vllm": 104,
+    "tests/methods/conductor/test_conductor_train.py::test_sft_warm_start_then_grpo": 82,
+    "tests/methods/conductor/test_conductor_vllm.py::test_run_conductor_on_humaneval_with_vllm": 64,
+    "tests/methods/qmix/test_qmix_vllm.py::test_legacy_network_on_choice_tasks_with_vllm": 55,
+}
+"""The minutes-long tests that need no fixture of their own beyond the shared engine, with their seconds in a
+fresh-clone CI run on a 2-core AMD EPYC (pytest's durations; the first shared-engine user of a worker adds the
+engine's start, about 100 s): the end-to-end method runs and AgentConductor's two training runs. Modules whose
+fixtures start an engine or a server of their own (bench/test_bench_llm.py, tests/llm/test_openai_vllm_server.py)
+are not here: dealt apart, their tests would start one on each worker."""
 
 
-def slow_tests_first(items: list[pytest.Item]) -> None:
-    """Moves the tests of :data:`SLOW_FIRST` to the front, in its order (in place; the rest keep theirs).
+def deal_slow_tests(nodeids: Sequence[str], workers: int) -> list[list[int]]:
+    """The indices into ``nodeids`` of the :data:`SLOW_TESTS` each of ``workers`` workers runs first: longest
+    first, each to the worker with the fewest estimated seconds so far (the first of them on a tie).
 
-    pytest-xdist's load scheduling hands the first quarter of the tests out in turn, one to each worker: the
-    minutes-long runs are spread over both workers from the start (each worker's shared engine serves its share)
-    and the short tests fill in after them, instead of a long run starting late and ending the session alone.
-    Modules whose fixtures start an engine or a server of their own (bench/test_bench_llm.py,
-    tests/llm/test_openai_vllm_server.py) keep their place: dealt out in turn, their tests would start one on
-    each worker."""
-    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    pytest-xdist's load scheduling hands each worker a run of consecutive tests to start with (a quarter of its
+    share); with the slow tests at the front, one worker would get all of them and run them one after another
+    while the other ran the short tests, then idled. Dealt out first (:func:`make_scheduler`), both workers decode
+    on their own cores from the start and the short tests fill in after."""
+    slow = sorted(
+        (i for i, nodeid in enumerate(nodeids) if nodeid in SLOW_TESTS),
+        key=lambda i: (-SLOW_TESTS[nodeids[i]], i),
+    )
+    load, dealt = [0.0] * workers, [[] for _ in range(workers)]
+    for i in slow:
+        w = load.index(min(load))
+        dealt[w].append(i)
+        load[w] += SLOW_TESTS[nodeids[i]]
+    return dealt
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's load scheduling that first deals the :data:`SLOW_TESTS` out (:func:`deal_slow_tests`), then
+    goes on as usual; None (xdist's own choice) under another ``--dist`` mode."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScheduling
+
+    class DealSlowFirst(LoadScheduling):
+        dealt = False
+
+        def _send_tests(self, node: Any, num: int) -> None:
+            if not self.dealt:  # the first send of the initial distribution: deal to every worker first
+                self.dealt = True
+                assert self.collection is not None
+                dealt = deal_slow_tests(self.collection, len(self.nodes))
+                taken = {i for indices in dealt for i in indices}
+                self.pending[:] = [i for i in self.pending if i not in taken]
+                for worker, indices in zip(self.nodes, dealt):
+                    if indices:
+                        self.node2pending[worker].extend(indices)
+                        worker.send_runtest_some(indices)
+            super()._send_tests(node, num)
+
+    return DealSlowFirst(config, log)
 
 
 def closing_tests_last(items: list[pytest.Item]) -> None:

@@ -2,8 +2,9 @@
 instead under ``pytest --require-cuda``; browser tests (marker ``browser``, headless Chromium from
 ``tests/_browser.py``) skip with a stated reason when no Chromium is installed, and fail instead under
 ``pytest --require-browser``. The real-model tests share one vLLM engine (tests/_shared_vllm.py, fixtures
-``toporoute_cli`` and ``shared_vllm``); the end-to-end method runs among them go first, longest first
-(:func:`_shared_vllm.slow_tests_first`), and a test marked ``closes_shared_vllm`` runs after every other test.
+``toporoute_cli`` and ``shared_vllm``); under pytest-xdist the minutes-long tests are dealt out to the workers
+before the rest (:func:`_shared_vllm.make_scheduler`), and a test marked ``closes_shared_vllm`` runs after every
+other test.
 Under pytest-xdist the workers convert the embedded model once for the whole run and decode on cores of their
 own (:func:`_shared_vllm.configure_run`).
 
@@ -61,9 +62,6 @@ def _cuda_status() -> tuple[bool, str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from _shared_vllm import slow_tests_first
-
-    slow_tests_first(items)
     if any(item.get_closest_marker("closes_shared_vllm") for item in items):
         from _shared_vllm import closing_tests_last
 
@@ -78,6 +76,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("cuda"):
             item.add_marker(mark)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from _shared_vllm import make_scheduler
+
+    return make_scheduler(config, log)
 
 
 def _skip_browser_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
