@@ -75,17 +75,27 @@ BIND = "VLLM_CPU_OMP_THREADS_BIND"
 def configure_run(config: pytest.Config) -> None:
     """At the start of a pytest process: in the controller (or a run without pytest-xdist), a fresh directory
     for the run's converted model, removed when the process ends; in a pytest-xdist worker, the cores its vLLM
-    engines decode on (:func:`worker_cores`), unless ``VLLM_CPU_OMP_THREADS_BIND`` is set already."""
+    engines decode on (:func:`worker_cores`), unless ``VLLM_CPU_OMP_THREADS_BIND`` is set already, and as many
+    PyTorch threads as it has cores.
+
+    PyTorch otherwise runs a thread per core of the machine in every worker: AgentConductor's training (TRL, in
+    the test's process) then shares a core with the other worker's engine, and its threads wait on each other at
+    every operation (a GRPO step beside one busy core took 88 s on two threads, 60 s on one, 2-core AMD EPYC).
+    The compiled core's OpenMP count is left alone: its thread tests need more than one."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         cache = tempfile.mkdtemp(prefix="toporoute-llm-cache-")
         os.environ[RUN_CACHE] = cache
         config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
         config.add_cleanup(lambda: os.environ.pop(RUN_CACHE, None))
-    elif BIND not in os.environ and hasattr(os, "sched_getaffinity"):
+    elif hasattr(os, "sched_getaffinity"):
         count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         cores = worker_cores(sorted(os.sched_getaffinity(0)), int(worker.removeprefix("gw")), count)
-        os.environ[BIND] = ",".join(map(str, cores))
+        os.environ.setdefault(BIND, ",".join(map(str, cores)))
+        if count > 1 and importlib.util.find_spec("torch") is not None:
+            import torch
+
+            torch.set_num_threads(len(cores))
 
 
 def worker_cores(cpus: Sequence[int], index: int, workers: int) -> list[int]:
