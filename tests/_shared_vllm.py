@@ -278,10 +278,10 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
             if not self.dealt:  # the first send of the initial distribution: deal to every worker first
                 self.dealt = True
                 assert self.collection is not None
-                dealt = deal_slow_tests(self.collection, len(self.nodes))
-                taken = {i for indices in dealt for i in indices}
+                shares = deal_slow_tests(self.collection, len(self.nodes))
+                taken = {i for indices in shares for i in indices}
                 self.pending[:] = [i for i in self.pending if i not in taken]
-                for worker, indices in zip(self.nodes, dealt):
+                for worker, indices in zip(self.nodes, shares):
                     if indices:
                         self.node2pending[worker].extend(indices)
                         worker.send_runtest_some(indices)
