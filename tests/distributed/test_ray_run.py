@@ -89,9 +89,25 @@ def test_a_ray_run_writes_what_a_local_run_writes(recorded: tuple[Path, Path], t
     assert p.returncode != 0 and "--record cannot be used with --ray" in p.stderr
 
 
-async def slow_team(latency_s: float) -> ScriptedEngine:
-    """The scripted team, each batch taking ``latency_s`` (so episodes are in flight when the run is cut)."""
-    return team_engine(done_at=2, latency_s=latency_s)
+async def held_team() -> Any:
+    """The scripted team, answering the calls of the first two tasks' episodes only: the calls of any later
+    episode wait until the run is cut, so exactly two episodes finish and the next ones are in flight (however
+    slowly the machine runs the test)."""
+    return _Held(team_engine(done_at=2, latency_s=0.05), {t.episode_id for t in _tasks(2)})
+
+
+class _Held:
+    def __init__(self, inner: ScriptedEngine, answered: set[str]) -> None:
+        self.inner, self.answered, self.name = inner, answered, inner.name
+        self.supports_guided_json = inner.supports_guided_json
+
+    async def generate(self, requests: Any) -> Any:
+        if any(r.tags.episode not in self.answered for r in requests):
+            await asyncio.Event().wait()  # held until the actor is stopped
+        return await self.inner.generate(requests)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 async def dying_team(marker: str) -> Any:
@@ -121,11 +137,11 @@ _DRIVER = """
 import asyncio, sys
 from functools import partial
 from pathlib import Path
-from test_ray_run import _tasks, slow_team, dying_team
+from test_ray_run import _tasks, held_team, dying_team
 from toporoute.distributed.ray_run import MethodJob, RayOptions, run_method_on_ray
 from toporoute.methods import make_method
 
-factory = partial(slow_team, 0.4) if sys.argv[2] == "slow" else partial(dying_team, sys.argv[3])
+factory = held_team if sys.argv[2] == "held" else partial(dying_team, sys.argv[3])
 asyncio.run(run_method_on_ray(make_method("dytopo"), MethodJob(partial(make_method, "dytopo")), factory, _tasks(8),
     Path(sys.argv[1]), options=RayOptions(actors=2, concurrency=1), model="scripted", engine="ScriptedEngine",
     progress=False))
@@ -149,18 +165,24 @@ def test_an_interrupted_ray_run_resumes_and_survives_a_dead_actor(tmp_path: Path
     asyncio.run(
         run_method(make_method("dytopo"), _tasks(8), team_engine(done_at=2), reference, progress=False)
     )
-    # cut with Ctrl-C once two episodes are done: two actors, one episode each at a time, 0.4 s per batch
-    proc = _driver(out, "slow")
+    # cut with Ctrl-C once two episodes are done: two actors, one episode each at a time; the next two episodes
+    # are held in flight (held_team)
+    proc = _driver(out, "held")
     deadline = time.monotonic() + 120
     while len(list(out.glob("episodes/*.json"))) < 2:
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         assert time.monotonic() < deadline, "no episode finished in 120 s"
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    text = proc.communicate(timeout=120)[0]
+    try:
+        text = proc.communicate(timeout=120)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the driver went on for 120 s after Ctrl-C:\n{proc.communicate()[0][-3000:]}")
     assert proc.returncode != 0, text[-3000:]
+    assert "KeyboardInterrupt" in text, text[-3000:]
     done = {f: f.stat().st_mtime_ns for f in out.glob("episodes/*.json")}
-    assert 2 <= len(done) < 8, text[-3000:]  # the episodes in flight were lost, nothing else
+    assert len(done) == 2, text[-3000:]  # the episodes in flight were lost, nothing else
     assert all(json.loads(f.read_text())["status"] == "ok" for f in done)
     assert {f.stem for f in out.glob("traces/*.jsonl")} >= {f.stem for f in done}
     # resumed on two new actors, one of which dies at its first call: its episode goes to the other
