@@ -244,19 +244,36 @@ fixtures start an engine or a server of their own (bench/test_bench_llm.py, test
 are not here: dealt apart, their tests would start one on each worker."""
 
 
+LEAD_TESTS: dict[str, float] = {
+    "tests/distributed/test_ray_run.py::test_a_ray_run_writes_what_a_local_run_writes": 44,
+    "tests/distributed/test_ray_run.py::test_an_interrupted_ray_run_resumes_and_survives_a_dead_actor": 28,
+}
+"""Long tests that need no language model (the Ray runs, on the scripted team), with their seconds as in
+:data:`SLOW_TESTS`: the workers after the first run them before their slow tests, while the first worker
+converts the embedded model (about 40 s on one core), which every slow test needs; otherwise they would wait
+for it with a core idle."""
+
+
 def deal_slow_tests(nodeids: Sequence[str], workers: int) -> list[list[int]]:
-    """The indices into ``nodeids`` of the :data:`SLOW_TESTS` each of ``workers`` workers runs first: longest
+    """The indices into ``nodeids`` of the tests each of ``workers`` workers runs first: with more than one
+    worker, the :data:`LEAD_TESTS` in turn to the workers after the first; then the :data:`SLOW_TESTS`, longest
     first, each to the worker with the fewest estimated seconds so far (the first of them on a tie).
 
     pytest-xdist's load scheduling hands each worker a run of consecutive tests to start with (a quarter of its
     share); with the slow tests at the front, one worker would get all of them and run them one after another
     while the other ran the short tests, then idled. Dealt out first (:func:`make_scheduler`), both workers decode
     on their own cores from the start and the short tests fill in after."""
+    load, dealt = [0.0] * workers, [[] for _ in range(workers)]
+    if workers > 1:
+        lead = [i for i, nodeid in enumerate(nodeids) if nodeid in LEAD_TESTS]
+        for k, i in enumerate(lead):
+            w = 1 + k % (workers - 1)
+            dealt[w].append(i)
+            load[w] += LEAD_TESTS[nodeids[i]]
     slow = sorted(
         (i for i, nodeid in enumerate(nodeids) if nodeid in SLOW_TESTS),
         key=lambda i: (-SLOW_TESTS[nodeids[i]], i),
     )
-    load, dealt = [0.0] * workers, [[] for _ in range(workers)]
     for i in slow:
         w = load.index(min(load))
         dealt[w].append(i)
