@@ -96,18 +96,26 @@ async def held_team() -> Any:
     return _Held(team_engine(done_at=2, latency_s=0.05), {t.episode_id for t in _tasks(2)})
 
 
-class _Held:
-    def __init__(self, inner: ScriptedEngine, answered: set[str]) -> None:
-        self.inner, self.answered, self.name = inner, answered, inner.name
+class _Team:
+    """The scripted team behind a ``generate`` of a test's own."""
+
+    def __init__(self, inner: ScriptedEngine) -> None:
+        self.inner, self.name = inner, inner.name
         self.supports_guided_json = inner.supports_guided_json
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Held(_Team):
+    def __init__(self, inner: ScriptedEngine, answered: set[str]) -> None:
+        super().__init__(inner)
+        self.answered = answered
 
     async def generate(self, requests: Any) -> Any:
         if any(r.tags.episode not in self.answered for r in requests):
             await asyncio.Event().wait()  # held until the actor is stopped
         return await self.inner.generate(requests)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 async def dying_team(marker: str) -> Any:
@@ -116,10 +124,10 @@ async def dying_team(marker: str) -> Any:
     return _Dying(team_engine(done_at=2, latency_s=0.05), Path(marker))
 
 
-class _Dying:
+class _Dying(_Team):
     def __init__(self, inner: ScriptedEngine, marker: Path) -> None:
-        self.inner, self.marker, self.name = inner, marker, inner.name
-        self.supports_guided_json = inner.supports_guided_json
+        super().__init__(inner)
+        self.marker = marker
 
     async def generate(self, requests: Any) -> Any:
         try:
@@ -128,9 +136,6 @@ class _Dying:
             return await self.inner.generate(requests)
         os.close(fd)
         os._exit(1)  # the actor's process dies with this episode (and any other) in flight
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 _DRIVER = """
